@@ -1,0 +1,1 @@
+"""Hydra-configured torch.compile training sweeps, measured in isolated workers, logged to MLflow."""
