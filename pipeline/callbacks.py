@@ -1,0 +1,96 @@
+"""Hydra callbacks: the sweep's parent run at multirun start, its summary at multirun end.
+
+Hydra pickles callbacks for some launchers, so this object holds no client or connection: everything
+it needs is rebuilt from the config, and jobs learn the sweep from `sweep.json` in the sweep dir.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.sweep import SweepContext, count_jobs, new_sweep_id
+
+# The sweep this process started (so an interrupted sweep can close its parent run).
+ACTIVE_SWEEP: SweepContext | None = None
+SWEEP_FAILURES: list[str] = []
+
+
+def _mlflow_settings(config: DictConfig) -> dict[str, Any]:
+    return OmegaConf.to_container(config.mlflow, resolve=True)  # type: ignore[return-value]
+
+
+class SweepCallback(Callback):
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Create the experiment (and sqlite schema) once and the parent run, before any job starts."""
+        global ACTIVE_SWEEP
+        from pipeline.tracking import Tracker
+
+        mlflow_cfg = _mlflow_settings(config)
+        tracker = Tracker.from_config(mlflow_cfg)
+        sweep_cfg = config.sweep
+        sweep_id = sweep_cfg.id or new_sweep_id()
+        parent = tracker.sweep_parent(sweep_id) if sweep_cfg.id else None
+        if sweep_cfg.resume and parent is None:
+            raise SystemExit(
+                f"sweep.resume=true: no sweep with sweep.id={sweep_cfg.id!r} in experiment {mlflow_cfg['experiment']!r}; set sweep.id to the id of an earlier sweep"
+            )
+        if parent is not None and not sweep_cfg.resume:
+            raise SystemExit(
+                f"sweep.id={sweep_id!r} already exists in experiment {mlflow_cfg['experiment']!r}: add sweep.resume=true to continue it, or pick a new id"
+            )
+        sweep_dir = str(Path(config.hydra.sweep.dir).resolve())
+        if parent is None:
+            tags = {"sweep_id": sweep_id, "sweep_parent": "true", "sweep_dir": sweep_dir}
+            if sweep_cfg.name:
+                tags["sweep_name"] = sweep_cfg.name
+            parent_id = tracker.start_run(f"sweep {sweep_cfg.name or sweep_id}", tags)
+        else:
+            parent_id = parent.info.run_id
+            tracker.client.update_run(parent_id, status="RUNNING")
+            tracker.set_tags(parent_id, {"resumed_in": sweep_dir})
+        ACTIVE_SWEEP = SweepContext(
+            sweep_id,
+            parent_id,
+            sweep_dir,
+            mlflow_cfg["tracking_uri"],
+            mlflow_cfg["experiment"],
+            count_jobs(config.hydra),
+            bool(sweep_cfg.resume),
+            sweep_cfg.name,
+        )
+        ACTIVE_SWEEP.save()
+        print(
+            f"sweep {sweep_id}: {ACTIVE_SWEEP.total_jobs or '?'} jobs, parent run {parent_id}, output {sweep_dir}",
+            flush=True,
+        )
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Summarize the sweep from MLflow, attach the summary to the parent run, close it."""
+        from pipeline.report import finish_sweep
+
+        if ACTIVE_SWEEP is None:
+            return
+        failures = finish_sweep(ACTIVE_SWEEP)
+        SWEEP_FAILURES.extend(failures)
+
+
+def close_interrupted_sweep(reason: str) -> None:
+    """Mark the parent run, and any child still RUNNING, as KILLED (Ctrl-C or SIGTERM of the sweep)."""
+    if ACTIVE_SWEEP is None:
+        return
+    from pipeline.tracking import KILLED, Tracker
+
+    try:
+        tracker = Tracker(ACTIVE_SWEEP.tracking_uri, ACTIVE_SWEEP.experiment)
+        for run in tracker.sweep_children(ACTIVE_SWEEP.sweep_id):
+            if run.info.status == "RUNNING":
+                tracker.set_tags(run.info.run_id, {"error_type": "Interrupted", "error_message": reason})
+                tracker.end_run(run.info.run_id, KILLED)
+        tracker.set_tags(ACTIVE_SWEEP.parent_run_id, {"error_type": "Interrupted", "error_message": reason})
+        tracker.end_run(ACTIVE_SWEEP.parent_run_id, KILLED)
+    except Exception as exc:  # the store itself may be what failed
+        print(f"could not close the sweep's runs in MLflow: {exc}", flush=True)

@@ -1,0 +1,158 @@
+"""Fake data following a model's input spec.
+
+Two paths, chosen by `data.loader`:
+
+* on-device (default): `data.num_batches` distinct batches are generated once on the device and
+  rotated, so a step never waits for the host and never reuses one batch (caches stay honest);
+* loader: the classic hand-written path of the torch.compile article: a DataLoader whose workers make
+  random CPU tensors, copied to the device every step (the copy is part of the measured step).
+
+Both yield the same sample for the same (seed, index), so two variants of a paired measurement see the
+same batches in the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+Batch = dict[str, torch.Tensor]
+
+
+def make_sample(spec: dict[str, Any], generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """One (input, target) pair on the CPU."""
+    if spec["kind"] == "image":
+        image = torch.randn((spec["channels"], spec["height"], spec["width"]), generator=generator)
+        label = torch.randint(spec["num_classes"], (), generator=generator)
+        return image, label
+    tokens = torch.randint(spec["vocab_size"], (spec["seq_len"],), generator=generator)
+    target = spec["target"]
+    if target == "next_token":
+        return tokens, tokens.clone()
+    if target == "masked_token":
+        labels = torch.full_like(tokens, -100)
+        masked = torch.rand(tokens.shape, generator=generator) < 0.15
+        labels[masked] = tokens[masked]
+        return tokens, labels
+    return tokens, torch.randint(spec["num_classes"], (), generator=generator)
+
+
+def make_batch(spec: dict[str, Any], batch_size: int, generator: torch.Generator) -> Batch:
+    inputs, targets = zip(*(make_sample(spec, generator) for _ in range(batch_size)), strict=True)
+    return {"inputs": torch.stack(inputs), "targets": torch.stack(targets)}
+
+
+def to_device(
+    batch: Batch, device: torch.device, float_dtype: torch.dtype, non_blocking: bool = False
+) -> Batch:
+    out = {}
+    for key, value in batch.items():
+        value = value.to(device, non_blocking=non_blocking)
+        out[key] = value.to(float_dtype) if value.is_floating_point() else value
+    return out
+
+
+class DeviceBatches:
+    """`num_batches` batches made once on the device, served round-robin."""
+
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        batch_size: int,
+        num_batches: int,
+        device: torch.device,
+        float_dtype: torch.dtype,
+        seed: int,
+    ):
+        generator = torch.Generator().manual_seed(seed)
+        self.batches = [
+            to_device(make_batch(spec, batch_size, generator), device, float_dtype)
+            for _ in range(num_batches)
+        ]
+        self.index = 0
+
+    def __next__(self) -> Batch:
+        batch = self.batches[self.index % len(self.batches)]
+        self.index += 1
+        return batch
+
+    def __iter__(self) -> Iterator[Batch]:
+        return self
+
+    def close(self) -> None:
+        self.batches.clear()
+
+
+class FakeDataset(Dataset):
+    """Random samples made by the DataLoader's workers, as in the seed loop; deterministic per index."""
+
+    def __init__(self, spec: dict[str, Any], seed: int, length: int = 1_000_000):
+        self.spec, self.seed, self.length = spec, seed, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return make_sample(self.spec, torch.Generator().manual_seed(self.seed * 1_000_003 + index))
+
+
+class LoaderBatches:
+    """A DataLoader over :class:`FakeDataset`; every batch is copied to the device when it is taken."""
+
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        batch_size: int,
+        device: torch.device,
+        float_dtype: torch.dtype,
+        seed: int,
+        num_workers: int,
+        pin_memory: bool,
+        non_blocking: bool,
+    ):
+        self.loader = DataLoader(
+            FakeDataset(spec, seed),
+            batch_size=batch_size,
+            num_workers=num_workers,
+            pin_memory=pin_memory and device.type == "cuda",
+            persistent_workers=num_workers > 0,
+        )
+        self.iterator = iter(self.loader)
+        self.device, self.float_dtype, self.non_blocking = device, float_dtype, non_blocking
+
+    def __next__(self) -> Batch:
+        inputs, targets = next(self.iterator)
+        return to_device(
+            {"inputs": inputs, "targets": targets}, self.device, self.float_dtype, self.non_blocking
+        )
+
+    def __iter__(self) -> Iterator[Batch]:
+        return self
+
+    def close(self) -> None:
+        del self.iterator
+
+
+def make_batches(
+    data_cfg: dict[str, Any],
+    spec: dict[str, Any],
+    batch_size: int,
+    device: torch.device,
+    float_dtype: torch.dtype,
+    seed: int,
+) -> DeviceBatches | LoaderBatches:
+    if data_cfg["loader"]:
+        return LoaderBatches(
+            spec,
+            batch_size,
+            device,
+            float_dtype,
+            seed,
+            data_cfg["num_workers"],
+            data_cfg["pin_memory"],
+            data_cfg["non_blocking"],
+        )
+    return DeviceBatches(spec, batch_size, data_cfg["num_batches"], device, float_dtype, seed)

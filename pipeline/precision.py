@@ -1,0 +1,61 @@
+"""Precision: autocast dtype, weight dtype, TF32 switches and the grad scaler, from one config node."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class Precision:
+    autocast_dtype: torch.dtype | None
+    param_dtype: torch.dtype
+    tf32: bool
+    grad_scaler: bool
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> Precision:
+        autocast = cfg.get("autocast_dtype")
+        return cls(
+            autocast_dtype=_DTYPES[autocast] if autocast else None,
+            param_dtype=_DTYPES[cfg["param_dtype"]],
+            tf32=bool(cfg["tf32"]),
+            grad_scaler=bool(cfg["grad_scaler"]),
+        )
+
+    def apply_backend_flags(self) -> dict[str, str]:
+        """Set TF32 for float32 matmuls and convolutions explicitly (never torch's defaults, which
+        differ between the two) and return the settings as read back from torch."""
+        mode = "tf32" if self.tf32 else "ieee"
+        if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+            torch.backends.cuda.matmul.fp32_precision = mode
+            torch.backends.cudnn.conv.fp32_precision = mode
+            return {
+                "matmul_fp32_precision": str(torch.backends.cuda.matmul.fp32_precision),
+                "cudnn_conv_fp32_precision": str(torch.backends.cudnn.conv.fp32_precision),
+            }
+        torch.backends.cuda.matmul.allow_tf32 = self.tf32  # torch < 2.9
+        torch.backends.cudnn.allow_tf32 = self.tf32
+        return {"matmul_allow_tf32": str(self.tf32), "cudnn_allow_tf32": str(self.tf32)}
+
+    @contextlib.contextmanager
+    def autocast(self, device_type: str) -> Iterator[None]:
+        if self.autocast_dtype is None:
+            yield
+            return
+        with torch.autocast(device_type=device_type, dtype=self.autocast_dtype):
+            yield
+
+    def make_scaler(self, device_type: str) -> torch.amp.GradScaler | None:
+        return torch.amp.GradScaler(device_type) if self.grad_scaler else None
+
+    @property
+    def input_dtype(self) -> torch.dtype:
+        """Floating-point inputs follow the weights."""
+        return self.param_dtype

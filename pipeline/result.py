@@ -1,0 +1,76 @@
+"""The result file: what a worker hands its parent (and what `report --sync` uploads later).
+
+One JSON file per job, written atomically (temp file + rename), so a reader never sees half of it. The
+worker writes it at the end, also when training failed; when the worker could not (killed, crashed,
+timed out) the parent writes it from what it knows. It also records whether it reached MLflow.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
+RESULT_FILE = "result.json"
+
+
+@dataclass
+class JobError:
+    type: str  # e.g. OutOfMemoryError, Timeout, WorkerCrashed, GraphBreakInFullgraph, ConfigError
+    message: str  # one line, shown to the user and set as the `error_message` tag
+    traceback: str = ""
+
+
+@dataclass
+class JobResult:
+    status: str = FAILED
+    metrics: dict[str, float] = field(default_factory=dict)
+    series: dict[str, list[float]] = field(default_factory=dict)  # per-step curves
+    environment: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)  # effective settings, compile kwargs, notes
+    diagnostics: dict[str, Any] = field(default_factory=dict)  # graph-break reasons, syncs, ...
+    method: str = ""  # how it was measured, in words
+    error: JobError | None = None
+    mlflow_run_id: str | None = None
+    mlflow_synced: bool = False
+
+    def fail(self, status: str, error_type: str, message: str, tb: str = "") -> None:
+        self.status = status
+        self.error = JobError(error_type, one_line(message), tb)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["metrics"] = {
+            k: v
+            for k, v in self.metrics.items()
+            if v is not None and not (isinstance(v, float) and math.isnan(v))
+        }
+        return json.dumps(data, indent=1, default=str, allow_nan=True)
+
+    def write(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".result-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            f.write(self.to_json())
+        os.replace(tmp, path)
+
+    @classmethod
+    def read(cls, path: str | Path) -> JobResult:
+        data = json.loads(Path(path).read_text())
+        error = data.pop("error", None)
+        result = cls(**data)
+        result.error = JobError(**error) if error else None
+        return result
+
+
+def one_line(message: str, limit: int = 500) -> str:
+    """The first meaningful line of an error message, bounded in length."""
+    lines = [ln.strip() for ln in str(message).strip().splitlines() if ln.strip()]
+    text = lines[0] if lines else "(no message)"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,253 @@
+"""Entry point: `python -m pipeline.run [-m] [overrides]`.
+
+This process is the parent of each job: it validates the config, opens the job's MLflow run, spawns a
+fresh worker process for the training, enforces the timeout, and logs whatever comes back (a result,
+a failure, or a crash) before closing the run. It never trains and never initializes CUDA.
+Exit code: 0 when every job finished, 1 when any failed (or could not be recorded), 2 for bad input,
+130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.result import FAILED, FINISHED, KILLED, JobResult
+from pipeline.schema import ConfigError, register_configs, to_container, validate
+from pipeline.sweep import SweepContext, config_hash
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+SKIPPED, NOT_SYNCED, BAD_INPUT = "SKIPPED", "NOT_SYNCED", "BAD_INPUT"
+OUTCOMES: list[str] = []  # one per job run by this process
+
+
+def _job_label(hc: Any) -> str:
+    return f"job {hc.job.num}" if hc.mode == RunMode.MULTIRUN else "job"
+
+
+def report_config_error(err: ConfigError) -> None:
+    for e in getattr(err, "errors", [err]):
+        print(f"config error: {e}", file=sys.stderr, flush=True)
+
+
+def run_job(cfg: DictConfig) -> str:
+    """One job, start to finish. Returns its outcome; never raises for a failed job."""
+    from pipeline.progress import JobProgress, sweep_status
+    from pipeline.tracking import Tracker, TrackingUnavailable, identity, run_name
+
+    hc = HydraConfig.get()
+    job_dir = Path(hc.runtime.output_dir)
+    sweep = SweepContext.load(hc.sweep.dir) if hc.mode == RunMode.MULTIRUN else None
+    try:
+        validate(cfg)
+        resolved = to_container(cfg)
+    except ConfigError as err:
+        report_config_error(err)
+        if sweep is not None:
+            _record_bad_job(cfg, sweep, err)
+        return BAD_INPUT
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / "config.yaml").write_text(OmegaConf.to_yaml(resolved))
+    name = run_name(resolved)
+    try:
+        tracker = Tracker.from_config(resolved["mlflow"])
+    except TrackingUnavailable as err:
+        print(f"mlflow error: {err}", file=sys.stderr, flush=True)
+        return FAILED
+    chash = config_hash(resolved)
+    if sweep is not None and sweep.resume:
+        done = tracker.finished_run_for(sweep.sweep_id, chash)
+        if done is not None:
+            print(
+                f"{name}: already FINISHED in sweep {sweep.sweep_id} (run {done.info.run_id}), skipped",
+                flush=True,
+            )
+            return SKIPPED
+
+    tags = {**identity(resolved), "config_hash": chash, "job_dir": str(job_dir)}
+    if sweep is not None:
+        tags.update({"sweep_id": sweep.sweep_id, "job_num": str(hc.job.num)})
+    for key in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"):
+        if key in os.environ:
+            tags[key.lower()] = os.environ[key]
+    run_id = tracker.start_run(name, tags, parent_run_id=sweep.parent_run_id if sweep else None)
+    if sweep is not None:
+        print(sweep_status(Path(sweep.sweep_dir), sweep.total_jobs), flush=True)
+    print(f"{_job_label(hc)} {name}: run {run_id}, output {job_dir}", flush=True)
+
+    started = time.monotonic()
+    display = JobProgress(name)
+    try:
+        result = _run_worker(resolved, job_dir, sweep, display)
+    except BaseException as interrupt:  # Ctrl-C / SIGTERM: record the job as KILLED, then stop
+        display.close()
+        result = JobResult()
+        result.fail(KILLED, "Interrupted", f"interrupted ({type(interrupt).__name__}: {interrupt})")
+        _finish(tracker, run_id, resolved, result, job_dir, time.monotonic() - started)
+        raise
+    display.close()
+    outcome = _finish(tracker, run_id, resolved, result, job_dir, time.monotonic() - started)
+    print(_one_line(name, result), flush=True)
+    if sweep is not None:
+        print(sweep_status(Path(sweep.sweep_dir), sweep.total_jobs), flush=True)
+    return outcome
+
+
+def _run_worker(
+    resolved: dict[str, Any], job_dir: Path, sweep: SweepContext | None, display: Any
+) -> JobResult:
+    from pipeline.supervisor import run_worker
+
+    return run_worker(
+        resolved,
+        job_dir,
+        resolved["trainer"]["timeout_s"],
+        inductor_cache_dir(resolved, job_dir, sweep),
+        display.update,
+        display.line,
+    )
+
+
+def inductor_cache_dir(resolved: dict[str, Any], job_dir: Path, sweep: SweepContext | None) -> Path:
+    """Shared by a sweep's jobs by default; per job with `diagnose.cold_cache=true`; or as configured."""
+    diagnose = resolved["diagnose"]
+    if diagnose.get("cold_cache"):
+        return job_dir / "inductor_cache"
+    if diagnose.get("cache_dir"):
+        return Path(diagnose["cache_dir"]).resolve()
+    return Path(sweep.sweep_dir if sweep else job_dir) / "inductor_cache"
+
+
+def _finish(
+    tracker: Any, run_id: str, resolved: dict[str, Any], result: JobResult, job_dir: Path, wall_s: float
+) -> str:
+    """Keep the result on disk first, then log it; a store lost mid-job loses nothing."""
+    result.mlflow_run_id = run_id
+    result.info["job_wall_s"] = wall_s
+    write_job_files(result, job_dir, resolved["trainer"]["warmup_steps"])
+    result.write(job_dir / "result.json")
+    try:
+        tracker.log_result(run_id, resolved, result, job_dir)
+    except Exception as exc:
+        print(
+            f"mlflow error: could not log run {run_id} ({type(exc).__name__}: {exc}); the result is kept in {job_dir / 'result.json'}; upload it later with `python -m pipeline.report --sync {job_dir}`",
+            file=sys.stderr,
+            flush=True,
+        )
+        return NOT_SYNCED
+    result.mlflow_synced = True
+    result.write(job_dir / "result.json")
+    return result.status
+
+
+def write_job_files(result: JobResult, job_dir: Path, warmup_steps: int) -> None:
+    """Per-step times as CSV, and the error with its traceback, beside the result."""
+    with open(job_dir / "step_times.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["variant", "step", "step_time_ms"])
+        for variant, key in (("compiled_or_eager", "step_time_ms"), ("paired_eager", "eager_step_time_ms")):
+            for i, ms in enumerate(result.series.get(key, [])):
+                writer.writerow([variant, warmup_steps + i, f"{ms:.6f}"])
+    if result.error:
+        (job_dir / "error.txt").write_text(
+            f"{result.error.type}: {result.error.message}\n\n{result.error.traceback}"
+        )
+
+
+def _one_line(name: str, result: JobResult) -> str:
+    if result.status == FINISHED:
+        m = result.metrics
+        parts = [f"step {m['step_time_ms_p50']:.2f} ms (p50)"]
+        if "compile_time_s" in m:
+            parts.append(f"compile {m['compile_time_s']:.1f} s")
+        if "speedup_vs_eager" in m:
+            parts.append(f"{m['speedup_vs_eager']:.2f}x vs eager")
+        if "peak_mem_allocated_gib" in m:
+            parts.append(f"peak {m['peak_mem_allocated_gib']:.2f} GiB")
+        if m.get("graph_breaks"):
+            parts.append(f"{int(m['graph_breaks'])} graph breaks (compile.fullgraph=false let them through)")
+        return f"{name}: FINISHED: " + ", ".join(parts)
+    assert result.error is not None
+    return f"{name}: {result.status}: {result.error.type}: {result.error.message}"
+
+
+def _record_bad_job(cfg: DictConfig, sweep: SweepContext, err: ConfigError) -> None:
+    """A job of a sweep with bad values is still listed in the sweep, as FAILED with the error."""
+    from pipeline.tracking import Tracker
+
+    try:
+        tracker = Tracker(sweep.tracking_uri, sweep.experiment)
+        overrides = " ".join(HydraConfig.get().overrides.task)
+        tags = {
+            "sweep_id": sweep.sweep_id,
+            "error_type": "ConfigError",
+            "error_message": str(err),
+            "overrides": overrides,
+        }
+        run_id = tracker.start_run(f"bad input: {overrides}"[:250], tags, parent_run_id=sweep.parent_run_id)
+        tracker.end_run(run_id, FAILED)
+    except Exception as exc:
+        print(f"mlflow error: could not record the bad job ({exc})", file=sys.stderr, flush=True)
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+def _hydra_main(cfg: DictConfig) -> str:
+    outcome = run_job(cfg)
+    OUTCOMES.append(outcome)
+    return outcome
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def exit_code() -> int:
+    from pipeline.callbacks import SWEEP_FAILURES
+
+    if BAD_INPUT in OUTCOMES and all(o in (BAD_INPUT,) for o in OUTCOMES):
+        return 2
+    if any(o not in (FINISHED, SKIPPED) for o in OUTCOMES) or SWEEP_FAILURES:
+        return 1
+    return 0
+
+
+def main() -> None:
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from pipeline.callbacks import close_interrupted_sweep
+    from pipeline.schema import describe_compose_error
+
+    register_configs()
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    user_wants_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, to print them in one line
+    try:
+        _hydra_main()
+    except KeyboardInterrupt as interrupt:
+        reason = f"interrupted by {interrupt.args[0] if interrupt.args else 'SIGINT'}"
+        close_interrupted_sweep(reason)
+        print(reason, file=sys.stderr, flush=True)
+        sys.exit(130)
+    except (HydraException, OmegaConfBaseException) as err:
+        if user_wants_traceback:
+            raise
+        message = describe_compose_error(err)
+        close_interrupted_sweep(f"config error: {message}")
+        print(f"config error: {message}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    sys.exit(exit_code())
+
+
+if __name__ == "__main__":
+    main()

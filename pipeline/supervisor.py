@@ -1,0 +1,163 @@
+"""Spawn one worker, stream its output, enforce the timeout, and always come back with a result.
+
+The worker is a fresh interpreter (`python -m pipeline.worker`, spawned, never forked), in a session
+of its own so that a timeout or Ctrl-C kills it together with its DataLoader and compile workers. If
+the worker dies before writing its result file (SIGKILL, segfault, out of host memory, timeout), the
+result is made here from its exit status and the tail of its log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pipeline.result import FAILED, KILLED, RESULT_FILE, JobResult
+from pipeline.worker import PROGRESS_PREFIX
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+KILL_GRACE_S = 5.0
+
+
+def worker_env(cache_dir: Path | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+    if cache_dir is not None:
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
+        env["TRITON_CACHE_DIR"] = str(cache_dir / "triton")
+    return env
+
+
+def signal_description(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the worker's process group, then SIGKILL whatever is left after a grace period."""
+    for sig, wait_s in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, KILL_GRACE_S)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _log_tail(log_path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(log_path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def run_worker(
+    cfg: dict[str, Any],
+    job_dir: Path,
+    timeout_s: float,
+    cache_dir: Path | None,
+    on_progress: Callable[[dict[str, Any]], None],
+    on_line: Callable[[str], None],
+) -> JobResult:
+    job_dir.mkdir(parents=True, exist_ok=True)
+    config_path, result_path, log_path = (
+        job_dir / "job_config.json",
+        job_dir / RESULT_FILE,
+        job_dir / "worker.log",
+    )
+    config_path.write_text(json.dumps(cfg, indent=1))
+    result_path.unlink(missing_ok=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipeline.worker",
+        "--config",
+        str(config_path),
+        "--result",
+        str(result_path),
+    ]
+    started = time.monotonic()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+            env=worker_env(cache_dir),
+            cwd=PROJECT_ROOT,
+        )
+        reader = threading.Thread(target=_pump, args=(proc, log, on_progress, on_line), daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+        except BaseException:
+            _kill_group(proc)
+            reader.join(timeout=5)
+            raise
+        reader.join(timeout=10)
+    wall_s = time.monotonic() - started
+
+    if timed_out:
+        result = _read_or_new(result_path)
+        result.fail(
+            KILLED, "Timeout", f"worker killed after trainer.timeout_s={timeout_s:g} s", _log_tail(log_path)
+        )
+    elif result_path.exists():
+        result = JobResult.read(result_path)
+    else:
+        how = signal_description(proc.returncode)
+        result = JobResult()
+        result.fail(FAILED, "WorkerCrashed", f"worker {how} before writing its result", _log_tail(log_path))
+    result.info["worker_wall_s"] = wall_s
+    result.info["worker_exit"] = (
+        signal_description(proc.returncode) if proc.returncode is not None else "killed"
+    )
+    result.write(result_path)
+    return result
+
+
+def _read_or_new(path: Path) -> JobResult:
+    try:
+        return JobResult.read(path)
+    except (OSError, ValueError):
+        return JobResult()
+
+
+def _pump(
+    proc: subprocess.Popen,
+    log: Any,
+    on_progress: Callable[[dict[str, Any]], None],
+    on_line: Callable[[str], None],
+) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith(PROGRESS_PREFIX):
+            with contextlib.suppress(ValueError):
+                on_progress(json.loads(line[len(PROGRESS_PREFIX) :]))
+            continue
+        log.write(line)
+        log.flush()
+        on_line(line.rstrip("\n"))

@@ -1,0 +1,73 @@
+"""Sweep bookkeeping shared by the multirun callback (which writes it) and the jobs (which read it).
+
+Launchers pickle callbacks and may run jobs on other machines, so jobs get the sweep's identity from a
+small file in the sweep directory (`sweep.json`: sweep id, parent run id, job count), never from a
+live object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+SWEEP_FILE = "sweep.json"
+# Keys that say where or how a job is recorded, not what it measures: left out of the config hash.
+_NOT_IDENTITY = ("sweep", "mlflow")
+
+
+@dataclass
+class SweepContext:
+    sweep_id: str
+    parent_run_id: str
+    sweep_dir: str
+    tracking_uri: str
+    experiment: str
+    total_jobs: int | None = None
+    resume: bool = False
+    name: str | None = None
+
+    def save(self) -> None:
+        path = Path(self.sweep_dir) / SWEEP_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, sweep_dir: str | Path) -> SweepContext | None:
+        path = Path(sweep_dir) / SWEEP_FILE
+        if not path.exists():
+            return None
+        return cls(**json.loads(path.read_text()))
+
+
+def new_sweep_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def config_hash(resolved: dict[str, Any]) -> str:
+    """Identifies a job's configuration across re-runs of a sweep (for `sweep.resume`)."""
+    identity = {k: v for k, v in resolved.items() if k not in _NOT_IDENTITY}
+    return hashlib.sha1(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def count_jobs(hydra_cfg: Any) -> int | None:
+    """How many jobs the basic sweeper will launch (task overrides and `hydra.sweeper.params`); None
+    for sweepers that decide as they go (Optuna)."""
+    try:
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        if "BasicSweeper" not in str(hydra_cfg.sweeper.get("_target_", "")):
+            return None
+        args = [f"{k}={v}" for k, v in (hydra_cfg.sweeper.get("params") or {}).items()]
+        args += list(hydra_cfg.overrides.task)
+        overrides = OverridesParser.create().parse_overrides(args)
+        return sum(len(batch) for batch in BasicSweeper.split_arguments(overrides, None))
+    except Exception:
+        return None
