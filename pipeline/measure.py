@@ -12,9 +12,11 @@ How a job is measured (also written into every run's description, see :func:`des
 * Compile time = the warm-up's wall time in excess of the steady-state median step time: everything the
   first steps spent beyond running (graph capture, compilation, autotuning, CUDA-graph recording).
 * Memory is read from the CUDA caching allocator's counters: peaks over the warm-up (which holds
-  compilation) and over the measured steps. When an eager baseline shares the process (paired mode),
-  the other variant's resident bytes are subtracted from allocated peaks; reserved peaks are taken only
-  while the compiled variant is alone.
+  compilation) and over the measured steps, always while the measured variant is alone on the device
+  (in paired mode an eager probe runs alone first and is freed; the compiled variant's warm-up and
+  first round run before the eager copy is built). Under CUDA graphs the graph pool shows as reserved,
+  not allocated, so compare reserved peaks across modes.
+* cuBLAS/cuDNN handles and workspaces are created before anything is timed.
 """
 
 from __future__ import annotations
@@ -227,7 +229,6 @@ class Variant:
     warmup_s: list[float] = field(default_factory=list)
     step_ms: list[float] = field(default_factory=list)
     round_p50_ms: list[float] = field(default_factory=list)
-    resident_bytes: int = 0  # what it holds between steps (weights, grads, optimizer state, ...)
     job_peak_allocated: int = 0
     job_peak_reserved: int | None = None
     peak_allocated: int = 0
@@ -241,6 +242,10 @@ class Variant:
 
 
 ProgressFn = Callable[[str, str, int, int], None]
+
+
+def quiet(*args: Any, **kwargs: Any) -> None:
+    """A progress callback that shows nothing (for the eager memory probe)."""
 
 
 def warm_up(variant: Variant, steps: int, device: torch.device, progress: ProgressFn) -> None:
@@ -268,6 +273,54 @@ def timed_round(
     variant.step_ms.extend(times)
     variant.round_p50_ms.append(percentile(sorted(times), 0.5))
     return times
+
+
+def solo_phase(
+    variant: Variant,
+    memory: Memory,
+    warmup: int,
+    steps: int,
+    device: torch.device,
+    progress: ProgressFn,
+    progress_every: int,
+    total: int | None = None,
+) -> None:
+    """Warm-up, then one timed round, with nothing else on the device: the variant's memory peaks over
+    the warm-up (compilation included) and over measured steps are its own."""
+    memory.reset_peak()
+    warm_up(variant, warmup, device, progress)
+    variant.job_peak_allocated, variant.job_peak_reserved = memory.peak_allocated(), memory.peak_reserved()
+    memory.reset_peak()
+    timed_round(variant, steps, device, progress, progress_every, total or steps)
+    variant.peak_allocated, variant.peak_reserved = memory.peak_allocated(), memory.peak_reserved()
+    variant.job_peak_allocated = max(variant.job_peak_allocated, variant.peak_allocated)
+    variant.job_peak_reserved = max(variant.job_peak_reserved or 0, variant.peak_reserved or 0)
+
+
+def release(variant: Variant, memory: Memory, baseline: int) -> int:
+    """Free a variant's device memory (weights, optimizer state, batches) and return how many bytes
+    stayed allocated above `baseline` (allocated before it was built): ~0 unless something leaked."""
+    import gc
+
+    variant.step = variant.batches = None  # type: ignore[assignment]
+    variant.losses = torch.empty(0)
+    gc.collect()
+    if memory.cuda:
+        torch.cuda.empty_cache()
+    return max(0, memory.allocated() - baseline)
+
+
+def init_device_libraries(device: torch.device) -> None:
+    """Create the cuBLAS/cuBLASLt handles and workspaces and initialize cuDNN before anything is timed,
+    so that one-time library set-up never shows up as compile time or as a slow first step."""
+    if device.type != "cuda":
+        return
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        a = torch.randn(64, 64, device=device, dtype=dtype, requires_grad=True)
+        (a @ a).sum().backward()
+        x = torch.randn(1, 3, 8, 8, device=device, dtype=dtype, requires_grad=True)
+        torch.nn.functional.conv2d(x, torch.randn(4, 3, 3, 3, device=device, dtype=dtype)).sum().backward()
+    torch.cuda.synchronize(device)
 
 
 def split_rounds(total: int, rounds: int) -> list[int]:
@@ -307,6 +360,28 @@ def memory_metrics(v: Variant) -> dict[str, float]:
         m["peak_mem_reserved_gib"] = gib(v.peak_reserved)
     if v.job_peak_reserved is not None:
         m["job_peak_mem_reserved_gib"] = gib(v.job_peak_reserved)
+    return m
+
+
+def paired_metrics(
+    main: Variant, eager: Variant, probe: Variant | None, loss_rtol: float, device: torch.device
+) -> dict[str, float]:
+    """Speedup (median of eager / median of compiled, same worker, interleaved rounds), its spread over
+    rounds, memory ratio (solo reserved peaks), and loss parity."""
+    e = summarize(eager.step_ms)
+    m = {
+        "eager_step_time_ms_p50": e["step_time_ms_p50"],
+        "eager_step_time_ms_p10": e["step_time_ms_p10"],
+        "eager_step_time_ms_p90": e["step_time_ms_p90"],
+    }
+    m["speedup_vs_eager"] = e["step_time_ms_p50"] / percentile(sorted(main.step_ms), 0.5)
+    per_round = [pe / pc for pe, pc in zip(eager.round_p50_ms, main.round_p50_ms, strict=True)]
+    m["speedup_vs_eager_round_min"], m["speedup_vs_eager_round_max"] = min(per_round), max(per_round)
+    if device.type == "cuda" and probe is not None and probe.peak_reserved:
+        m["eager_peak_mem_allocated_gib"] = gib(probe.peak_allocated)
+        m["eager_peak_mem_reserved_gib"] = gib(probe.peak_reserved)
+        m["memory_ratio_vs_eager"] = (main.peak_reserved or 0) / probe.peak_reserved
+    m.update(loss_divergence(main.losses.tolist(), eager.losses.tolist(), loss_rtol))
     return m
 
 
@@ -448,8 +523,10 @@ def describe_method(
         lines.append("Memory: CPU peak RSS only (no device allocator on the CPU).")
     if paired:
         lines.append(
-            f"Paired eager baseline: an eager copy with the same initial weights and batches, in the same worker, measured in {rounds} interleaved rounds with the compiled variant "
-            "(compiled round 1 runs before the eager copy exists, so its reserved-memory peaks are its own); allocated peaks subtract the other variant's resident bytes."
+            f"Paired eager baseline: an eager copy with the same initial weights and batches, in the same worker, timed in {rounds} rounds alternating with the compiled variant "
+            "(C1 E1 C2 E2 ...) so drift hits both alike; speedup = eager median / compiled median. Memory figures come from solo phases only: an eager probe runs alone "
+            "first and is freed, then the compiled variant warms up and runs round 1 before the eager copy exists; memory_ratio_vs_eager compares reserved peaks "
+            "(CUDA-graph pools show as reserved, not allocated)."
         )
     lines.append(
         "Isolation: every job runs in a fresh spawned Python process; nothing (compile caches in memory, CUDA context, peak counters) carries over between jobs."

@@ -43,13 +43,15 @@ def resolve_device(name: str) -> Any:
     from pipeline.schema import ConfigError
 
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(
-            "device",
-            name,
-            "no CUDA device is visible to this worker (torch.cuda.is_available() is False); use device=cpu or auto",
-        )
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                "device",
+                name,
+                "no CUDA device is visible to this worker (torch.cuda.is_available() is False); use device=cpu or auto",
+            )
+        return torch.device("cuda", torch.cuda.current_device())
     return torch.device(name)
 
 
@@ -77,7 +79,12 @@ def classify_error(exc: BaseException, cfg: dict[str, Any]) -> tuple[str, str]:
 
 
 def run_job(cfg: dict[str, Any], result: Any, progress: Progress) -> None:
-    """Build everything from the config, warm up, measure, and fill in `result`."""
+    """Build everything from the config, warm up, measure, and fill in `result`.
+
+    Order (paired mode): eager memory probe alone (then freed) -> compiled warm-up and round 1 alone
+    -> eager copy warm-up -> rounds E1 C2 E2 C3 E3 ... Every memory figure comes from a phase where its
+    variant is alone on the device; the timing rounds alternate so drift hits both variants alike.
+    """
     import torch
 
     from losses import build_loss
@@ -97,20 +104,22 @@ def run_job(cfg: dict[str, Any], result: Any, progress: Progress) -> None:
     warmup, measured = trainer["warmup_steps"], trainer["steps"] - trainer["warmup_steps"]
     rounds = measure.split_rounds(measured, cfg["benchmark"]["rounds"] if paired else 1)
     batch_size, spec = trainer["batch_size"], model_cfg["input"]
+    every = max(1, measured // 50)
 
     precision = Precision.from_config(cfg["precision"])
     result.info["precision_flags"] = precision.apply_backend_flags()
+    result.info["rounds"] = rounds
     result.environment = measure.environment(device)
     result.method = measure.describe_method(
         device, warmup, measured, len(rounds), paired, cfg["data"]["loader"]
     )
     memory = measure.Memory(device)
+    measure.init_device_libraries(device)
 
     torch.manual_seed(trainer["seed"])
-    model = build_model(model_cfg)
-    eager_model = copy.deepcopy(model) if paired else None  # same initial weights, kept on the host
+    initial_model = build_model(model_cfg)  # stays on the host: every variant starts from these weights
     loss = build_loss(cfg["loss"], spec).to(device=device, dtype=precision.param_dtype).train()
-    result.info["parameters"] = sum(p.numel() for p in model.parameters())
+    result.info["parameters"] = sum(p.numel() for p in initial_model.parameters())
 
     def make_variant(name: str, net: torch.nn.Module, compile_settings: dict[str, Any]) -> measure.Variant:
         net = net.to(device=device, dtype=precision.param_dtype).train()
@@ -119,51 +128,42 @@ def run_job(cfg: dict[str, Any], result: Any, progress: Progress) -> None:
         )
         parts = TrainParts(net, loss, optimizer, precision.make_scaler(device.type), precision, device)
         built = apply_compile(compile_settings, parts)
-        if name == "compiled" or not compiled:
-            result.info["compiled"] = built.description
-            result.info["compile_kwargs"] = built.kwargs or {}
-            result.info["compiled_regions"] = built.regions
+        if compile_settings is compile_cfg:
+            result.info.update(
+                {
+                    "compiled": built.description,
+                    "compile_kwargs": built.kwargs or {},
+                    "compiled_regions": built.regions,
+                }
+            )
         batches = make_batches(cfg["data"], spec, batch_size, device, precision.input_dtype, trainer["seed"])
         losses = torch.zeros(trainer["steps"], device=device, dtype=torch.float32)
         return measure.Variant(name, built.step, batches, losses)
 
-    main_name = "compiled" if compiled else "eager"
-    every = max(1, measured // 50)
-    base = memory.allocated()
-    main = make_variant(main_name, model, compile_cfg)
-    memory.reset_peak()
-    measure.warm_up(main, warmup, device, progress)
-    stats_after_warmup = measure.compile_stats() if compiled else None
-    main.resident_bytes = memory.allocated() - base
-    main.job_peak_allocated, main.job_peak_reserved = memory.peak_allocated(), memory.peak_reserved()
+    eager_settings = {**compile_cfg, "mode": "eager", "optimizer": False}
+    probe = None
+    if paired:
+        baseline = memory.allocated()
+        probe = make_variant("eager", copy.deepcopy(initial_model), eager_settings)
+        measure.solo_phase(probe, memory, warmup, rounds[0], device, measure.quiet, every)
+        result.info["eager_probe_leak_bytes"] = measure.release(probe, memory, baseline)
 
-    # Round 1 of the main variant runs alone: its memory peaks, reserved included, are its own.
-    memory.reset_peak()
-    measure.timed_round(main, rounds[0], device, progress, every, measured)
-    main.peak_allocated, main.peak_reserved = memory.peak_allocated(), memory.peak_reserved()
-    main.job_peak_allocated = max(main.job_peak_allocated, main.peak_allocated)
-    main.job_peak_reserved = max(main.job_peak_reserved or 0, main.peak_reserved or 0)
+    main = make_variant(
+        "compiled" if compiled else "eager",
+        initial_model if not paired else copy.deepcopy(initial_model),
+        compile_cfg,
+    )
+    measure.solo_phase(main, memory, warmup, rounds[0], device, progress, every, total=measured)
+    stats_after_warmup = measure.compile_stats() if compiled else None
     nvml = measure.nvml_process_memory_gib(device)
 
     eager = None
     if paired:
-        # The eager copy joins after compiled round 1; rounds then alternate C1 E1 C2 E2 ... so drift
-        # over time hits both variants alike. Allocated peaks subtract the other variant's resident bytes.
-        before = memory.allocated()
-        memory.reset_peak()
-        eager = make_variant("eager", eager_model, {**compile_cfg, "mode": "eager", "optimizer": False})
+        eager = make_variant("eager", initial_model, eager_settings)
         measure.warm_up(eager, warmup, device, progress)
-        eager.job_peak_allocated = memory.peak_allocated() - main.resident_bytes
-        eager.resident_bytes = memory.allocated() - before
-        schedule = [(eager, main, rounds[0])] + [
-            pair for n in rounds[1:] for pair in ((main, eager, n), (eager, main, n))
-        ]
-        for variant, other, n in schedule:
-            memory.reset_peak()
+        schedule = [(eager, rounds[0])] + [pair for n in rounds[1:] for pair in ((main, n), (eager, n))]
+        for variant, n in schedule:
             measure.timed_round(variant, n, device, progress, every, measured)
-            variant.peak_allocated = max(
-                variant.peak_allocated, memory.peak_allocated() - other.resident_bytes
-            )
 
     result.series["loss"] = main.losses.tolist()
     result.series["step_time_ms"] = main.step_ms
@@ -185,29 +185,14 @@ def run_job(cfg: dict[str, Any], result: Any, progress: Progress) -> None:
         )
         m["recompiles_after_warmup"] = stats["frames_compiled"] - stats_after_warmup["frames_compiled"]
         result.diagnostics["graph_break_reasons"] = stats["graph_break_reasons"]
+        result.diagnostics["recompile_reasons"] = stats["recompile_reasons"]
     if eager is not None:
-        e = measure.summarize(eager.step_ms)
-        m["eager_step_time_ms_p50"], m["eager_step_time_ms_p10"], m["eager_step_time_ms_p90"] = (
-            e["step_time_ms_p50"],
-            e["step_time_ms_p10"],
-            e["step_time_ms_p90"],
-        )
-        m["speedup_vs_eager"] = e["step_time_ms_p50"] / m["step_time_ms_p50"]
-        per_round = [pe / pc for pe, pc in zip(eager.round_p50_ms, main.round_p50_ms, strict=True)]
-        m["speedup_vs_eager_round_min"], m["speedup_vs_eager_round_max"] = min(per_round), max(per_round)
-        if device.type == "cuda":
-            m["eager_peak_mem_allocated_gib"] = measure.gib(eager.peak_allocated)
-            m["memory_ratio_vs_eager"] = main.peak_allocated / eager.peak_allocated
+        m.update(measure.paired_metrics(main, eager, probe, cfg["benchmark"]["loss_rtol"], device))
         result.series["eager_loss"] = eager.losses.tolist()
         result.series["eager_step_time_ms"] = eager.step_ms
-        m.update(
-            measure.loss_divergence(
-                result.series["loss"], result.series["eager_loss"], cfg["benchmark"]["loss_rtol"]
-            )
-        )
     m["cpu_rss_peak_gib"] = measure.cpu_rss_peak_gib()
     result.metrics.update(m)
-    progress(main_name, "done", 1, 1, force=True)
+    progress(main.name, "done", 1, 1, force=True)
 
 
 def main(argv: list[str] | None = None) -> int:
