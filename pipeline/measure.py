@@ -77,8 +77,14 @@ METRICS: dict[str, tuple[str, str]] = {
     "speedup_vs_eager_round_min": ("x", "lowest per-round speedup"),
     "speedup_vs_eager_round_max": ("x", "highest per-round speedup"),
     "memory_ratio_vs_eager": ("x", "compiled / eager peak allocated over the measured steps"),
-    "loss_divergence_max_rel": ("ratio", "max over steps of |compiled loss - eager loss| / |eager loss|"),
-    "loss_divergence_final_rel": ("ratio", "the same at the last step"),
+    "loss_divergence_max_rel": (
+        "ratio",
+        "max |compiled - eager| / |eager| loss over the first benchmark.parity_steps steps",
+    ),
+    "loss_divergence_final_rel": (
+        "ratio",
+        "gap between the mean losses of the last 10% of steps (not judged: chaotic)",
+    ),
     "loss_parity": ("bool", "1 if loss_divergence_max_rel <= benchmark.loss_rtol"),
 }
 
@@ -364,7 +370,7 @@ def memory_metrics(v: Variant) -> dict[str, float]:
 
 
 def paired_metrics(
-    main: Variant, eager: Variant, probe: Variant | None, loss_rtol: float, device: torch.device
+    main: Variant, eager: Variant, probe: Variant | None, benchmark: dict[str, Any], device: torch.device
 ) -> dict[str, float]:
     """Speedup (median of eager / median of compiled, same worker, interleaved rounds), its spread over
     rounds, memory ratio (solo reserved peaks), and loss parity."""
@@ -381,16 +387,32 @@ def paired_metrics(
         m["eager_peak_mem_allocated_gib"] = gib(probe.peak_allocated)
         m["eager_peak_mem_reserved_gib"] = gib(probe.peak_reserved)
         m["memory_ratio_vs_eager"] = (main.peak_reserved or 0) / probe.peak_reserved
-    m.update(loss_divergence(main.losses.tolist(), eager.losses.tolist(), loss_rtol))
+    m.update(
+        loss_divergence(
+            main.losses.tolist(), eager.losses.tolist(), benchmark["loss_rtol"], benchmark["parity_steps"]
+        )
+    )
     return m
 
 
-def loss_divergence(compiled: list[float], eager: list[float], rtol: float) -> dict[str, float]:
-    gaps = [abs(c - e) / max(abs(e), 1e-12) for c, e in zip(compiled, eager, strict=True)]
-    worst = math.inf if any(math.isnan(x) for x in compiled + eager) else max(gaps)
+def loss_divergence(
+    compiled: list[float], eager: list[float], rtol: float, parity_steps: int
+) -> dict[str, float]:
+    """Compare two loss curves from the same initial weights and batches. Parity is judged on the first
+    `parity_steps` steps, where a gap can only come from numerics (or a bug); later, training on rotated
+    random batches amplifies any rounding difference chaotically, so the end-of-curve gap (means of the
+    last 10% of steps) is reported but not judged."""
+    n = min(parity_steps, len(compiled))
+    values = compiled + eager
+    if any(math.isnan(x) or math.isinf(x) for x in values):
+        return {"loss_divergence_max_rel": math.inf, "loss_parity": 0.0}
+    gaps = [abs(c - e) / max(abs(e), 1e-12) for c, e in zip(compiled[:n], eager[:n], strict=True)]
+    tail = max(1, len(compiled) // 10)
+    end_c, end_e = statistics.fmean(compiled[-tail:]), statistics.fmean(eager[-tail:])
+    worst = max(gaps)
     return {
         "loss_divergence_max_rel": worst,
-        "loss_divergence_final_rel": gaps[-1],
+        "loss_divergence_final_rel": abs(end_c - end_e) / max(abs(end_e), 1e-12),
         "loss_parity": float(worst <= rtol),
     }
 

@@ -173,7 +173,9 @@ def _one_line(name: str, result: JobResult) -> str:
         if "speedup_vs_eager" in m:
             parts.append(f"{m['speedup_vs_eager']:.2f}x vs eager")
         if "peak_mem_reserved_gib" in m:
-            parts.append(f"peak {m['peak_mem_reserved_gib']:.2f} GiB reserved ({m['peak_mem_allocated_gib']:.2f} allocated)")
+            parts.append(
+                f"peak {m['peak_mem_reserved_gib']:.2f} GiB reserved ({m['peak_mem_allocated_gib']:.2f} allocated)"
+            )
         if m.get("graph_breaks"):
             parts.append(f"{int(m['graph_breaks'])} graph breaks (compile.fullgraph=false let them through)")
         return f"{name}: FINISHED: " + ", ".join(parts)

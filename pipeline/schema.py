@@ -364,6 +364,7 @@ def validate(cfg: DictConfig) -> None:
     _validate_loss(cfg, errors)
     _positive("benchmark.rounds", cfg.benchmark.rounds, errors)
     _positive("benchmark.loss_rtol", cfg.benchmark.loss_rtol, errors)
+    _positive("benchmark.parity_steps", cfg.benchmark.parity_steps, errors)
     if errors:
         first = errors[0]
         first.errors = errors  # type: ignore[attr-defined]

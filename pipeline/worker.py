@@ -187,7 +187,7 @@ def run_job(cfg: dict[str, Any], result: Any, progress: Progress) -> None:
         result.diagnostics["graph_break_reasons"] = stats["graph_break_reasons"]
         result.diagnostics["recompile_reasons"] = stats["recompile_reasons"]
     if eager is not None:
-        m.update(measure.paired_metrics(main, eager, probe, cfg["benchmark"]["loss_rtol"], device))
+        m.update(measure.paired_metrics(main, eager, probe, cfg["benchmark"], device))
         result.series["eager_loss"] = eager.losses.tolist()
         result.series["eager_step_time_ms"] = eager.step_ms
     m["cpu_rss_peak_gib"] = measure.cpu_rss_peak_gib()
