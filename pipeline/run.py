@@ -134,6 +134,7 @@ def _finish(
     """Keep the result on disk first, then log it; a store lost mid-job loses nothing."""
     result.mlflow_run_id = run_id
     result.info["job_wall_s"] = wall_s
+    result.info["parent_pid"] = os.getpid()
     write_job_files(result, job_dir, resolved["trainer"]["warmup_steps"])
     result.write(job_dir / "result.json")
     try:

@@ -12,6 +12,7 @@ import argparse
 import copy
 import faulthandler
 import json
+import os
 import sys
 import time
 import traceback
@@ -107,6 +108,7 @@ def run_job(cfg: dict[str, Any], result: Any, progress: Progress) -> None:
     every = max(1, measured // 50)
 
     precision = Precision.from_config(cfg["precision"])
+    result.info["worker_pid"] = os.getpid()
     result.info["precision_flags"] = precision.apply_backend_flags()
     result.info["rounds"] = rounds
     result.environment = measure.environment(device)

@@ -1,0 +1,156 @@
+"""The core vertical slice through the real CLI: one job, a small sweep, bad input, a timeout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TINY, client, output, run_cli, runs
+
+CORE_METRICS = {
+    "step_time_ms_p50",
+    "step_time_ms_mean",
+    "step_time_ms_p10",
+    "step_time_ms_p90",
+    "step_time_ms_std",
+    "step_time_ms_p50_ci95_low",
+    "step_time_ms_p50_ci95_high",
+    "throughput_samples_per_s",
+    "first_step_s",
+    "warmup_excess_s",
+    "cpu_rss_peak_gib",
+    "loss_first",
+    "loss_final",
+    "measured_steps",
+}
+
+
+def children(store: str) -> list:
+    return [r for r in runs(store) if r.data.tags.get("sweep_parent") != "true"]
+
+
+def check_finished_run(store: str, run, mode: str) -> None:
+    assert run.info.status == "FINISHED", run.data.tags.get("error_message")
+    metrics = run.data.metrics
+    assert CORE_METRICS <= set(metrics), CORE_METRICS - set(metrics)
+    assert metrics["measured_steps"] == 3
+    assert metrics["step_time_ms_p10"] <= metrics["step_time_ms_p50"] <= metrics["step_time_ms_p90"]
+    assert metrics["step_time_ms_p50_ci95_low"] <= metrics["step_time_ms_p50"] <= metrics["step_time_ms_p50_ci95_high"]
+    assert metrics["throughput_samples_per_s"] == pytest.approx(2 / (metrics["step_time_ms_p50"] / 1000))
+    c = client(store)
+    step_times = c.get_metric_history(run.info.run_id, "step_time_ms")
+    assert [p.step for p in step_times] == [1, 2, 3]  # measured steps only, numbered as training steps
+    assert sum(p.value for p in step_times) / 3 == pytest.approx(metrics["step_time_ms_mean"])
+    assert [p.step for p in c.get_metric_history(run.info.run_id, "loss")] == [0, 1, 2, 3]
+    params = run.data.params
+    assert params["trainer.steps"] == "4" and params["compile.mode"] == mode and params["model.name"] == "vit_tiny_patch16_224"
+    assert params["mlflow.tracking_uri"].startswith("sqlite:///")
+    tags = run.data.tags
+    assert (tags["model"], tags["precision"], tags["mode"]) == ("vit_tiny", "amp", mode)
+    assert "warm-up" in tags["mlflow.note.content"]  # the run says what was measured and how
+    assert tags["env.torch"] and tags["env.python"] and tags["env.hostname"]
+    artifacts = {a.path for a in c.list_artifacts(run.info.run_id)}
+    assert {"config.yaml", "step_times.csv", "result.json", "worker.log"} <= artifacts
+
+
+def test_one_eager_job_finishes_with_its_metrics(tmp_path: Path, store: str):
+    proc = run_cli([*TINY, "compile.mode=eager"], tmp_path, store)
+    assert proc.returncode == 0, output(proc)
+    (run,) = runs(store)
+    check_finished_run(store, run, "eager")
+    assert run.info.run_name == "vit_tiny·amp·eager"
+    assert "compile_time_s" not in run.data.metrics  # nothing was compiled
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["status"] == "FINISHED" and result["mlflow_synced"] is True and result["mlflow_run_id"] == run.info.run_id
+    assert result["info"]["worker_pid"] != result["info"]["parent_pid"]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_one_inductor_job_reports_compile_time_apart_from_step_time(tmp_path: Path, store: str):
+    proc = run_cli([*TINY, "compile.mode=default"], tmp_path, store)
+    assert proc.returncode == 0, output(proc)
+    (run,) = runs(store)
+    check_finished_run(store, run, "default")
+    m = run.data.metrics
+    assert run.info.run_name == "vit_tiny·amp·default·inductor"
+    # Compilation happens in the warm-up: seconds, while a measured step takes milliseconds.
+    assert m["compile_time_s"] > 1.0 and m["torch_compile_time_s"] > 1.0
+    assert m["step_time_ms_max"] < 1000 * m["compile_time_s"] / 10
+    assert m["frames_compiled"] >= 1 and m["recompiles_after_warmup"] == 0
+    assert {"speedup_vs_eager", "eager_step_time_ms_p50", "loss_divergence_max_rel", "loss_parity"} <= set(m)
+    assert m["loss_parity"] == 1.0
+
+
+def test_multirun_2x2_logs_four_runs_with_one_sweep_id(tmp_path: Path, store: str):
+    args = [*TINY, "compile.mode=eager,default", "compile.backend=aot_eager", "precision=amp,fp32"]
+    proc = run_cli(args, tmp_path, store, multirun=True)
+    assert proc.returncode == 0, output(proc)
+    jobs = children(store)
+    assert len(jobs) == 4
+    assert all(r.info.status == "FINISHED" for r in jobs)
+    sweep_ids = {r.data.tags["sweep_id"] for r in jobs}
+    assert len(sweep_ids) == 1
+    assert {r.info.run_name for r in jobs} == {"vit_tiny·amp·eager", "vit_tiny·fp32·eager", "vit_tiny·amp·default·aot_eager", "vit_tiny·fp32·default·aot_eager"}
+    # Every job ran in a fresh worker process of its own.
+    results = [json.loads(p.read_text()) for p in (tmp_path / "multirun").glob("*/result.json")]
+    worker_pids = {r["info"]["worker_pid"] for r in results}
+    assert len(worker_pids) == 4 and not worker_pids & {r["info"]["parent_pid"] for r in results}
+
+
+def test_compile_state_never_carries_over_between_jobs(tmp_path: Path, store: str):
+    """Two jobs with the same compiled config in one multirun (one Hydra process): each compiles from
+    scratch in its own worker, so each reports the same frame count and a real compile time."""
+    args = [*TINY, "compile.backend=aot_eager", "benchmark.paired_eager=false", "trainer.seed=0,1"]
+    proc = run_cli(args, tmp_path, store, multirun=True)
+    assert proc.returncode == 0, output(proc)
+    jobs = children(store)
+    assert [r.data.metrics["frames_compiled"] for r in jobs] == [1.0, 1.0]
+    assert all(r.data.metrics["torch_compile_time_s"] > 0.2 for r in jobs)
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("model=vit_huge", "model=vit_huge"),
+        ("trainer.stepz=3", "trainer.stepz"),
+        ("compile.mode=fastest", "compile.mode='fastest'"),
+        ("compile.backend=nope", "compile.backend='nope'"),
+        ("trainer.steps=0", "trainer.steps=0"),
+        ("trainer.warmup_steps=4", "trainer.warmup_steps=4"),
+        ("trainer.batch_size=0", "trainer.batch_size=0"),
+    ],
+)
+def test_bad_input_fails_before_training_with_one_line(tmp_path: Path, store: str, override: str, key: str):
+    proc = run_cli([*TINY, override], tmp_path, store)
+    assert proc.returncode == 2, output(proc)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("config error:")]
+    assert lines and lines[0].startswith(f"config error: {key}"), output(proc)
+    assert "allowed" in lines[0] or "must be" in lines[0] or "has " in lines[0]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert runs(store) == []  # nothing was started, so nothing is left RUNNING
+    assert not (tmp_path / "run" / "worker.log").exists()
+
+
+def test_a_bad_job_in_a_sweep_fails_alone(tmp_path: Path, store: str):
+    proc = run_cli([*TINY, "compile.mode=eager", "trainer.batch_size=2,0"], tmp_path, store, multirun=True)
+    assert proc.returncode == 1, output(proc)
+    jobs = children(store)
+    assert sorted(r.info.status for r in jobs) == ["FAILED", "FINISHED"]
+    bad = next(r for r in jobs if r.info.status == "FAILED")
+    assert bad.data.tags["error_type"] == "ConfigError" and "trainer.batch_size=0" in bad.data.tags["error_message"]
+    assert "config error: trainer.batch_size=0" in proc.stderr
+
+
+def test_timeout_is_recorded_and_the_sweep_goes_on(tmp_path: Path, store: str):
+    proc = run_cli([*TINY, "compile.mode=eager", "trainer.timeout_s=1,600"], tmp_path, store, multirun=True)
+    assert proc.returncode == 1, output(proc)
+    by_status = {r.info.status: r for r in children(store)}
+    assert set(by_status) == {"KILLED", "FINISHED"}
+    killed = by_status["KILLED"]
+    assert killed.data.tags["error_type"] == "Timeout"
+    assert "trainer.timeout_s=1" in killed.data.tags["error_message"]
+    assert "KILLED: Timeout" in proc.stdout
+    assert all(r.info.status != "RUNNING" for r in runs(store))

@@ -1,0 +1,88 @@
+"""The measurement module: statistics, clocks, rounds, compile excess, loss parity."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from pipeline import measure
+
+
+@pytest.mark.parametrize("q", [0.1, 0.5, 0.9])
+def test_percentile_matches_numpy(q):
+    values = sorted(random.Random(1).uniform(1, 100) for _ in range(37))
+    assert measure.percentile(values, q) == pytest.approx(float(np.percentile(values, 100 * q)))
+
+
+def test_summarize_against_numpy():
+    values = [random.Random(2).gauss(50, 3) for _ in range(90)]
+    s = measure.summarize(values)
+    assert s["step_time_ms_p50"] == pytest.approx(float(np.median(values)))
+    assert s["step_time_ms_mean"] == pytest.approx(float(np.mean(values)))
+    assert s["step_time_ms_std"] == pytest.approx(float(np.std(values, ddof=1)))
+    assert s["step_time_ms_min"] == min(values) and s["step_time_ms_max"] == max(values)
+    assert s["step_time_ms_p50_ci95_low"] <= s["step_time_ms_p50"] <= s["step_time_ms_p50_ci95_high"]
+
+
+@pytest.mark.parametrize("n", [8, 20, 50, 90, 200])
+def test_median_ci_has_at_least_95_percent_coverage(n):
+    """Exact coverage of the order-statistic interval, from the binomial distribution."""
+    ranks = list(range(n))
+    low, high = measure.median_ci95(ranks)  # values equal their 0-based ranks
+    coverage = sum(math.comb(n, k) for k in range(low + 1, high + 1)) / 2**n
+    assert coverage >= 0.95
+    assert high - low < n - 1 or n < 10  # not the trivial [min, max] once n is large enough
+
+
+def test_step_clock_on_cpu_measures_wall_time():
+    clock = measure.StepClock(torch.device("cpu"), 3)
+    clock.mark()
+    for delay in (0.01, 0.02, 0.03):
+        time.sleep(delay)
+        clock.mark()
+    times = clock.durations_ms()
+    assert len(times) == 3
+    for got, want in zip(times, (10, 20, 30), strict=True):
+        assert want <= got < want + 15
+
+
+@pytest.mark.parametrize("total, rounds, expected", [(90, 3, [30, 30, 30]), (10, 3, [4, 3, 3]), (2, 3, [1, 1]), (5, 1, [5])])
+def test_split_rounds(total, rounds, expected):
+    assert measure.split_rounds(total, rounds) == expected
+
+
+def test_compile_excess_counts_only_time_above_steady_state():
+    assert measure.compile_excess_s([12.0, 0.1, 0.05], steady_ms=100) == pytest.approx(11.9)
+
+
+def test_loss_parity_is_judged_on_the_first_steps():
+    eager = [7.0, 6.9, 6.8, 6.0, 5.0, 4.0]
+    close = [7.0, 6.91, 6.79, 9.0, 1.0, 0.5]  # same start, chaotic later
+    out = measure.loss_divergence(close, eager, rtol=0.05, parity_steps=3)
+    assert out["loss_parity"] == 1.0 and out["loss_divergence_max_rel"] == pytest.approx(0.01 / 6.8)
+    broken = [7.0, 8.0, 9.0, 9.0, 9.0, 9.0]
+    assert measure.loss_divergence(broken, eager, rtol=0.05, parity_steps=3)["loss_parity"] == 0.0
+    assert measure.loss_divergence([float("nan")] * 6, eager, rtol=0.05, parity_steps=3)["loss_parity"] == 0.0
+
+
+def test_every_logged_metric_has_a_unit_in_its_name_or_registry():
+    for name, (unit, meaning) in measure.METRICS.items():
+        assert unit and meaning, name
+        if name.endswith("_gib"):
+            assert unit == "GiB", name
+        elif name.endswith("_ms") or "_ms_" in name:
+            assert unit == "ms", name
+        elif name.endswith("_s") and not name.endswith("_per_s"):
+            assert unit == "s", name
+
+
+def test_environment_never_copies_the_process_environment(monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "secret-value-123")
+    env = measure.environment(torch.device("cpu"))
+    assert "secret-value-123" not in repr(env)
+    assert {"torch", "python", "hostname", "git_commit"} <= set(env)

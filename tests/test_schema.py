@@ -1,0 +1,109 @@
+"""The config contract: defaults, groups, and bad input that names the key, the value and what is allowed."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from pipeline.schema import COMPILE_MODES, ConfigError, describe_compose_error, validate
+from tests.conftest import compose
+
+
+def test_defaults_are_the_documented_contract():
+    cfg = compose()
+    assert cfg.model.id == "vit_b16" and cfg.model.name == "vit_base_patch16_224"
+    assert (cfg.model.input.height, cfg.model.input.num_classes) == (224, 1000)
+    assert cfg.loss.id == "ce" and cfg.precision.id == "amp" and cfg.precision.autocast_dtype == "bfloat16"
+    assert cfg.compile.mode == "default" and cfg.compile.backend == "inductor"
+    assert cfg.compile.fullgraph is False and cfg.compile.dynamic is None and cfg.compile.scope == "model"
+    assert (cfg.trainer.steps, cfg.trainer.warmup_steps, cfg.trainer.batch_size) == (100, 10, 64)
+    assert cfg.trainer.optimizer._target_ == "torch.optim.Adam"
+    assert cfg.data.loader is False and cfg.device == "auto"
+    validate(cfg)
+
+
+def test_batch_size_follows_the_model_unless_set():
+    assert compose(["model=vit_tiny"]).trainer.batch_size == 8
+    assert compose(["model=vit_tiny", "trainer.batch_size=3"]).trainer.batch_size == 3
+
+
+@pytest.mark.parametrize("precision, autocast, params, tf32, scaler", [("amp", "bfloat16", "float32", False, False), ("fp32", None, "float32", False, False), ("tf32", None, "float32", True, False), ("amp_fp16", "float16", "float32", False, True), ("bf16", None, "bfloat16", False, False)])
+def test_precision_options(precision, autocast, params, tf32, scaler):
+    p = compose([f"precision={precision}"]).precision
+    assert (p.autocast_dtype, p.param_dtype, p.tf32, p.grad_scaler) == (autocast, params, tf32, scaler)
+
+
+def test_mlflow_default_is_an_absolute_sqlite_path_under_outputs(monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    cfg = compose()
+    raw = OmegaConf.to_container(cfg.mlflow, resolve=False)["tracking_uri"]
+    assert "MLFLOW_TRACKING_URI" in raw and "outputs/mlflow.db" in raw
+
+
+def test_mlflow_tracking_uri_env_wins(monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5999")
+    assert compose().mlflow.tracking_uri == "http://127.0.0.1:5999"
+
+
+def bad(overrides: list[str]) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        validate(compose(overrides))
+    return info.value
+
+
+@pytest.mark.parametrize(
+    "overrides, key, value, allowed",
+    [
+        (["trainer.steps=0"], "trainer.steps", 0, "> 0"),
+        (["trainer.steps=-5"], "trainer.steps", -5, "> 0"),
+        (["trainer.steps=5", "trainer.warmup_steps=5"], "trainer.warmup_steps", 5, "< trainer.steps=5"),
+        (["trainer.batch_size=0"], "trainer.batch_size", 0, "> 0"),
+        (["compile.mode=fast"], "compile.mode", "fast", "max-autotune-no-cudagraphs"),
+        (["compile.backend=nope"], "compile.backend", "nope", "inductor"),
+        (["compile.scope=everything"], "compile.scope", "everything", "model_and_loss"),
+        (["device=tpu"], "device", "tpu", "auto, cuda, cpu"),
+        (["compile.mode=eager", "compile.fullgraph=true"], "compile.fullgraph", True, "compile.mode=eager"),
+        (["compile.mode=eager", "compile.dynamic=true"], "compile.dynamic", True, "compile.mode=eager"),
+        (["compile.backend=aot_eager", "compile.mode=max-autotune"], "compile.mode", "max-autotune", "inductor"),
+        (["data.loader=true", "data.non_blocking=true"], "data.non_blocking", True, "pin_memory"),
+    ],
+)
+def test_bad_values_name_key_value_and_what_is_allowed(overrides, key, value, allowed):
+    err = bad(overrides)
+    assert (err.key, err.value) == (key, value)
+    assert allowed in err.allowed
+    assert key in str(err) and repr(value) in str(err)
+
+
+def test_every_mode_with_a_dash_is_accepted():
+    for mode in COMPILE_MODES:
+        validate(compose([f"compile.mode={mode}"]))
+
+
+def test_all_errors_are_collected():
+    err = bad(["trainer.steps=0", "trainer.batch_size=-1", "compile.mode=nope"])
+    assert {e.key for e in err.errors} == {"trainer.steps", "trainer.batch_size", "compile.mode"}
+
+
+def compose_error(overrides: list[str]) -> str:
+    with pytest.raises(Exception) as info:
+        compose(overrides)
+    return describe_compose_error(info.value)
+
+
+def test_unknown_group_option_lists_the_options():
+    message = compose_error(["model=vit_huge"])
+    assert message.startswith("model=vit_huge is not an option of the `model` group: allowed values are ")
+    assert {"vit_b16", "vit_tiny"} <= set(message.split(": allowed values are ")[1].split(", "))
+    message = compose_error(["precision=fp8"])
+    assert message.startswith("precision=fp8 is not an option") and "amp, amp_fp16, bf16, fp32, tf32" in message
+
+
+def test_misspelt_key_lists_the_keys_that_exist():
+    message = compose_error(["trainer.stepz=3"])
+    assert message.startswith("trainer.stepz is not a config key") and "steps, warmup_steps, batch_size" in message
+
+
+def test_wrong_type_names_the_expected_type():
+    assert compose_error(["trainer.steps=abc"]) == "trainer.steps='abc' is not allowed: expected an integer"
+    assert compose_error(["compile.dynamic=maybe"]) == "compile.dynamic='maybe' is not allowed: expected true/false or null"
