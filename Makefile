@@ -28,7 +28,7 @@ run: $(STAMP) ## one job with the default config (ARGS=... for overrides; CPU sm
 	fi
 
 sweep: $(STAMP) ## a multirun on SLURM (hydra/launcher=slurm); ARGS=... overrides, SWEEP=<name> picks conf/sweep/<name>.yaml
-	$(PY) -m pipeline.run -m hydra/launcher=slurm $(if $(SWEEP),+sweep=$(SWEEP)) $(ARGS)
+	$(PY) -m pipeline.run -m hydra/launcher=slurm $(if $(SWEEP),sweep=$(SWEEP)) $(ARGS)
 
 ui: $(STAMP) ## the MLflow UI over the default store (http://127.0.0.1:5000)
 	$(PY) -m mlflow ui --backend-store-uri sqlite:///$(CURDIR)/outputs/mlflow.db --host 127.0.0.1 --port 5000

@@ -81,8 +81,6 @@ def run_job(cfg: DictConfig) -> str:
         if key in os.environ:
             tags[key.lower()] = os.environ[key]
     run_id = tracker.start_run(name, tags, parent_run_id=sweep.parent_run_id if sweep else None)
-    if sweep is not None:
-        print(sweep_status(Path(sweep.sweep_dir), sweep.total_jobs), flush=True)
     print(f"{_job_label(hc)} {name}: run {run_id}, output {job_dir}", flush=True)
 
     started = time.monotonic()

@@ -202,7 +202,9 @@ class Tracker:
         return found[0] if found else None
 
     def sweep_children(self, sweep_id: str) -> list[Any]:
-        return self.runs(f"tags.sweep_id = '{sweep_id}' and tags.sweep_parent != 'true'")
+        return [
+            r for r in self.runs(f"tags.sweep_id = '{sweep_id}'") if r.data.tags.get("sweep_parent") != "true"
+        ]
 
     def finished_run_for(self, sweep_id: str, config_hash: str) -> Any | None:
         found = self.runs(

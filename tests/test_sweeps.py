@@ -1,0 +1,229 @@
+"""Sweeps as a result: parent run, summary files and plots, aggregates, resume, Ctrl-C."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pipeline import report
+from pipeline.sweep import count_jobs
+from tests.conftest import ROOT, TINY, client, compose, output, run_cli, runs
+
+
+def split(store: str) -> tuple[object, list]:
+    all_runs = runs(store)
+    parents = [r for r in all_runs if r.data.tags.get("sweep_parent") == "true"]
+    assert len(parents) == 1, [r.info.run_name for r in parents]
+    return parents[0], [r for r in all_runs if r.data.tags.get("sweep_parent") != "true"]
+
+
+def test_2x2_sweep_gives_one_parent_four_children_summary_and_plots(tmp_path: Path, store: str):
+    args = [*TINY, "compile.mode=eager,default", "compile.backend=aot_eager", "precision=amp,fp32"]
+    proc = run_cli(args, tmp_path, store, multirun=True)
+    assert proc.returncode == 0, output(proc)
+    parent, kids = split(store)
+    assert len(kids) == 4 and parent.info.status == "FINISHED"
+    assert all(k.data.tags["mlflow.parentRunId"] == parent.info.run_id for k in kids)  # nested in the UI
+    assert {k.data.tags["sweep_id"] for k in kids} == {parent.data.tags["sweep_id"]}
+
+    sweep_dir = tmp_path / "multirun"
+    rows = list(csv.DictReader((sweep_dir / "summary.csv").read_text().splitlines()))
+    assert sorted(r["run_name"] for r in rows) == sorted(k.info.run_name for k in kids)
+    md = (sweep_dir / "summary.md").read_text()
+    assert "geometric-mean speedup" in md and "weighted speedup" in md and "fastest:" in md
+    plots = {p.name for p in (sweep_dir / "plots").glob("*.png")}
+    assert {"step_time.png", "speedup_heatmap.png", "compile_vs_speedup.png"} <= plots
+    artifacts = {a.path for a in client(store).list_artifacts(parent.info.run_id)}
+    assert {"summary.md", "summary.csv", "plots"} <= artifacts
+    assert {a.path for a in client(store).list_artifacts(parent.info.run_id, "plots")} >= {
+        f"plots/{p}" for p in plots
+    }
+
+    # The aggregates, recomputed here from the children's own metrics.
+    compiled = [k for k in kids if k.data.tags["mode"] != "eager"]
+    speedups = {k.data.tags["precision"]: k.data.metrics["speedup_vs_eager"] for k in compiled}
+    assert all(k.data.metrics["loss_parity"] == 1.0 for k in compiled)
+    geomean = math.sqrt(speedups["amp"] * speedups["fp32"])
+    assert math.isclose(parent.data.metrics["geomean_speedup"], geomean, rel_tol=1e-9)
+    assert math.isclose(
+        parent.data.metrics["weighted_speedup"],
+        0.75 * speedups["amp"] + 0.25 * speedups["fp32"],
+        rel_tol=1e-9,
+    )
+    assert parent.data.metrics["pass_rate"] == 1.0
+    fastest = min(kids, key=lambda k: k.data.metrics["step_time_ms_p50"])
+    assert parent.data.tags["fastest_config"] == fastest.info.run_name
+    # The summary is printed as a table at the end.
+    assert "geometric-mean speedup" in proc.stdout and "vit_tiny" in proc.stdout.split("sweep ")[-1]
+
+
+def test_report_cli_rebuilds_the_summary_from_mlflow(tmp_path: Path, store: str):
+    proc = run_cli([*TINY, "compile.mode=eager", "precision=amp,fp32"], tmp_path, store, multirun=True)
+    assert proc.returncode == 0, output(proc)
+    parent, _ = split(store)
+    out = tmp_path / "report"
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipeline.report",
+        "--tracking-uri",
+        store,
+        "--sweep",
+        parent.data.tags["sweep_id"],
+        "--out",
+        str(out),
+    ]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (
+        (out / "summary.md").exists()
+        and (out / "summary.csv").exists()
+        and (out / "plots" / "step_time.png").exists()
+    )
+    assert "vit_tiny" in done.stdout
+    listing = subprocess.run(
+        [sys.executable, "-m", "pipeline.report", "--tracking-uri", store, "--list"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert parent.data.tags["sweep_id"] in listing.stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "pipeline.report", "--tracking-uri", store, "--sweep", "nope"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert missing.returncode == 1 and "no sweep with sweep_id='nope'" in missing.stderr
+
+
+def test_resume_skips_finished_jobs_and_runs_the_rest(tmp_path: Path, store: str):
+    base = [*TINY, "compile.mode=eager", "sweep.id=resume-test"]
+    first = run_cli([*base, "trainer.seed=0,1"], tmp_path / "a", store, multirun=True)
+    assert first.returncode == 0, output(first)
+    again = run_cli([*base, "sweep.resume=true", "trainer.seed=0,1,2"], tmp_path / "b", store, multirun=True)
+    assert again.returncode == 0, output(again)
+    assert again.stdout.count("already FINISHED in sweep resume-test") == 2
+    parent, kids = split(store)
+    assert len(kids) == 3 and sorted(k.data.params["trainer.seed"] for k in kids) == ["0", "1", "2"]
+    assert parent.info.status == "FINISHED" and int(parent.data.tags["jobs"]) == 3
+    # Without resume, reusing a sweep id is refused rather than mixing two sweeps.
+    clash = run_cli([*base, "trainer.seed=5"], tmp_path / "c", store, multirun=True)
+    assert clash.returncode != 0 and "already exists" in clash.stderr + clash.stdout
+    unknown = run_cli(
+        [*TINY, "compile.mode=eager", "sweep.id=never-ran", "sweep.resume=true"],
+        tmp_path / "d",
+        store,
+        multirun=True,
+    )
+    assert unknown.returncode != 0 and "no sweep with sweep.id='never-ran'" in unknown.stderr + unknown.stdout
+
+
+def test_sigint_to_the_sweep_leaves_no_run_running(tmp_path: Path, store: str):
+    """Ctrl-C of a sweep: finished runs stay FINISHED, the interrupted job and the parent end KILLED."""
+    args = [
+        "model=vit_tiny",
+        "trainer.batch_size=2",
+        "compile.mode=eager",
+        "trainer.steps=400",
+        "trainer.warmup_steps=1",
+        "trainer.seed=0,1,2",
+    ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipeline.run",
+        "-m",
+        *args,
+        f"mlflow.tracking_uri={store}",
+        f"hydra.sweep.dir={tmp_path}/multirun",
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env=env,
+    )
+    seen: list[str] = []
+    deadline = time.monotonic() + 600
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        seen.append(line)
+        if "job 1 " in line:  # job 0 is done and logged, job 1 has started its worker
+            break
+    time.sleep(3)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
+    rest, _ = proc.communicate(timeout=120)
+    text = "".join(seen) + rest
+    assert proc.returncode == 130, text
+    statuses = sorted((r.data.tags.get("sweep_parent") == "true", r.info.status) for r in runs(store))
+    assert "RUNNING" not in {s for _, s in statuses}, statuses
+    assert (False, "FINISHED") in statuses and (False, "KILLED") in statuses and (True, "KILLED") in statuses
+    killed = [
+        r for r in runs(store) if r.info.status == "KILLED" and r.data.tags.get("sweep_parent") != "true"
+    ]
+    assert all(r.data.tags.get("error_type") == "Interrupted" for r in killed)
+    # No worker outlived the sweep.
+    pids = [
+        json.loads(p.read_text())["info"].get("worker_pid")
+        for p in (tmp_path / "multirun").glob("*/result.json")
+    ]
+    for pid in filter(None, pids):
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+
+
+def test_named_sweep_files_hold_the_sweep_params():
+    cfg = compose(["sweep=seed_grid"])
+    assert cfg.sweep.name == "seed_grid" and cfg.model.id == "vit_b16"
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        full = hydra_compose("config", overrides=["sweep=seed_grid"], return_hydra_config=True)
+        assert dict(full.hydra.sweeper.params) == {"precision": "amp,fp32", "compile.mode": "eager,default"}
+        assert count_jobs(full.hydra) == 4
+        modes = hydra_compose("config", overrides=["sweep=modes"], return_hydra_config=True)
+        assert count_jobs(modes.hydra) == 5
+
+
+def test_summary_uses_the_latest_run_of_each_config_and_counts_failures():
+    def row(name, status, h, t, speedup=None, precision="amp", parity=1.0):
+        metrics = {"step_time_ms_p50": 10.0}
+        if speedup:
+            metrics.update(speedup_vs_eager=speedup, loss_parity=parity)
+        return report.Row(
+            name,
+            status,
+            {"model": "m", "precision": precision, "mode": "default" if speedup else "eager"},
+            metrics,
+            "",
+            h,
+            t,
+        )
+
+    rows = [
+        row("a", "FAILED", "h1", 1),
+        row("a", "FINISHED", "h1", 2, speedup=2.0),
+        row("b", "FINISHED", "h2", 3, speedup=8.0, precision="fp32"),
+        row("c", "FINISHED", "h3", 4, speedup=3.0, parity=0.0),
+    ]
+    s = report.summarize("x", rows)
+    assert [r.name for r in s.rows] == ["a", "b", "c"]
+    assert math.isclose(s.aggregates["geomean_speedup"], 4.0)  # sqrt(2 * 8): c diverged, so it does not pass
+    assert math.isclose(s.aggregates["pass_rate"], 2 / 3)
+    assert math.isclose(s.aggregates["weighted_speedup"], 0.75 * 2.0 + 0.25 * 8.0)
+    assert s.fastest is not None and s.fastest.name == "a"
