@@ -27,10 +27,13 @@ class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Create the experiment (and sqlite schema) once and the parent run, before any job starts."""
         global ACTIVE_SWEEP
-        from pipeline.tracking import Tracker
+        from pipeline.tracking import Tracker, TrackingUnavailable
 
         mlflow_cfg = _mlflow_settings(config)
-        tracker = Tracker.from_config(mlflow_cfg)
+        try:
+            tracker = Tracker.from_config(mlflow_cfg)
+        except TrackingUnavailable as err:  # Hydra turns callback exceptions into warnings: exit instead
+            raise SystemExit(f"mlflow error: {err}") from err
         sweep_cfg = config.sweep
         sweep_id = sweep_cfg.id or new_sweep_id()
         parent = tracker.sweep_parent(sweep_id) if sweep_cfg.id else None

@@ -43,7 +43,7 @@ def report_config_error(err: ConfigError) -> None:
 def run_job(cfg: DictConfig) -> str:
     """One job, start to finish. Returns its outcome; never raises for a failed job."""
     from pipeline.progress import JobProgress, sweep_status
-    from pipeline.tracking import Tracker, TrackingUnavailable, identity, run_name
+    from pipeline.tracking import Tracker, TrackingUnavailable, identity, redacted, run_name
 
     hc = HydraConfig.get()
     job_dir = Path(hc.runtime.output_dir)
@@ -57,7 +57,7 @@ def run_job(cfg: DictConfig) -> str:
             _record_bad_job(cfg, sweep, err)
         return BAD_INPUT
     job_dir.mkdir(parents=True, exist_ok=True)
-    (job_dir / "config.yaml").write_text(OmegaConf.to_yaml(resolved))
+    (job_dir / "config.yaml").write_text(OmegaConf.to_yaml(redacted(resolved)))  # uploaded: no secrets
     name = run_name(resolved)
     try:
         tracker = Tracker.from_config(resolved["mlflow"])
@@ -228,6 +228,7 @@ def main() -> None:
 
     from pipeline.callbacks import close_interrupted_sweep
     from pipeline.schema import describe_compose_error
+    from pipeline.tracking import TrackingUnavailable
 
     register_configs()
     signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -240,6 +241,9 @@ def main() -> None:
         close_interrupted_sweep(reason)
         print(reason, file=sys.stderr, flush=True)
         sys.exit(130)
+    except TrackingUnavailable as err:  # the sweep callback could not reach the store: nothing started
+        print(f"mlflow error: {err}", file=sys.stderr, flush=True)
+        sys.exit(1)
     except (HydraException, OmegaConfBaseException) as err:
         if user_wants_traceback:
             raise

@@ -105,6 +105,7 @@ def run_worker(
             env=worker_env(cache_dir),
             cwd=PROJECT_ROOT,
         )
+        (job_dir / "worker.pid").write_text(str(proc.pid))
         reader = threading.Thread(target=_pump, args=(proc, log, on_progress, on_line), daemon=True)
         reader.start()
         timed_out = False

@@ -43,19 +43,29 @@ def redact_uri(uri: str) -> str:
     return uri
 
 
+def redacted(data: Any, path: str = "") -> Any:
+    """A copy with the values of secret-looking keys masked and passwords dropped from URIs: what may
+    leave the machine (MLflow params, the uploaded config)."""
+    if isinstance(data, dict):
+        return {k: redacted(v, f"{path}.{k}" if path else str(k)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [redacted(v, path) for v in data]
+    if path and looks_secret(path):
+        return "***"
+    if isinstance(data, str) and "://" in data:
+        return redact_uri(data)
+    return data
+
+
 def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
-    """Dotted keys -> string values; secret-looking keys are masked, URIs lose their passwords."""
+    """Dotted keys -> string values, redacted."""
     flat: dict[str, str] = {}
-    for key, value in data.items():
+    for key, value in redacted(data).items():
         path = f"{prefix}{key}"
         if isinstance(value, dict) and value:
             flat.update(flatten(value, path + "."))
             continue
         text = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
-        if looks_secret(path):
-            text = "***"
-        elif "://" in text:
-            text = redact_uri(text)
         flat[path] = text[:PARAM_LIMIT]
     return flat
 

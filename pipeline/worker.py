@@ -64,8 +64,10 @@ def classify_error(exc: BaseException, cfg: dict[str, Any]) -> tuple[str, str]:
 
     if isinstance(exc, ConfigError):
         return "ConfigError", str(exc)
-    if isinstance(exc, torch.OutOfMemoryError):
-        return "OutOfMemoryError", str(exc)
+    if isinstance(exc, torch.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
+    ):
+        return "OutOfMemoryError", str(exc)  # a CUDA OOM, or the CPU allocator refusing
     name = type(exc).__name__
     module = type(exc).__module__ or ""
     if (

@@ -1,0 +1,41 @@
+"""Model factories that fail for real, for fault-injection tests (used through `model._target_`)."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import torch
+from torch import nn
+
+
+class _Linear(nn.Module):
+    """A small classifier whose forward misbehaves from call `at_call` on."""
+
+    def __init__(self, input_spec: dict[str, Any], at_call: int, fault: str):
+        super().__init__()
+        features = input_spec["channels"] * input_spec["height"] * input_spec["width"]
+        self.fc = nn.Linear(features, input_spec["num_classes"])
+        self.calls, self.at_call, self.fault = 0, at_call, fault
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls >= self.at_call:
+            if self.fault == "segfault":
+                ctypes.string_at(0)  # a real SIGSEGV in this process
+            if self.fault == "oom":
+                torch.empty(2**43, dtype=torch.uint8, device=x.device)  # 8 TiB: the allocator refuses
+        return self.fc(x.flatten(1))
+
+
+def segfault(input_spec: dict[str, Any], at_call: int = 2) -> nn.Module:
+    return _Linear(input_spec, at_call, "segfault")
+
+
+def out_of_memory(input_spec: dict[str, Any], at_call: int = 2) -> nn.Module:
+    return _Linear(input_spec, at_call, "oom")
+
+
+def with_secret(input_spec: dict[str, Any], **kwargs: Any) -> nn.Module:
+    """Accepts any keyword (e.g. an access token a real factory would use) and builds a linear model."""
+    return _Linear(input_spec, at_call=10**9, fault="none")
