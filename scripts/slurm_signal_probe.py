@@ -2,7 +2,8 @@
 
     .venv/bin/python scripts/slurm_signal_probe.py scancel    # scancel the running job
     .venv/bin/python scripts/slurm_signal_probe.py timeout    # let it run into its time limit (~2.5 min)
-    options: --no-checkpoint (a task without a `checkpoint` method), --folder DIR, --signal-delay S
+    options: --no-checkpoint (a task without a `checkpoint` method), --ignore-usr2 (the task does not
+    pass SIGUSR2 on to submitit, so the job runs into the limit), --folder DIR, --signal-delay S
 
 The job is submitted the way Hydra's submitit launcher submits a sweep (`map_array`, so a job array;
 `--signal=USR2@<signal_delay_s>`; the task is a callable object with a `checkpoint` method, as the
@@ -69,8 +70,9 @@ def child_main(log: Path) -> None:
 class ProbeTask:
     """The submitted callable; like Hydra's BaseSubmititLauncher, it has a `checkpoint` method."""
 
-    def __init__(self, log_dir: str) -> None:
+    def __init__(self, log_dir: str, ignore_usr2: bool = False) -> None:
         self.log_dir = log_dir
+        self.ignore_usr2 = ignore_usr2
         self.signalled = False
 
     def __call__(self, index: int = 0) -> str:
@@ -91,6 +93,8 @@ class ProbeTask:
                 sig = signal.Signals(num).name
                 _log(log, "task", "signal", sig=sig, handler=_describe(previous))
                 self.signalled = True
+                if num == signal.SIGUSR2 and self.ignore_usr2:
+                    return  # as a task with its own USR2 handler that lets the job run on
                 if callable(previous):
                     previous(num, frame)  # submitit's handler: may raise, or sys.exit
                 elif previous == signal.SIG_DFL and num != signal.SIGCONT:
@@ -126,8 +130,8 @@ class ProbeTask:
 
 
 class ProbeTaskNoCheckpoint:
-    def __init__(self, log_dir: str) -> None:
-        self._inner = ProbeTask(log_dir)
+    def __init__(self, log_dir: str, ignore_usr2: bool = False) -> None:
+        self._inner = ProbeTask(log_dir, ignore_usr2)
 
     def __call__(self, index: int = 0) -> str:
         return self._inner(index)
@@ -156,6 +160,11 @@ def main() -> None:
     parser.add_argument("scenario", choices=["scancel", "timeout"])
     parser.add_argument("--folder", default="/tmp/slurm-signal-probe")
     parser.add_argument("--no-checkpoint", action="store_true", help="the task has no checkpoint method")
+    parser.add_argument(
+        "--ignore-usr2",
+        action="store_true",
+        help="the task logs SIGUSR2 but does not pass it to submitit (to see the time limit itself)",
+    )
     parser.add_argument("--signal-delay", type=int, default=30, help="submitit's signal_delay_s (USR2@N)")
     parser.add_argument("--timeout-min", type=int, default=2, help="time limit in the timeout scenario")
     parser.add_argument(
@@ -181,7 +190,8 @@ def main() -> None:
         nodes=1,
         name="signal-probe",
     )
-    task = ProbeTaskNoCheckpoint(str(folder)) if args.no_checkpoint else ProbeTask(str(folder))
+    cls = ProbeTaskNoCheckpoint if args.no_checkpoint else ProbeTask
+    task = cls(str(folder), args.ignore_usr2)
     (job,) = executor.map_array(task, [0])  # a job array of one task, as Hydra's launcher submits
     print(
         f"submitted {job.job_id} ({args.scenario}, checkpoint method: {not args.no_checkpoint}, "
