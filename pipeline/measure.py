@@ -69,10 +69,39 @@ METRICS: dict[str, tuple[str, str]] = {
     "unique_graphs": ("count", "distinct graphs Dynamo compiled"),
     "frames_compiled": ("count", "Dynamo frame compilations (first compiles and recompiles)"),
     "recompiles_after_warmup": ("count", "frame compilations during the measured steps"),
+    "flops_per_step": (
+        "FLOP",
+        "forward + backward FLOPs of one step (torch.utils.flop_counter, meta device)",
+    ),
+    "achieved_tflops": ("TFLOP/s", "flops_per_step / median step time"),
+    "mfu": ("ratio", "achieved_tflops / the GPU's dense datasheet peak for the precision in use"),
+    "host_syncs_per_step": (
+        "count",
+        "host-device syncs in one training step (torch.cuda.set_sync_debug_mode)",
+    ),
+    "compile_dynamo_s": ("s", "compile phase: Dynamo bytecode tracing"),
+    "compile_aot_autograd_s": ("s", "compile phase: AOTAutograd (joint graph, partitioning)"),
+    "compile_inductor_s": ("s", "compile phase: inductor, forward and backward"),
+    "compile_codegen_s": ("s", "of which inductor code generation"),
+    "compile_triton_s": ("s", "of which Triton kernel compilation"),
+    "compile_autotune_s": ("s", "autotuning (max-autotune), at compile time and at run time"),
+    "compile_backward_s": ("s", "backward graph compilation (lazily, at the first backward)"),
+    "cudagraph_record_s": ("s", "CUDA-graph recording"),
+    "inductor_cache_hits": ("count", "FX-graph and AOTAutograd cache hits (a warm cache)"),
+    "inductor_cache_misses": ("count", "FX-graph and AOTAutograd cache misses"),
+    "cudagraph_skips": ("count", "graphs that did not get CUDA graphs (reasons in diagnostics.json)"),
+    "frames_failed": ("count", "frames whose compilation failed"),
     "eager_step_time_ms_p50": ("ms", "paired eager baseline: median step time"),
     "eager_step_time_ms_p10": ("ms", "paired eager baseline: 10th percentile"),
     "eager_step_time_ms_p90": ("ms", "paired eager baseline: 90th percentile"),
-    "eager_peak_mem_allocated_gib": ("GiB", "paired eager baseline: peak allocated over its measured steps"),
+    "eager_peak_mem_allocated_gib": (
+        "GiB",
+        "paired eager baseline: peak allocated over its measured steps (solo probe)",
+    ),
+    "eager_peak_mem_reserved_gib": (
+        "GiB",
+        "paired eager baseline: peak reserved over its measured steps (solo probe)",
+    ),
     "speedup_vs_eager": ("x", "eager median / compiled median, same worker, interleaved rounds"),
     "speedup_vs_eager_round_min": ("x", "lowest per-round speedup"),
     "speedup_vs_eager_round_max": ("x", "highest per-round speedup"),
@@ -240,11 +269,12 @@ class Variant:
     peak_allocated: int = 0
     peak_reserved: int | None = None
 
-    def run_step(self) -> None:
+    def run_step(self, record: bool = True) -> None:
         loss = self.step(next(self.batches))
-        # Copy the loss out at once: with CUDA graphs the next replay overwrites the step's outputs.
-        self.losses[self.done].copy_(loss)
-        self.done += 1
+        if record:  # extra diagnostic steps after the measurement are not recorded
+            # Copy the loss out at once: with CUDA graphs the next replay overwrites the step's outputs.
+            self.losses[self.done].copy_(loss)
+            self.done += 1
 
 
 ProgressFn = Callable[[str, str, int, int], None]

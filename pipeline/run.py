@@ -10,6 +10,7 @@ Exit code: 0 when every job finished, 1 when any failed (or could not be recorde
 from __future__ import annotations
 
 import csv
+import json
 import os
 import signal
 import sys
@@ -26,7 +27,8 @@ from pipeline.result import FAILED, FINISHED, KILLED, JobResult
 from pipeline.schema import ConfigError, register_configs, to_container, validate
 from pipeline.sweep import SweepContext, config_hash
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = PROJECT_ROOT / "conf"
 SKIPPED, NOT_SYNCED, BAD_INPUT = "SKIPPED", "NOT_SYNCED", "BAD_INPUT"
 OUTCOMES: list[str] = []  # one per job run by this process
 
@@ -157,6 +159,8 @@ def write_job_files(result: JobResult, job_dir: Path, warmup_steps: int) -> None
         for variant, key in (("compiled_or_eager", "step_time_ms"), ("paired_eager", "eager_step_time_ms")):
             for i, ms in enumerate(result.series.get(key, [])):
                 writer.writerow([variant, warmup_steps + i, f"{ms:.6f}"])
+    if result.diagnostics:
+        (job_dir / "diagnostics.json").write_text(json.dumps(result.diagnostics, indent=1, default=str))
     if result.error:
         (job_dir / "error.txt").write_text(
             f"{result.error.type}: {result.error.message}\n\n{result.error.traceback}"
@@ -176,10 +180,23 @@ def _one_line(name: str, result: JobResult) -> str:
                 f"peak {m['peak_mem_reserved_gib']:.2f} GiB reserved ({m['peak_mem_allocated_gib']:.2f} allocated)"
             )
         if m.get("graph_breaks"):
-            parts.append(f"{int(m['graph_breaks'])} graph breaks (compile.fullgraph=false let them through)")
+            parts.append(
+                graph_break_note(int(m["graph_breaks"]), result.diagnostics.get("graph_breaks") or [])
+            )
         return f"{name}: FINISHED: " + ", ".join(parts)
     assert result.error is not None
     return f"{name}: {result.status}: {result.error.type}: {result.error.message}"
+
+
+def graph_break_note(count: int, breaks: list[dict[str, Any]]) -> str:
+    """`3 graph breaks (first at models/x.py:31: Unsupported Tensor.item() call ...); compile.fullgraph=false let them through`."""
+    note = f"{count} graph break{'s' if count != 1 else ''}"
+    if breaks:
+        where = breaks[0]["location"]
+        if where.startswith(str(PROJECT_ROOT) + "/"):
+            where = where[len(str(PROJECT_ROOT)) + 1 :]
+        note += f" (e.g. {where}: {breaks[0]['reason'][:80]}; all in diagnostics.json)"
+    return note + ", compile.fullgraph=false let them through"
 
 
 def _record_bad_job(cfg: DictConfig, sweep: SweepContext, err: ConfigError) -> None:

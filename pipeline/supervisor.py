@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,8 +28,10 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 KILL_GRACE_S = 5.0
 
 
-def worker_env(cache_dir: Path | None) -> dict[str, str]:
+def worker_env(cache_dir: Path | None, trace_dir: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
+    if trace_dir is not None:
+        env["TORCH_TRACE"] = str(trace_dir)  # the compiler's structured trace, for tlparse
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
     if cache_dir is not None:
@@ -83,6 +86,7 @@ def run_worker(
     )
     config_path.write_text(json.dumps(cfg, indent=1))
     result_path.unlink(missing_ok=True)
+    trace_dir = job_dir / "torch_trace" if cfg["diagnose"].get("trace") else None
     cmd = [
         sys.executable,
         "-m",
@@ -102,7 +106,7 @@ def run_worker(
             text=True,
             bufsize=1,
             start_new_session=True,
-            env=worker_env(cache_dir),
+            env=worker_env(cache_dir, trace_dir),
             cwd=PROJECT_ROOT,
         )
         (job_dir / "worker.pid").write_text(str(proc.pid))
@@ -132,12 +136,32 @@ def run_worker(
         how = signal_description(proc.returncode)
         result = JobResult()
         result.fail(FAILED, "WorkerCrashed", f"worker {how} before writing its result", _log_tail(log_path))
+    if trace_dir is not None:
+        result.info["tlparse"] = run_tlparse(trace_dir, job_dir / "tlparse")
     result.info["worker_wall_s"] = wall_s
     result.info["worker_exit"] = (
         signal_description(proc.returncode) if proc.returncode is not None else "killed"
     )
     result.write(result_path)
     return result
+
+
+def run_tlparse(trace_dir: Path, out_dir: Path) -> str:
+    """tlparse's HTML report of the structured trace, when tlparse is installed."""
+    exe = shutil.which("tlparse") or shutil.which("tlparse", path=str(Path(sys.executable).parent))
+    if exe is None:
+        return f"not installed (pip install tlparse); raw trace kept in {trace_dir}"
+    logs = sorted(trace_dir.glob("*.log"), key=lambda p: p.stat().st_mtime)
+    if not logs:
+        return f"no trace was written in {trace_dir}"
+    done = subprocess.run(
+        [exe, str(logs[-1]), "-o", str(out_dir), "--overwrite", "--no-browser"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    ok = done.returncode == 0 and (out_dir / "index.html").exists()
+    return "ok" if ok else f"failed: {(done.stderr or done.stdout)[-300:]}"
 
 
 def _read_or_new(path: Path) -> JobResult:

@@ -22,6 +22,16 @@ PARAM_LIMIT = 6000  # MLflow's max param value length
 TAG_LIMIT = 5000
 SECRET_WORDS = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|(^|_|\.)(API_?)?KEY$)", re.IGNORECASE)
 
+# What a job leaves in its folder that MLflow gets (job_config.json stays local: it holds unredacted values).
+ARTIFACT_FILES = (
+    "config.yaml",
+    "result.json",
+    "step_times.csv",
+    "worker.log",
+    "error.txt",
+    "diagnostics.json",
+    "explain.txt",
+)
 IDENTITY_TAGS = ("model", "loss", "precision", "mode", "backend", "fullgraph", "dynamic", "scope")
 
 
@@ -192,11 +202,11 @@ class Tracker:
         self.set_tags(run_id, tags)
         self.log_artifacts(
             run_id,
-            [
-                job_dir / name
-                for name in ("config.yaml", "result.json", "step_times.csv", "worker.log", "error.txt")
-            ],
+            [job_dir / name for name in ARTIFACT_FILES],
         )
+        for folder in ("profile", "tlparse"):
+            if (job_dir / folder).is_dir():
+                self.client.log_artifacts(run_id, str(job_dir / folder), folder)
         self.end_run(run_id, result.status)
 
     # ------------------------------------------------------------------------------------- queries

@@ -16,6 +16,7 @@ import os
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 PROGRESS_PREFIX = "@@progress "
@@ -81,122 +82,250 @@ def classify_error(exc: BaseException, cfg: dict[str, Any]) -> tuple[str, str]:
     return name, str(exc)
 
 
-def run_job(cfg: dict[str, Any], result: Any, progress: Progress) -> None:
-    """Build everything from the config, warm up, measure, and fill in `result`.
+class JobRunner:
+    """One job inside the worker: build from the config, warm up, measure, diagnose, fill the result.
 
-    Order (paired mode): eager memory probe alone (then freed) -> compiled warm-up and round 1 alone
-    -> eager copy warm-up -> rounds E1 C2 E2 C3 E3 ... Every memory figure comes from a phase where its
+    Order (paired mode): eager memory probe alone (then freed) -> compiled warm-up and round 1 alone ->
+    eager copy warm-up -> rounds E1 C2 E2 C3 E3 ... Every memory figure comes from a phase where its
     variant is alone on the device; the timing rounds alternate so drift hits both variants alike.
+    Diagnostics that run steps (syncs, profile) come after the measurement.
     """
-    import torch
 
-    from losses import build_loss
-    from models import build_model
-    from pipeline import measure
-    from pipeline.compile import apply_compile, needs_tensor_lr
-    from pipeline.data import make_batches
-    from pipeline.precision import Precision
-    from pipeline.train import TrainParts, build_optimizer
+    def __init__(self, cfg: dict[str, Any], result: Any, progress: Progress, out_dir: Path):
+        from pipeline import measure
+        from pipeline.precision import Precision
 
-    device = resolve_device(cfg["device"])
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    trainer, compile_cfg, model_cfg = cfg["trainer"], cfg["compile"], cfg["model"]
-    compiled = compile_cfg["mode"] != "eager"
-    paired = compiled and bool(cfg["benchmark"]["paired_eager"])
-    warmup, measured = trainer["warmup_steps"], trainer["steps"] - trainer["warmup_steps"]
-    rounds = measure.split_rounds(measured, cfg["benchmark"]["rounds"] if paired else 1)
-    batch_size, spec = trainer["batch_size"], model_cfg["input"]
-    every = max(1, measured // 50)
+        self.cfg, self.result, self.progress, self.out_dir = cfg, result, progress, out_dir
+        trainer, compile_cfg = cfg["trainer"], cfg["compile"]
+        self.device = resolve_device(cfg["device"])
+        self.compiled = compile_cfg["mode"] != "eager"
+        self.paired = self.compiled and bool(cfg["benchmark"]["paired_eager"])
+        self.warmup, self.measured = trainer["warmup_steps"], trainer["steps"] - trainer["warmup_steps"]
+        self.rounds = measure.split_rounds(self.measured, cfg["benchmark"]["rounds"] if self.paired else 1)
+        self.every = max(1, self.measured // 50)
+        self.spec, self.batch_size = cfg["model"]["input"], trainer["batch_size"]
+        self.precision = Precision.from_config(cfg["precision"])
+        self.memory = measure.Memory(self.device)
 
-    precision = Precision.from_config(cfg["precision"])
-    result.info["worker_pid"] = os.getpid()
-    result.info["precision_flags"] = precision.apply_backend_flags()
-    result.info["rounds"] = rounds
-    result.environment = measure.environment(device)
-    result.method = measure.describe_method(
-        device, warmup, measured, len(rounds), paired, cfg["data"]["loader"]
-    )
-    memory = measure.Memory(device)
-    measure.init_device_libraries(device)
+    # ----------------------------------------------------------------------------- phases
+    def run(self) -> None:
+        import torch
 
-    torch.manual_seed(trainer["seed"])
-    initial_model = build_model(model_cfg)  # stays on the host: every variant starts from these weights
-    loss = build_loss(cfg["loss"], spec).to(device=device, dtype=precision.param_dtype).train()
-    result.info["parameters"] = sum(p.numel() for p in initial_model.parameters())
+        from pipeline import measure
+        from pipeline.diagnose import CompileLogRecorder
 
-    def make_variant(name: str, net: torch.nn.Module, compile_settings: dict[str, Any]) -> measure.Variant:
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        info = self.result.info
+        info["worker_pid"] = os.getpid()
+        info["precision_flags"] = self.precision.apply_backend_flags()
+        info["rounds"] = self.rounds
+        self.result.environment = measure.environment(self.device)
+        self.result.method = measure.describe_method(
+            self.device, self.warmup, self.measured, len(self.rounds), self.paired, self.cfg["data"]["loader"]
+        )
+        measure.init_device_libraries(self.device)
+        self.count_flops()
+        with CompileLogRecorder() as recorder:
+            self.build()
+            if self.cfg["diagnose"]["explain"]:
+                self.explain(recorder)
+            self.measure()
+        self.collect_metrics(recorder)
+        self.diagnose_steps()
+        self.progress(self.main.name, "done", 1, 1, force=True)
+
+    def build(self) -> None:
+        import torch
+
+        from losses import build_loss
+        from models import build_model
+
+        torch.manual_seed(self.cfg["trainer"]["seed"])
+        self.initial_model = build_model(
+            self.cfg["model"]
+        )  # on the host: every variant starts from these weights
+        self.loss = (
+            build_loss(self.cfg["loss"], self.spec)
+            .to(device=self.device, dtype=self.precision.param_dtype)
+            .train()
+        )
+        self.result.info["parameters"] = sum(p.numel() for p in self.initial_model.parameters())
+
+    def make_variant(self, name: str, net: Any, compile_settings: dict[str, Any]) -> Any:
+        import torch
+
+        from pipeline import measure
+        from pipeline.compile import apply_compile, needs_tensor_lr
+        from pipeline.data import make_batches
+        from pipeline.train import TrainParts, build_optimizer
+
+        trainer, device, precision = self.cfg["trainer"], self.device, self.precision
         net = net.to(device=device, dtype=precision.param_dtype).train()
         optimizer = build_optimizer(
             net.parameters(), trainer["optimizer"], tensor_lr=needs_tensor_lr(compile_settings), device=device
         )
-        parts = TrainParts(net, loss, optimizer, precision.make_scaler(device.type), precision, device)
+        parts = TrainParts(net, self.loss, optimizer, precision.make_scaler(device.type), precision, device)
         built = apply_compile(compile_settings, parts)
-        if compile_settings is compile_cfg:
-            result.info.update(
+        if compile_settings is self.cfg["compile"]:
+            self.result.info.update(
                 {
                     "compiled": built.description,
                     "compile_kwargs": built.kwargs or {},
                     "compiled_regions": built.regions,
                 }
             )
-        batches = make_batches(cfg["data"], spec, batch_size, device, precision.input_dtype, trainer["seed"])
+            self.forward_loss = built.forward_loss
+        batches = make_batches(
+            self.cfg["data"], self.spec, self.batch_size, device, precision.input_dtype, trainer["seed"]
+        )
         losses = torch.zeros(trainer["steps"], device=device, dtype=torch.float32)
         return measure.Variant(name, built.step, batches, losses)
 
-    eager_settings = {**compile_cfg, "mode": "eager", "optimizer": False}
-    probe = None
-    if paired:
-        baseline = memory.allocated()
-        probe = make_variant("eager", copy.deepcopy(initial_model), eager_settings)
-        measure.solo_phase(probe, memory, warmup, rounds[0], device, measure.quiet, every)
-        result.info["eager_probe_leak_bytes"] = measure.release(probe, memory, baseline)
+    def measure(self) -> None:
+        from pipeline import measure
 
-    main = make_variant(
-        "compiled" if compiled else "eager",
-        initial_model if not paired else copy.deepcopy(initial_model),
-        compile_cfg,
-    )
-    measure.solo_phase(main, memory, warmup, rounds[0], device, progress, every, total=measured)
-    stats_after_warmup = measure.compile_stats() if compiled else None
-    nvml = measure.nvml_process_memory_gib(device)
-
-    eager = None
-    if paired:
-        eager = make_variant("eager", initial_model, eager_settings)
-        measure.warm_up(eager, warmup, device, progress)
-        schedule = [(eager, rounds[0])] + [pair for n in rounds[1:] for pair in ((main, n), (eager, n))]
-        for variant, n in schedule:
-            measure.timed_round(variant, n, device, progress, every, measured)
-
-    result.series["loss"] = main.losses.tolist()
-    result.series["step_time_ms"] = main.step_ms
-    m = measure.variant_metrics(
-        main, batch_size, spec["seq_len"] if spec["kind"] == "tokens" else None, compiled
-    )
-    if device.type == "cuda":
-        m.update(measure.memory_metrics(main))
-        if nvml is not None:
-            m["nvml_process_mem_gib"] = nvml
-    m["loss_first"], m["loss_final"] = result.series["loss"][0], result.series["loss"][-1]
-    if compiled:
-        stats = measure.compile_stats()
-        m["torch_compile_time_s"] = stats_after_warmup["torch_compile_time_s"]
-        m["graph_breaks"], m["unique_graphs"], m["frames_compiled"] = (
-            stats["graph_breaks"],
-            stats["unique_graphs"],
-            stats["frames_compiled"],
+        eager_settings = {**self.cfg["compile"], "mode": "eager", "optimizer": False}
+        self.probe = self.eager = None
+        if self.paired:
+            baseline = self.memory.allocated()
+            self.probe = self.make_variant("eager", copy.deepcopy(self.initial_model), eager_settings)
+            measure.solo_phase(
+                self.probe, self.memory, self.warmup, self.rounds[0], self.device, measure.quiet, self.every
+            )
+            self.result.info["eager_probe_leak_bytes"] = measure.release(self.probe, self.memory, baseline)
+        model = copy.deepcopy(self.initial_model) if self.paired else self.initial_model
+        self.main = self.make_variant("compiled" if self.compiled else "eager", model, self.cfg["compile"])
+        measure.solo_phase(
+            self.main,
+            self.memory,
+            self.warmup,
+            self.rounds[0],
+            self.device,
+            self.progress,
+            self.every,
+            total=self.measured,
         )
-        m["recompiles_after_warmup"] = stats["frames_compiled"] - stats_after_warmup["frames_compiled"]
-        result.diagnostics["graph_break_reasons"] = stats["graph_break_reasons"]
-        result.diagnostics["recompile_reasons"] = stats["recompile_reasons"]
-    if eager is not None:
-        m.update(measure.paired_metrics(main, eager, probe, cfg["benchmark"], device))
-        result.series["eager_loss"] = eager.losses.tolist()
-        result.series["eager_step_time_ms"] = eager.step_ms
-    m["cpu_rss_peak_gib"] = measure.cpu_rss_peak_gib()
-    result.metrics.update(m)
-    progress(main.name, "done", 1, 1, force=True)
+        self.stats_after_warmup = measure.compile_stats() if self.compiled else None
+        self.nvml_gib = measure.nvml_process_memory_gib(self.device)
+        if self.paired:
+            self.eager = self.make_variant("eager", self.initial_model, eager_settings)
+            measure.warm_up(self.eager, self.warmup, self.device, self.progress)
+            schedule = [(self.eager, self.rounds[0])] + [
+                pair for n in self.rounds[1:] for pair in ((self.main, n), (self.eager, n))
+            ]
+            for variant, n in schedule:
+                measure.timed_round(variant, n, self.device, self.progress, self.every, self.measured)
+
+    # ----------------------------------------------------------------------------- results
+    def collect_metrics(self, recorder: Any) -> None:
+        from pipeline import diagnose, measure
+
+        main, result = self.main, self.result
+        result.series["loss"] = main.losses.tolist()
+        result.series["step_time_ms"] = main.step_ms
+        tokens = self.spec["seq_len"] if self.spec["kind"] == "tokens" else None
+        m = measure.variant_metrics(main, self.batch_size, tokens, self.compiled)
+        if self.device.type == "cuda":
+            m.update(measure.memory_metrics(main))
+            if self.nvml_gib is not None:
+                m["nvml_process_mem_gib"] = self.nvml_gib
+        m["loss_first"], m["loss_final"] = result.series["loss"][0], result.series["loss"][-1]
+        if self.compiled:
+            stats = measure.compile_stats()
+            m["torch_compile_time_s"] = self.stats_after_warmup["torch_compile_time_s"]
+            m["graph_breaks"], m["unique_graphs"], m["frames_compiled"] = (
+                stats["graph_breaks"],
+                stats["unique_graphs"],
+                stats["frames_compiled"],
+            )
+            m["recompiles_after_warmup"] = (
+                stats["frames_compiled"] - self.stats_after_warmup["frames_compiled"]
+            )
+            m.update(diagnose.compile_phases())
+            cache = diagnose.cache_state()
+            m["inductor_cache_hits"], m["inductor_cache_misses"] = (
+                cache["inductor_cache_hits"],
+                cache["inductor_cache_misses"],
+            )
+            result.info["inductor_cache"] = cache["inductor_cache"]
+            logged = recorder.summary()
+            m["cudagraph_skips"] = len(logged["cudagraph_skips"])
+            failed = diagnose.frames_failed()
+            m["frames_failed"] = len(failed)
+            result.diagnostics.update(
+                {
+                    **logged,
+                    "graph_break_reasons": stats["graph_break_reasons"],
+                    "recompile_reasons": stats["recompile_reasons"],
+                    "frames_failed": failed,
+                }
+            )
+        if self.eager is not None:
+            m.update(measure.paired_metrics(main, self.eager, self.probe, self.cfg["benchmark"], self.device))
+            result.series["eager_loss"] = self.eager.losses.tolist()
+            result.series["eager_step_time_ms"] = self.eager.step_ms
+        if self.flops:
+            mfu, note = diagnose.mfu_metrics(
+                self.flops, m["step_time_ms_p50"], result.environment.get("gpu_name"), self.cfg["precision"]
+            )
+            m.update(mfu)
+            result.info["mfu_note"] = note
+        m["cpu_rss_peak_gib"] = measure.cpu_rss_peak_gib()
+        result.metrics.update(m)
+
+    def count_flops(self) -> None:
+        from pipeline.diagnose import count_flops
+
+        self.flops = None
+        if not self.cfg["diagnose"]["flops"]:
+            return
+        try:
+            self.flops = count_flops(self.cfg["model"], self.cfg["loss"], self.batch_size)
+        except Exception as exc:  # a model that cannot run on the meta device: say so, measure anyway
+            self.result.info["flops_note"] = f"FLOPs not counted: {type(exc).__name__}: {exc}"[:400]
+
+    def explain(self, recorder: Any) -> None:
+        """`torch._dynamo.explain` on a throwaway copy, before anything real is compiled; its compile
+        state is then forgotten so the job's own statistics start from zero."""
+        from pipeline import diagnose
+        from pipeline.data import make_batches
+        from pipeline.train import ModelWithLoss
+
+        model = (
+            copy.deepcopy(self.initial_model).to(device=self.device, dtype=self.precision.param_dtype).train()
+        )
+        batches = make_batches(
+            {**self.cfg["data"], "loader": False, "num_batches": 1},
+            self.spec,
+            self.batch_size,
+            self.device,
+            self.precision.input_dtype,
+            0,
+        )
+        with self.precision.autocast(self.device.type):
+            text = diagnose.explain(ModelWithLoss(model, self.loss), next(batches))
+        (self.out_dir / "explain.txt").write_text(text)
+        del model, batches
+        diagnose.reset_compile_state()
+        recorder.__init__()  # forget the analysis' own log records
+
+    def diagnose_steps(self) -> None:
+        """Extra, unmeasured steps: host-device syncs in one step; a profiler trace when asked."""
+        from pipeline import diagnose
+
+        step = lambda: self.main.run_step(record=False)  # noqa: E731
+        if self.cfg["diagnose"]["sync_check"]:
+            syncs = diagnose.count_syncs(step, self.device)
+            self.result.diagnostics["host_syncs"] = syncs
+            if "count" in syncs:
+                self.result.metrics["host_syncs_per_step"] = syncs["count"]
+        if self.cfg["profile"]:
+            diagnose.profile_steps(step, self.device, self.out_dir / "profile")
+
+
+def run_job(cfg: dict[str, Any], result: Any, progress: Progress, out_dir: Path) -> None:
+    JobRunner(cfg, result, progress, out_dir).run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     result = JobResult()
     progress = Progress()
     try:
-        run_job(cfg, result, progress)
+        run_job(cfg, result, progress, Path(args.result).parent)
         result.status = FINISHED
     except BaseException as exc:
         error_type, message = (

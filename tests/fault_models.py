@@ -19,6 +19,8 @@ class _Linear(nn.Module):
         self.calls, self.at_call, self.fault = 0, at_call, fault
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fault == "none":  # no Python state changes: compiles once
+            return self.fc(x.flatten(1))
         self.calls += 1
         if self.calls >= self.at_call:
             if self.fault == "segfault":

@@ -1,0 +1,183 @@
+"""Diagnostics: graph breaks with reasons and lines, explain, FLOPs by hand, MFU table, traces, caches."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline import diagnose
+from tests.conftest import TINY, client, compose, output, run_cli, runs
+
+BREAKY = [
+    "model=graph_break_net",
+    "trainer.steps=4",
+    "trainer.warmup_steps=1",
+    "compile.backend=aot_eager",
+    "benchmark.paired_eager=false",
+]
+
+
+def test_the_articles_graph_breaks_are_reported_with_reasons_and_lines(tmp_path: Path, store: str):
+    proc = run_cli([*BREAKY, "diagnose.explain=true"], tmp_path, store)
+    assert proc.returncode == 0, output(proc)
+    (run,) = runs(store)
+    assert run.data.metrics["graph_breaks"] >= 3
+    assert run.data.metrics["unique_graphs"] >= 3
+    diagnostics = json.loads((tmp_path / "run" / "diagnostics.json").read_text())
+    located = {b["location"].rsplit("/", 1)[-1]: b["reason"] for b in diagnostics["graph_breaks"]}
+    source = (Path(__file__).parent.parent / "models" / "graph_breaks.py").read_text().splitlines()
+    for location, reason in located.items():
+        assert location.startswith("graph_breaks.py:") and reason
+        assert (
+            "graph break" in source[int(location.split(":")[1]) - 1]
+        )  # the line that breaks, as commented there
+    assert any("item()" in r for r in located.values()) and any("print" in r for r in located.values())
+    # The job's last line says so, since compile.fullgraph=false let them through.
+    assert "graph breaks (e.g. models/graph_breaks.py:" in proc.stdout and "fullgraph=false" in proc.stdout
+    explain = (tmp_path / "run" / "explain.txt").read_text()
+    assert "graph breaks: " in explain and "graph_breaks.py:" in explain
+    assert {"diagnostics.json", "explain.txt"} <= {
+        a.path for a in client(store).list_artifacts(run.info.run_id)
+    }
+    # explain ran on a throwaway copy and its compile state was forgotten: the job's counts are its own
+    assert run.data.metrics["recompiles_after_warmup"] == 0
+
+
+def test_fullgraph_turns_a_graph_break_into_a_clear_failure(tmp_path: Path, store: str):
+    proc = run_cli([*BREAKY, "compile.fullgraph=true"], tmp_path, store)
+    assert proc.returncode == 1, output(proc)
+    (run,) = runs(store)
+    assert run.info.status == "FAILED" and run.data.tags["error_type"] == "GraphBreakInFullgraph"
+    assert "compile.fullgraph=true" in run.data.tags["error_message"]
+
+
+def test_flops_of_a_small_model_match_a_hand_count():
+    cfg = compose(
+        [
+            "model._target_=tests.fault_models.with_secret",
+            "model.name=null",
+            "model.input.height=32",
+            "model.input.width=32",
+            "model.input.num_classes=10",
+        ]
+    )
+    from pipeline.schema import to_container
+
+    resolved = to_container(cfg)
+    batch = 2
+    # One Linear(3*32*32 -> 10): forward 2*B*3072*10; backward only the weight gradient (the input
+    # needs none): another 2*B*3072*10. Cross-entropy and the bias add are not matmuls.
+    assert diagnose.count_flops(resolved["model"], resolved["loss"], batch) == 4 * batch * 3072 * 10
+
+
+def test_flops_of_vit_tiny_are_plausible():
+    from pipeline.schema import to_container
+
+    resolved = to_container(compose(["model=vit_tiny"]))
+    flops = diagnose.count_flops(resolved["model"], resolved["loss"], 8)
+    # Forward and backward are about 3x the forward's 2 * params * tokens (17 tokens of 64 wide).
+    params, tokens = 114_250, 17
+    assert 0.5 * 6 * params * tokens * 8 < flops < 3 * 6 * params * tokens * 8
+
+
+@pytest.mark.parametrize(
+    "gpu, precision, peak",
+    [
+        ("NVIDIA H100 80GB HBM3", "amp", 989.4),
+        ("NVIDIA H200", "fp32", 66.9),
+        ("NVIDIA H100 PCIe", "tf32", 378.0),
+        ("NVIDIA A100-SXM4-80GB", "amp_fp16", 312.0),
+        ("NVIDIA H200", "bf16", 989.4),
+    ],
+)
+def test_peak_table(gpu, precision, peak):
+    cfg = dict(compose([f"precision={precision}"]).precision)
+    assert diagnose.peak_tflops(gpu, cfg)[0] == peak
+
+
+def test_unknown_gpu_gets_no_mfu_and_a_note():
+    metrics, note = diagnose.mfu_metrics(
+        10**12,
+        100.0,
+        "Imaginary GPU 9000",
+        {"autocast_dtype": "bfloat16", "param_dtype": "float32", "tf32": False},
+    )
+    assert "mfu" not in metrics and metrics["achieved_tflops"] == pytest.approx(10.0)
+    assert "not in the peak table" in note
+    metrics, note = diagnose.mfu_metrics(
+        10**12,
+        100.0,
+        "NVIDIA H100 80GB HBM3",
+        {"autocast_dtype": "bfloat16", "param_dtype": "float32", "tf32": False},
+    )
+    assert metrics["mfu"] == pytest.approx(10.0 / 989.4)
+
+
+def test_syncs_are_counted_on_cuda_only():
+    import torch
+
+    assert "note" in diagnose.count_syncs(lambda: None, torch.device("cpu"))
+
+
+def test_profile_and_compiler_trace_are_logged(tmp_path: Path, store: str):
+    proc = run_cli(
+        [
+            *TINY,
+            "compile.backend=aot_eager",
+            "benchmark.paired_eager=false",
+            "profile=true",
+            "diagnose.trace=true",
+        ],
+        tmp_path,
+        store,
+    )
+    assert proc.returncode == 0, output(proc)
+    (run,) = runs(store)
+    profile = tmp_path / "run" / "profile"
+    traces = list(profile.glob("*.pt.trace.json"))
+    assert traces and json.loads(traces[0].read_text())["traceEvents"]  # Chrome/Perfetto trace events
+    assert "Self CPU" in (profile / "top_kernels.txt").read_text()
+    assert (tmp_path / "run" / "tlparse" / "index.html").exists()
+    c = client(store)
+    assert {"profile", "tlparse"} <= {a.path for a in c.list_artifacts(run.info.run_id)}
+    assert run.data.tags["info.tlparse"] == "ok"
+    for name in ("compile_dynamo_s", "compile_aot_autograd_s", "compile_backward_s"):
+        assert name in run.data.metrics
+    assert run.data.metrics["compile_dynamo_s"] > 0 and run.data.metrics["compile_aot_autograd_s"] > 0
+
+
+@pytest.mark.slow
+def test_inductor_cache_is_shared_in_a_sweep_and_cold_on_request(tmp_path: Path, store: str):
+    small = [
+        "model._target_=tests.fault_models.with_secret",
+        "model.id=linear",
+        "model.name=null",
+        "model.input.height=32",
+        "model.input.width=32",
+        "model.input.num_classes=10",
+        "model.batch_size=2",
+        "trainer.steps=3",
+        "trainer.warmup_steps=1",
+        "benchmark.paired_eager=false",
+    ]
+    proc = run_cli([*small, "trainer.seed=0,1"], tmp_path / "shared", store, multirun=True)
+    assert proc.returncode == 0, output(proc)
+    first, second = sorted(
+        (r for r in runs(store) if r.data.tags.get("sweep_parent") != "true"), key=lambda r: r.info.start_time
+    )
+    assert (
+        first.data.tags["info.inductor_cache"] == "cold" and second.data.tags["info.inductor_cache"] == "warm"
+    )
+    assert second.data.metrics["inductor_cache_hits"] > 0
+    cold = run_cli(
+        [*small, "trainer.seed=0,1", "diagnose.cold_cache=true"], tmp_path / "cold", store, multirun=True
+    )
+    assert cold.returncode == 0, output(cold)
+    cold_runs = [
+        r
+        for r in runs(store)
+        if r.data.tags.get("sweep_parent") != "true" and r.data.params.get("diagnose.cold_cache") == "True"
+    ]
+    assert [r.data.tags["info.inductor_cache"] for r in cold_runs] == ["cold", "cold"]
