@@ -44,12 +44,24 @@ def compose(overrides: list[str] | None = None):
     return cfg
 
 
-def run_cli(args: list[str], tmp_path: Path, store_uri: str, *, multirun: bool = False, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    args: list[str],
+    tmp_path: Path,
+    store_uri: str,
+    *,
+    multirun: bool = False,
+    timeout: float = 900,
+    env: dict | None = None,
+) -> subprocess.CompletedProcess:
     """Drive the real CLI in a fresh process, outputs and MLflow store under tmp_path."""
     cmd = [sys.executable, "-m", "pipeline.run"]
     if multirun:
         cmd.append("-m")
-    cmd += args + [f"mlflow.tracking_uri={store_uri}", f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/multirun"]
+    cmd += args + [
+        f"mlflow.tracking_uri={store_uri}",
+        f"hydra.run.dir={tmp_path}/run",
+        f"hydra.sweep.dir={tmp_path}/multirun",
+    ]
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env.pop("MLFLOW_TRACKING_URI", None)
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=full_env)

@@ -37,7 +37,11 @@ def check_finished_run(store: str, run, mode: str) -> None:
     assert CORE_METRICS <= set(metrics), CORE_METRICS - set(metrics)
     assert metrics["measured_steps"] == 3
     assert metrics["step_time_ms_p10"] <= metrics["step_time_ms_p50"] <= metrics["step_time_ms_p90"]
-    assert metrics["step_time_ms_p50_ci95_low"] <= metrics["step_time_ms_p50"] <= metrics["step_time_ms_p50_ci95_high"]
+    assert (
+        metrics["step_time_ms_p50_ci95_low"]
+        <= metrics["step_time_ms_p50"]
+        <= metrics["step_time_ms_p50_ci95_high"]
+    )
     assert metrics["throughput_samples_per_s"] == pytest.approx(2 / (metrics["step_time_ms_p50"] / 1000))
     c = client(store)
     step_times = c.get_metric_history(run.info.run_id, "step_time_ms")
@@ -45,7 +49,11 @@ def check_finished_run(store: str, run, mode: str) -> None:
     assert sum(p.value for p in step_times) / 3 == pytest.approx(metrics["step_time_ms_mean"])
     assert [p.step for p in c.get_metric_history(run.info.run_id, "loss")] == [0, 1, 2, 3]
     params = run.data.params
-    assert params["trainer.steps"] == "4" and params["compile.mode"] == mode and params["model.name"] == "vit_tiny_patch16_224"
+    assert (
+        params["trainer.steps"] == "4"
+        and params["compile.mode"] == mode
+        and params["model.name"] == "vit_tiny_patch16_224"
+    )
     assert params["mlflow.tracking_uri"].startswith("sqlite:///")
     tags = run.data.tags
     assert (tags["model"], tags["precision"], tags["mode"]) == ("vit_tiny", "amp", mode)
@@ -63,7 +71,11 @@ def test_one_eager_job_finishes_with_its_metrics(tmp_path: Path, store: str):
     assert run.info.run_name == "vit_tiny·amp·eager"
     assert "compile_time_s" not in run.data.metrics  # nothing was compiled
     result = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert result["status"] == "FINISHED" and result["mlflow_synced"] is True and result["mlflow_run_id"] == run.info.run_id
+    assert (
+        result["status"] == "FINISHED"
+        and result["mlflow_synced"] is True
+        and result["mlflow_run_id"] == run.info.run_id
+    )
     assert result["info"]["worker_pid"] != result["info"]["parent_pid"]
     assert "Traceback" not in proc.stderr
 
@@ -93,7 +105,12 @@ def test_multirun_2x2_logs_four_runs_with_one_sweep_id(tmp_path: Path, store: st
     assert all(r.info.status == "FINISHED" for r in jobs)
     sweep_ids = {r.data.tags["sweep_id"] for r in jobs}
     assert len(sweep_ids) == 1
-    assert {r.info.run_name for r in jobs} == {"vit_tiny·amp·eager", "vit_tiny·fp32·eager", "vit_tiny·amp·default·aot_eager", "vit_tiny·fp32·default·aot_eager"}
+    assert {r.info.run_name for r in jobs} == {
+        "vit_tiny·amp·eager",
+        "vit_tiny·fp32·eager",
+        "vit_tiny·amp·default·aot_eager",
+        "vit_tiny·fp32·default·aot_eager",
+    }
     # Every job ran in a fresh worker process of its own.
     results = [json.loads(p.read_text()) for p in (tmp_path / "multirun").glob("*/result.json")]
     worker_pids = {r["info"]["worker_pid"] for r in results}
@@ -140,7 +157,10 @@ def test_a_bad_job_in_a_sweep_fails_alone(tmp_path: Path, store: str):
     jobs = children(store)
     assert sorted(r.info.status for r in jobs) == ["FAILED", "FINISHED"]
     bad = next(r for r in jobs if r.info.status == "FAILED")
-    assert bad.data.tags["error_type"] == "ConfigError" and "trainer.batch_size=0" in bad.data.tags["error_message"]
+    assert (
+        bad.data.tags["error_type"] == "ConfigError"
+        and "trainer.batch_size=0" in bad.data.tags["error_message"]
+    )
     assert "config error: trainer.batch_size=0" in proc.stderr
 
 

@@ -51,7 +51,9 @@ def test_step_clock_on_cpu_measures_wall_time():
         assert want <= got < want + 15
 
 
-@pytest.mark.parametrize("total, rounds, expected", [(90, 3, [30, 30, 30]), (10, 3, [4, 3, 3]), (2, 3, [1, 1]), (5, 1, [5])])
+@pytest.mark.parametrize(
+    "total, rounds, expected", [(90, 3, [30, 30, 30]), (10, 3, [4, 3, 3]), (2, 3, [1, 1]), (5, 1, [5])]
+)
 def test_split_rounds(total, rounds, expected):
     assert measure.split_rounds(total, rounds) == expected
 

@@ -27,7 +27,16 @@ def test_batch_size_follows_the_model_unless_set():
     assert compose(["model=vit_tiny", "trainer.batch_size=3"]).trainer.batch_size == 3
 
 
-@pytest.mark.parametrize("precision, autocast, params, tf32, scaler", [("amp", "bfloat16", "float32", False, False), ("fp32", None, "float32", False, False), ("tf32", None, "float32", True, False), ("amp_fp16", "float16", "float32", False, True), ("bf16", None, "bfloat16", False, False)])
+@pytest.mark.parametrize(
+    "precision, autocast, params, tf32, scaler",
+    [
+        ("amp", "bfloat16", "float32", False, False),
+        ("fp32", None, "float32", False, False),
+        ("tf32", None, "float32", True, False),
+        ("amp_fp16", "float16", "float32", False, True),
+        ("bf16", None, "bfloat16", False, False),
+    ],
+)
 def test_precision_options(precision, autocast, params, tf32, scaler):
     p = compose([f"precision={precision}"]).precision
     assert (p.autocast_dtype, p.param_dtype, p.tf32, p.grad_scaler) == (autocast, params, tf32, scaler)
@@ -64,7 +73,12 @@ def bad(overrides: list[str]) -> ConfigError:
         (["device=tpu"], "device", "tpu", "auto, cuda, cpu"),
         (["compile.mode=eager", "compile.fullgraph=true"], "compile.fullgraph", True, "compile.mode=eager"),
         (["compile.mode=eager", "compile.dynamic=true"], "compile.dynamic", True, "compile.mode=eager"),
-        (["compile.backend=aot_eager", "compile.mode=max-autotune"], "compile.mode", "max-autotune", "inductor"),
+        (
+            ["compile.backend=aot_eager", "compile.mode=max-autotune"],
+            "compile.mode",
+            "max-autotune",
+            "inductor",
+        ),
         (["data.loader=true", "data.non_blocking=true"], "data.non_blocking", True, "pin_memory"),
     ],
 )
@@ -96,14 +110,22 @@ def test_unknown_group_option_lists_the_options():
     assert message.startswith("model=vit_huge is not an option of the `model` group: allowed values are ")
     assert {"vit_b16", "vit_tiny"} <= set(message.split(": allowed values are ")[1].split(", "))
     message = compose_error(["precision=fp8"])
-    assert message.startswith("precision=fp8 is not an option") and "amp, amp_fp16, bf16, fp32, tf32" in message
+    assert (
+        message.startswith("precision=fp8 is not an option") and "amp, amp_fp16, bf16, fp32, tf32" in message
+    )
 
 
 def test_misspelt_key_lists_the_keys_that_exist():
     message = compose_error(["trainer.stepz=3"])
-    assert message.startswith("trainer.stepz is not a config key") and "steps, warmup_steps, batch_size" in message
+    assert (
+        message.startswith("trainer.stepz is not a config key")
+        and "steps, warmup_steps, batch_size" in message
+    )
 
 
 def test_wrong_type_names_the_expected_type():
     assert compose_error(["trainer.steps=abc"]) == "trainer.steps='abc' is not allowed: expected an integer"
-    assert compose_error(["compile.dynamic=maybe"]) == "compile.dynamic='maybe' is not allowed: expected true/false or null"
+    assert (
+        compose_error(["compile.dynamic=maybe"])
+        == "compile.dynamic='maybe' is not allowed: expected true/false or null"
+    )
