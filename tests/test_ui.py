@@ -1,0 +1,226 @@
+"""End to end through the MLflow UI: a tiny CPU sweep logged by the real CLI to a real MLflow server
+(started by scripts/mlflow-server.sh), then read back in headless Chromium as a person would.
+
+Needs Debian's Chromium (`scripts/install-browser.sh`); skipped without it outside CI, fails in CI.
+
+What MLflow 3.17's UI looks like (the selectors below):
+- The experiment page opens in the "GenAI" workflow (an Overview of traces) unless the URL says
+  `?workflowType=machine_learning` (or the sidebar's "Model training" toggle was used): then
+  `#/experiments/<id>/runs` is the runs table, an AG Grid (`div.ag-row[row-id=<run id>]`).
+- A run's name is a link `a[href="#/experiments/<id>/runs/<run id>"]` in the `Run Name` cell. A parent
+  run's cell starts with an icon-only expand button (no label; the first `button` of the cell); its
+  children are collapsed at first and, once expanded, come right after it as rows of their own whose
+  name is indented one level further (a spacer 24 px wider): nesting shows as geometry, not as AG
+  Grid tree levels (every row is `ag-row-level-0`).
+- The run page's Overview has a "Metrics (N)" section: a "Search metrics" box over a table with
+  role=table, rows role=row, cells role=cell (metric name as a link, then the value).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, TINY, output, run_cli
+from tests.mlflow_server import Server, start_server
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+# --disable-background-networking & co: on a closed network Chromium's own background connections
+# (updates, sync, field trials) are refused and slow every page down.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 180_000  # a 2-core machine renders the UI's first page in tens of seconds
+SHOTS = ROOT / "outputs"
+SWEEP_ARGS = [*TINY, "compile.mode=eager,default", "compile.backend=aot_eager"]
+
+
+def _require_browser() -> None:
+    """Outside CI a missing browser skips; in CI (env CI set) it is an error."""
+    missing = []
+    if not CHROMIUM.exists():
+        missing.append(f"{CHROMIUM} (install it with scripts/install-browser.sh)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing.append("the playwright Python package (pip install -e '.[dev]')")
+    if not missing:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"UI test needs {' and '.join(missing)}; CI must provide it")
+    pytest.skip(f"UI test needs {' and '.join(missing)}")
+
+
+# --------------------------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    srv = start_server(tmp_path_factory.mktemp("mlflow-server"))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def sweep(server: Server, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The real CLI runs a 2-job sweep (eager, and default mode on aot_eager) logging to the server."""
+    from mlflow.tracking import MlflowClient
+
+    tmp = tmp_path_factory.mktemp("sweep")
+    proc = run_cli(SWEEP_ARGS, tmp, server.url, multirun=True)
+    assert proc.returncode == 0, output(proc) + "\n--- server log\n" + server.log_tail()
+    client = MlflowClient(server.url)
+    exp = client.get_experiment_by_name("compile-sweeps")
+    runs = client.search_runs([exp.experiment_id], max_results=100)
+    (parent,) = [r for r in runs if r.data.tags.get("sweep_parent") == "true"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert {r.info.run_name for r in children} == {"vit_tiny·amp·eager", "vit_tiny·amp·default·aot_eager"}
+    assert all(r.info.status == "FINISHED" for r in children)
+    return {"experiment_id": exp.experiment_id, "parent": parent, "children": children}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=TIMEOUT_MS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+HTTP_ERRORS: list[str] = []  # failed responses of the current test's page, for failure messages
+
+
+@pytest.fixture
+def page(browser, server: Server):
+    """A fresh browser context per test (no UI state carried over)."""
+    context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    HTTP_ERRORS.clear()
+    page.on("response", lambda r: HTTP_ERRORS.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    yield page
+    context.close()
+
+
+# --------------------------------------------------------------------------------------------- helpers
+def ui_url(server: Server, route: str) -> str:
+    return f"{server.url}/#/{route}?workflowType=machine_learning"
+
+
+def close_assistant_panel(page) -> None:
+    """The "MLflow Assistant" side panel takes a third of the width; close it when it is open."""
+    close = page.locator('[data-assistant-ui] button[aria-label="Close"]')
+    if close.count() and close.first.is_visible():
+        close.first.click()
+
+
+def screenshot(page, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / name
+    page.screenshot(path=str(path))
+    return path
+
+
+def context_for(page, server: Server) -> str:
+    return f"url {page.url}; failed responses {HTTP_ERRORS[-10:]}\n--- server log\n{server.log_tail(30)}"
+
+
+# --------------------------------------------------------------------------------------------- tests
+def test_experiment_page_nests_the_sweeps_runs_under_its_parent(page, server: Server, sweep: dict):
+    from playwright.sync_api import expect
+
+    parent, children = sweep["parent"], sweep["children"]
+    started = time.monotonic()
+    page.goto(ui_url(server, f"experiments/{sweep['experiment_id']}/runs"))
+
+    def run_link(run):
+        return page.locator(f'.ag-row a[href$="/runs/{run.info.run_id}"]')
+
+    parent_link = run_link(parent)
+    try:
+        expect(parent_link).to_be_visible(timeout=TIMEOUT_MS)
+    except AssertionError as err:
+        screenshot(page, "ui-experiment-failed.png")
+        raise AssertionError(
+            f"the runs table never showed the sweep's parent run; {context_for(page, server)}"
+        ) from err
+    print(f"\nruns table up in {time.monotonic() - started:.1f} s")
+    close_assistant_panel(page)
+    expect(parent_link).to_have_text(re.compile(r"^sweep \S+$"))
+    assert parent_link.inner_text() == parent.info.run_name
+
+    # Collapsed at first: the parent row stands for the sweep, its jobs hidden under it.
+    parent_row = page.locator(f'.ag-pinned-left-cols-container .ag-row[row-id="{parent.info.run_id}"]')
+    for child in children:
+        expect(run_link(child)).to_have_count(0)
+
+    parent_row.locator('[col-id="attributes.`Run Name`"] button').first.click()
+    for child in children:
+        expect(run_link(child)).to_be_visible()
+        expect(run_link(child)).to_have_text(child.info.run_name)
+
+    # Nested: each child row comes after the parent's and its name is indented further.
+    parent_index = int(parent_row.get_attribute("row-index"))
+    parent_x = parent_link.bounding_box()["x"]
+    for child in children:
+        row = page.locator(f'.ag-pinned-left-cols-container .ag-row[row-id="{child.info.run_id}"]')
+        assert int(row.get_attribute("row-index")) > parent_index, child.info.run_name
+        assert run_link(child).bounding_box()["x"] >= parent_x + 16, (
+            f"{child.info.run_name} is not indented under {parent.info.run_name}"
+        )
+    shot = screenshot(page, "ui-experiment.png")
+    print(f"runs table with the sweep expanded: {shot}")
+
+
+def test_child_run_page_shows_its_step_time(page, server: Server, sweep: dict):
+    from playwright.sync_api import expect
+
+    child = next(r for r in sweep["children"] if r.data.tags["mode"] != "eager")
+    value = child.data.metrics["step_time_ms_p50"]
+    page.goto(ui_url(server, f"experiments/{sweep['experiment_id']}/runs/{child.info.run_id}"))
+    try:
+        expect(page.get_by_text(child.info.run_name, exact=True).first).to_be_visible(timeout=TIMEOUT_MS)
+        heading = page.get_by_role("heading", name=re.compile(r"^Metrics \(\d+\)$"))
+        expect(heading).to_be_visible()
+    except AssertionError as err:
+        screenshot(page, "ui-child-run-failed.png")
+        raise AssertionError(
+            f"the run page never showed its Metrics section; {context_for(page, server)}"
+        ) from err
+    close_assistant_panel(page)
+    assert int(re.search(r"\d+", heading.inner_text()).group()) == len(child.data.metrics)
+
+    page.get_by_placeholder("Search metrics").fill("step_time_ms_p50")
+    table = page.get_by_role("table").filter(has=page.get_by_role("columnheader", name="Metric"))
+    row = table.get_by_role("row").filter(has=page.get_by_role("cell", name="step_time_ms_p50", exact=True))
+    expect(row).to_have_count(1)
+    cells = row.get_by_role("cell")
+    expect(cells.nth(0)).to_have_text("step_time_ms_p50")
+    shown = cells.nth(1).inner_text().strip()
+    assert float(shown) == pytest.approx(value, rel=1e-5), f"UI shows {shown}, the store has {value}"
+    row.scroll_into_view_if_needed()
+    shot = screenshot(page, "ui-child-run.png")
+    print(f"\n{child.info.run_name}: step_time_ms_p50 = {shown} in the UI; {shot}")
+
+
+def test_artifacts_went_through_the_server(server: Server, sweep: dict):
+    """Proxied artifacts: jobs uploaded over HTTP into the server's artifacts destination."""
+    for child in sweep["children"]:
+        assert child.info.artifact_uri.startswith("mlflow-artifacts:/"), child.info.artifact_uri
+        assert list(server.artifacts.rglob(f"{child.info.run_id}/artifacts/result.json")), child.info.run_name
