@@ -46,6 +46,14 @@ class SweepCallback(Callback):
                 f"sweep.id={sweep_id!r} already exists in experiment {mlflow_cfg['experiment']!r}: add sweep.resume=true to continue it, or pick a new id"
             )
         sweep_dir = str(Path(config.hydra.sweep.dir).resolve())
+        if "SlurmLauncher" in str(config.hydra.launcher.get("_target_", "")) and mlflow_cfg[
+            "tracking_uri"
+        ].startswith("sqlite:"):
+            print(
+                f"warning: SLURM jobs log to {mlflow_cfg['tracking_uri']}: a sqlite file only works when every job runs on this machine; "
+                "on a cluster start `make mlflow-server` and set mlflow.tracking_uri=http://<host>:<port>",
+                flush=True,
+            )
         if parent is None:
             tags = {"sweep_id": sweep_id, "sweep_parent": "true", "sweep_dir": sweep_dir}
             if sweep_cfg.name:

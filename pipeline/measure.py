@@ -509,7 +509,6 @@ def gpu_environment(device: torch.device) -> dict[str, Any]:
         "gpu_sm_count": props.multi_processor_count,
         "gpu_capability": f"{props.major}.{props.minor}",
         "gpu_index": torch.cuda.current_device(),
-        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "cuda_version": torch.version.cuda,
         "cudnn_version": torch.backends.cudnn.version(),
     }
@@ -541,6 +540,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         "git_commit": git_commit(),
         "cpu_count": os.cpu_count(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "argv": " ".join(sys.argv[:1]),
     }
     if device.type == "cuda":

@@ -392,11 +392,48 @@ def publish(tracker: Any, parent_run_id: str, summary: Summary, out_dir: Path) -
     return [out_dir / "summary.md", out_dir / "summary.csv", *plots]
 
 
+def close_orphans(tracker: Any, sweep_id: str) -> None:
+    """Runs still RUNNING when every job of the sweep has ended belong to jobs that died without
+    closing them (SIGKILL, node failure, the host's OOM killer): end them KILLED, with the reason."""
+    from pipeline.tracking import KILLED
+
+    for run in tracker.sweep_children(sweep_id):
+        if run.info.status == "RUNNING":
+            reason = "the job ended without recording a result (killed outright, or its node failed)"
+            job_id = run.data.tags.get("slurm_job_id")
+            if job_id:
+                reason += f"; SLURM job {job_id}: {slurm_state(job_id)}"
+            tracker.set_tags(run.info.run_id, {"error_type": "JobLost", "error_message": reason})
+            tracker.end_run(run.info.run_id, KILLED)
+            print(f"{run.info.run_name}: KILLED: {reason}", flush=True)
+
+
+def slurm_state(job_id: str) -> str:
+    """sacct's state for a job, or why it is not known."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["sacct", "-n", "-X", "-P", "-o", "State,ExitCode,Reason", "-j", job_id],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return (
+            out.stdout.strip().splitlines()[0]
+            if out.returncode == 0 and out.stdout.strip()
+            else "state unknown"
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "state unknown (no sacct)"
+
+
 def finish_sweep(sweep: SweepContext) -> list[str]:
     """At multirun end: print and publish the summary, close the parent run; return failed job names."""
     from pipeline.tracking import FINISHED, Tracker
 
     tracker = Tracker(sweep.tracking_uri, sweep.experiment)
+    close_orphans(tracker, sweep.sweep_id)
     summary = build_summary(tracker, sweep.sweep_id)
     print_table(summary)
     files = publish(tracker, sweep.parent_run_id, summary, Path(sweep.sweep_dir))

@@ -9,12 +9,14 @@ Exit code: 0 when every job finished, 1 when any failed (or could not be recorde
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,12 +90,16 @@ def run_job(cfg: DictConfig) -> str:
     started = time.monotonic()
     display = JobProgress(name)
     try:
-        result = _run_worker(resolved, job_dir, sweep, display)
-    except BaseException as interrupt:  # Ctrl-C / SIGTERM: record the job as KILLED, then stop
+        with scheduler_signals_interrupt():
+            result = _run_worker(resolved, job_dir, sweep, display)
+    except BaseException as interrupt:  # Ctrl-C, SIGTERM, a scheduler's signal: the job is KILLED
         display.close()
         result = JobResult()
         result.fail(KILLED, "Interrupted", f"interrupted ({type(interrupt).__name__}: {interrupt})")
         _finish(tracker, run_id, resolved, result, job_dir, time.monotonic() - started)
+        if in_submitit_job():  # only this job was stopped: the sweep collects its outcome and goes on
+            print(_one_line(name, result), flush=True)
+            return KILLED
         raise
     display.close()
     outcome = _finish(tracker, run_id, resolved, result, job_dir, time.monotonic() - started)
@@ -103,19 +109,70 @@ def run_job(cfg: DictConfig) -> str:
     return outcome
 
 
+# What SLURM's signals mean for a job running under submitit (hydra/launcher=slurm). slurmstepd sends
+# them to every process of the job step, the worker included.
+SCHEDULER_SIGNALS = {
+    signal.SIGTERM: "the scheduler stopped the job (scancel, or its time limit was reached)",
+    signal.SIGUSR2: "the scheduler's warning: the job's time limit is near (hydra.launcher.signal_delay_s), or it is preempted",
+}
+
+
+def in_submitit_job() -> bool:
+    return bool(os.environ.get("SUBMITIT_EXECUTOR"))
+
+
+class SchedulerSignal(KeyboardInterrupt):
+    """A scheduler's signal stopped the job."""
+
+
+@contextlib.contextmanager
+def scheduler_signals_interrupt() -> Iterator[None]:
+    """In a submitit job, submitit only logs SIGTERM ("Bypassing signal SIGTERM"), so the job would run
+    on until SIGKILL, and answers SIGUSR2 by requeuing the job or raising UncompletedJobError. While
+    the worker runs, both raise SchedulerSignal instead, so the job kills its worker and ends its run
+    KILLED with the reason, within SLURM's KillWait. Outside submitit, `main` handles SIGTERM."""
+    if not in_submitit_job():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise SchedulerSignal(f"{signal.Signals(signum).name}: {SCHEDULER_SIGNALS[signum]}")
+
+    previous = {signum: signal.signal(signum, interrupt) for signum in SCHEDULER_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def _run_worker(
     resolved: dict[str, Any], job_dir: Path, sweep: SweepContext | None, display: Any
 ) -> JobResult:
+    from pipeline.gpu_pool import gpu_slot
     from pipeline.supervisor import run_worker
 
-    return run_worker(
-        resolved,
-        job_dir,
-        resolved["trainer"]["timeout_s"],
-        inductor_cache_dir(resolved, job_dir, sweep),
-        display.update,
-        display.line,
-    )
+    def run(extra_env: dict[str, str] | None = None) -> JobResult:
+        cache = inductor_cache_dir(resolved, job_dir, sweep)
+        return run_worker(
+            resolved,
+            job_dir,
+            resolved["trainer"]["timeout_s"],
+            cache,
+            display.update,
+            display.line,
+            extra_env,
+        )
+
+    if not resolved.get("gpu_pool"):
+        return run()
+    with gpu_slot(
+        resolved["gpu_pool"], Path(sweep.sweep_dir if sweep else job_dir) / ".gpu_pool", on_wait=display.line
+    ) as env:
+        display.line(f"using GPU {env['PIPELINE_GPU_INDEX']} of gpu_pool={resolved['gpu_pool']}")
+        result = run(env)
+    result.info["gpu_pool_index"] = int(env["PIPELINE_GPU_INDEX"])
+    return result
 
 
 def inductor_cache_dir(resolved: dict[str, Any], job_dir: Path, sweep: SweepContext | None) -> Path:
@@ -263,11 +320,15 @@ def main() -> None:
         sys.exit(1)
     except (HydraException, OmegaConfBaseException) as err:
         if user_wants_traceback:
+            close_interrupted_sweep(f"sweep failed: {err}")
             raise
         message = describe_compose_error(err)
         close_interrupted_sweep(f"config error: {message}")
         print(f"config error: {message}", file=sys.stderr, flush=True)
         sys.exit(2)
+    except Exception as err:  # a bug or a launcher failure: never leave the sweep's runs RUNNING
+        close_interrupted_sweep(f"sweep failed: {type(err).__name__}: {err}")
+        raise
     sys.exit(exit_code())
 
 

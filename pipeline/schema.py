@@ -196,6 +196,12 @@ class Config:
     data: DataConfig = doc(DataConfig, "fake data")
     device: str = doc("auto", "`auto` (cuda if present, else cpu), `cuda` or `cpu`", choices=DEVICES)
     profile: bool = doc(False, "record a torch.profiler trace of a few steps after warm-up")
+    gpu_pool: Any = doc(
+        None,
+        "GPUs that concurrent jobs on one machine share, one per job at a time: `all` or a list of indices like `[0,1]` "
+        "(a list, so a multirun does not sweep it); each job's worker sees only its GPU. Set by hydra/launcher=local_gpus; "
+        "null: the worker sees what the launcher gives",
+    )
     mlflow: MlflowConfig = doc(MlflowConfig, "where runs are logged")
     benchmark: BenchmarkConfig = doc(BenchmarkConfig, "paired eager baseline")
     diagnose: DiagnoseConfig = doc(DiagnoseConfig, "graph breaks, syncs, traces, FLOPs")
@@ -350,6 +356,21 @@ def validate(cfg: DictConfig) -> None:
             )
         )
     _choices("device", cfg.device, DEVICES, errors)
+    pool = cfg.gpu_pool
+    pool_ok = (
+        pool is None
+        or pool == "all"
+        or isinstance(pool, int)
+        or (OmegaConf.is_list(pool) and len(pool) > 0 and all(isinstance(i, int) and i >= 0 for i in pool))
+    )
+    if not pool_ok:
+        errors.append(
+            ConfigError(
+                "gpu_pool",
+                pool if not OmegaConf.is_list(pool) else list(pool),
+                "`all`, or a list of GPU indices such as [0,1], or null",
+            )
+        )
     _positive("data.num_batches", cfg.data.num_batches, errors)
     _positive("data.num_workers", cfg.data.num_workers, errors, strict=False)
     if cfg.data.non_blocking and not cfg.data.pin_memory:

@@ -28,8 +28,10 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 KILL_GRACE_S = 5.0
 
 
-def worker_env(cache_dir: Path | None, trace_dir: Path | None = None) -> dict[str, str]:
-    env = dict(os.environ)
+def worker_env(
+    cache_dir: Path | None, trace_dir: Path | None = None, extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    env = {**os.environ, **(extra or {})}
     if trace_dir is not None:
         env["TORCH_TRACE"] = str(trace_dir)  # the compiler's structured trace, for tlparse
     env["PYTHONUNBUFFERED"] = "1"
@@ -77,6 +79,7 @@ def run_worker(
     cache_dir: Path | None,
     on_progress: Callable[[dict[str, Any]], None],
     on_line: Callable[[str], None],
+    extra_env: dict[str, str] | None = None,
 ) -> JobResult:
     job_dir.mkdir(parents=True, exist_ok=True)
     config_path, result_path, log_path = (
@@ -96,7 +99,7 @@ def run_worker(
         "--result",
         str(result_path),
     ]
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             cmd,
@@ -106,7 +109,7 @@ def run_worker(
             text=True,
             bufsize=1,
             start_new_session=True,
-            env=worker_env(cache_dir, trace_dir),
+            env=worker_env(cache_dir, trace_dir, extra_env),
             cwd=PROJECT_ROOT,
         )
         (job_dir / "worker.pid").write_text(str(proc.pid))
@@ -139,6 +142,7 @@ def run_worker(
     if trace_dir is not None:
         result.info["tlparse"] = run_tlparse(trace_dir, job_dir / "tlparse")
     result.info["worker_wall_s"] = wall_s
+    result.info["worker_started_at"], result.info["worker_ended_at"] = started_at, time.time()
     result.info["worker_exit"] = (
         signal_description(proc.returncode) if proc.returncode is not None else "killed"
     )

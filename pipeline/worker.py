@@ -13,6 +13,7 @@ import copy
 import faulthandler
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -336,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--result", required=True, help="where to write the result file")
     args = parser.parse_args(argv)
     faulthandler.enable()  # a segfault still leaves a Python stack in the worker log
+    # SLURM's time-limit warning reaches every process of the job; the job's parent decides what it means.
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
     from pipeline.result import FAILED, FINISHED, JobResult
 

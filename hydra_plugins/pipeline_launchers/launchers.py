@@ -1,0 +1,91 @@
+"""Hydra's submitit launchers, made to survive a job that dies without a result.
+
+Hydra's own `launch()` ends with `[j.results()[0] for j in jobs]`: one job killed outright (SIGKILL,
+node failure, host OOM killer) raises `UncompletedJobError` there, the whole sweep stops waiting for the
+others, and the summary never runs. Here such a job becomes an outcome (`KILLED`, with the reason
+submitit gives) and the sweep goes on; its MLflow run, left RUNNING by the dead job, is closed KILLED
+when the sweep ends (pipeline.report.finish_sweep). Ctrl-C while waiting cancels the sweep's jobs
+instead of leaving them running after the sweep's runs were closed.
+
+The rest is Hydra's launcher as it is (hydra_plugins.hydra_submitit_launcher, 1.2.0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from hydra_plugins.hydra_submitit_launcher import submitit_launcher as hydra_submitit
+from omegaconf import OmegaConf
+
+KILLED = "KILLED"
+
+
+def collect(jobs: list[Any], job_overrides: Sequence[Sequence[str]]) -> list[JobReturn]:
+    """Each job's JobReturn; a job that died without one becomes a completed KILLED outcome."""
+    import submitit
+
+    returns = []
+    try:
+        for job, overrides in zip(jobs, job_overrides, strict=True):
+            try:
+                returns.append(job.results()[0])
+            except (submitit.core.utils.UncompletedJobError, submitit.core.utils.FailedJobError) as err:
+                print(
+                    f"job {job.job_id} ended without a result ({type(err).__name__}): {str(err).splitlines()[0]}",
+                    flush=True,
+                )
+                ret = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)
+                ret.return_value = KILLED
+                returns.append(ret)
+    except KeyboardInterrupt:
+        for job in jobs:
+            if not job.done():
+                job.cancel(check=False)
+        raise
+    return returns
+
+
+class _Tolerant(hydra_submitit.BaseSubmititLauncher):
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        import submitit
+
+        assert self.config is not None
+        params = dict(self.params)
+        init_params = {"folder": params["submitit_folder"]}
+        if "max_num_timeout" in params:
+            init_params[f"{self._EXECUTOR}_max_num_timeout"] = params["max_num_timeout"]
+        executor = submitit.AutoExecutor(cluster=self._EXECUTOR, **init_params)
+        base = set(OmegaConf.structured(hydra_submitit.BaseQueueConf).keys())
+        executor.update_parameters(
+            **{
+                k if k in base else f"{self._EXECUTOR}_{k}": v
+                for k, v in params.items()
+                if k not in ("max_num_timeout", "submitit_folder")
+            }
+        )
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        job_params = []
+        for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
+            print(f"\t#{idx} : {' '.join(filter_overrides(overrides))}", flush=True)
+            job_params.append(
+                (list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state())
+            )
+        jobs = executor.map_array(self, *zip(*job_params, strict=True))
+        print(
+            f"submitted {len(jobs)} jobs ({self._EXECUTOR}); each job's output: {params['submitit_folder'].replace('%j', '<job id>')}/<job id>_0_log.out",
+            flush=True,
+        )
+        return collect(jobs, job_overrides)
+
+
+class SlurmLauncher(_Tolerant, hydra_submitit.SlurmLauncher):
+    _EXECUTOR = "slurm"
+
+
+class LocalLauncher(_Tolerant, hydra_submitit.LocalLauncher):
+    _EXECUTOR = "local"

@@ -1,0 +1,67 @@
+"""One GPU per job on a machine where several jobs run at once (`hydra/launcher=local_gpus`).
+
+The jobs of a sweep share a pool of GPUs (`gpu_pool`: `all`, or a list such as `[0,1]`). Before it
+spawns its worker, a job takes the first free GPU of the pool, holding an exclusive `flock` on a file
+per GPU in the sweep dir, and waits while every GPU is taken. The worker then sees only that GPU:
+`CUDA_VISIBLE_DEVICES=<its index>` with `CUDA_DEVICE_ORDER=PCI_BUS_ID`, so the index means what
+`nvidia-smi` and NVML say. The lock goes with the job's process, so a crashed job frees its GPU.
+The job's own process never initializes CUDA; the GPUs are counted through NVML.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def pool_indices(spec: str | int | list[int]) -> list[int]:
+    """`all` -> every GPU NVML sees; [0, 2] -> [0, 2]; 3 -> [3]."""
+    if spec == "all":
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return list(range(pynvml.nvmlDeviceGetCount()))
+        finally:
+            pynvml.nvmlShutdown()
+    return [spec] if isinstance(spec, int) else [int(i) for i in spec]
+
+
+@contextlib.contextmanager
+def gpu_slot(
+    spec: str | int | list[int], lock_dir: Path, poll_s: float = 1.0, on_wait: object = print
+) -> Iterator[dict[str, str]]:
+    """Hold one GPU of the pool for the duration; yields the environment the worker needs."""
+    indices = pool_indices(spec)
+    if not indices:
+        raise ValueError(f"gpu_pool={spec!r} holds no GPU (NVML sees none, or the list is empty)")
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    waited = False
+    while True:
+        for index in indices:
+            handle = open(lock_dir / f"gpu{index}.lock", "w")  # noqa: SIM115 - held until the job ends
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            handle.write(str(os.getpid()))
+            handle.flush()
+            try:
+                yield {
+                    "CUDA_VISIBLE_DEVICES": str(index),
+                    "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                    "PIPELINE_GPU_INDEX": str(index),
+                }
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                handle.close()
+            return
+        if not waited and callable(on_wait):
+            on_wait(f"waiting for a free GPU of gpu_pool={spec} ({len(indices)} GPUs, all taken)")
+            waited = True
+        time.sleep(poll_s)

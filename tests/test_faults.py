@@ -1,0 +1,283 @@
+"""Faults, injected for real: out of memory, segfault, SIGKILL, SIGTERM, an unreachable or lost MLflow
+store, concurrent logging, and secrets. Nothing finished is lost; nothing is left RUNNING."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, TINY, client, output, run_cli, runs
+from tests.mlflow_server import free_port, start_server
+
+# A linear model from tests/fault_models.py on 32 px images, 4 steps, eager.
+FAULTY = [
+    "model.id=faulty",
+    "model.name=null",
+    "model.input.height=32",
+    "model.input.width=32",
+    "model.input.num_classes=10",
+    "model.batch_size=2",
+    "trainer.steps=4",
+    "trainer.warmup_steps=1",
+    "compile.mode=eager",
+]
+FAST_FAIL_HTTP = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+}
+
+
+def only_run(store: str):
+    (run,) = runs(store)
+    return run
+
+
+def start_cli(args: list[str], tmp_path: Path, store: str, env: dict | None = None) -> subprocess.Popen:
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipeline.run",
+        *args,
+        f"mlflow.tracking_uri={store}",
+        f"hydra.run.dir={tmp_path}/run",
+    ]
+    full_env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, **(env or {})}
+    return subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=full_env,
+    )
+
+
+def wait_for_file(path: Path, timeout: float = 300) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(0.2)
+    raise AssertionError(f"{path} never appeared")
+
+
+def wait_for_training(job_dir: Path, timeout: float = 300) -> None:
+    """Until the worker reports a measured step (it is past imports and compilation)."""
+    deadline = time.monotonic() + timeout
+    log = job_dir / "worker.log"
+    while time.monotonic() < deadline:
+        if (job_dir / "worker.pid").exists() and log.exists():
+            return
+        time.sleep(0.2)
+    raise AssertionError("the worker never started")
+
+
+def test_out_of_memory_is_recorded_with_peak_memory(tmp_path: Path, store: str):
+    proc = run_cli([*FAULTY, "model._target_=tests.fault_models.out_of_memory"], tmp_path, store)
+    assert proc.returncode == 1, output(proc)
+    run = only_run(store)
+    assert run.info.status == "FAILED"
+    assert run.data.tags["error_type"] == "OutOfMemoryError"
+    assert "allocate" in run.data.tags["error_message"]
+    assert run.data.metrics["cpu_rss_peak_gib"] > 0  # the peak up to the failure (GPU peaks too on a GPU)
+    assert "FAILED: OutOfMemoryError" in proc.stdout
+    error = (tmp_path / "run" / "error.txt").read_text()
+    assert "Traceback" in error and "fault_models.py" in error
+    assert "error.txt" in {a.path for a in client(store).list_artifacts(run.info.run_id)}
+
+
+def test_segfault_in_the_worker_is_recorded(tmp_path: Path, store: str):
+    proc = run_cli([*FAULTY, "model._target_=tests.fault_models.segfault"], tmp_path, store)
+    assert proc.returncode == 1, output(proc)
+    run = only_run(store)
+    assert run.info.status == "FAILED" and run.data.tags["error_type"] == "WorkerCrashed"
+    assert "killed by SIGSEGV" in run.data.tags["error_message"]
+    assert "Segmentation fault" in (tmp_path / "run" / "worker.log").read_text()  # faulthandler's stack
+
+
+def test_worker_killed_by_sigkill_is_recorded(tmp_path: Path, store: str):
+    proc = start_cli([*TINY, "compile.mode=eager", "trainer.steps=100000"], tmp_path, store)
+    pid = int(wait_for_file(tmp_path / "run" / "worker.pid"))
+    time.sleep(2)
+    os.kill(pid, signal.SIGKILL)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out + err
+    run = only_run(store)
+    assert run.info.status == "FAILED" and run.data.tags["error_type"] == "WorkerCrashed"
+    assert "killed by SIGKILL" in run.data.tags["error_message"]
+    assert "WorkerCrashed" in out
+
+
+def test_sigterm_to_the_job_ends_its_run_killed(tmp_path: Path, store: str):
+    """What `scancel` or `kill` does to a job: the worker dies with it, the run ends KILLED."""
+    proc = start_cli([*TINY, "compile.mode=eager", "trainer.steps=100000"], tmp_path, store)
+    worker = int(wait_for_file(tmp_path / "run" / "worker.pid"))
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    run = only_run(store)
+    assert run.info.status == "KILLED" and run.data.tags["error_type"] == "Interrupted"
+    assert "SIGTERM" in run.data.tags["error_message"]
+    assert not Path(f"/proc/{worker}").exists() or "zombie" in Path(f"/proc/{worker}/status").read_text()
+
+
+def test_unreachable_store_fails_fast_before_training(tmp_path: Path):
+    url = f"http://127.0.0.1:{free_port()}"
+    start = time.monotonic()
+    proc = run_cli([*TINY, "compile.mode=eager"], tmp_path, url, env=FAST_FAIL_HTTP)
+    assert proc.returncode == 1, output(proc)
+    assert f"mlflow error: MLflow server at {url} is not reachable" in proc.stderr
+    assert not (tmp_path / "run" / "worker.log").exists()  # nothing trained
+    sweep = run_cli(
+        [*TINY, "compile.mode=eager", "trainer.seed=0,1"], tmp_path, url, multirun=True, env=FAST_FAIL_HTTP
+    )
+    assert sweep.returncode == 1, output(sweep)
+    assert "is not reachable" in sweep.stderr and "Traceback" not in sweep.stderr
+    assert not list((tmp_path / "multirun").glob("*/worker.log"))
+    assert time.monotonic() - start < 120
+
+
+@pytest.mark.integration
+def test_store_lost_mid_job_keeps_the_result_and_sync_uploads_it(tmp_path: Path):
+    server = start_server(tmp_path / "server")
+    try:
+        proc = start_cli(
+            [*TINY, "compile.mode=eager", "trainer.steps=60"], tmp_path, server.url, env=FAST_FAIL_HTTP
+        )
+        wait_for_training(tmp_path / "run")
+        server.stop()  # the store goes away while the job trains
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 1, out + err
+        assert "could not log run" in err and "pipeline.report --sync" in err
+        result = json.loads((tmp_path / "run" / "result.json").read_text())
+        assert (
+            result["status"] == "FINISHED"
+            and result["mlflow_synced"] is False
+            and result["metrics"]["step_time_ms_p50"] > 0
+        )
+    finally:
+        server.stop()
+    server = start_server(tmp_path / "server")  # the same store comes back (on another port)
+    try:
+        sync = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pipeline.report",
+                "--tracking-uri",
+                server.url,
+                "--sync",
+                str(tmp_path / "run"),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert sync.returncode == 0, sync.stdout + sync.stderr
+        (run,) = runs(server.url)
+        assert run.info.run_id == result["mlflow_run_id"]  # the job's own run, left RUNNING, now complete
+        assert run.info.status == "FINISHED" and run.data.metrics["step_time_ms_p50"] == pytest.approx(
+            result["metrics"]["step_time_ms_p50"]
+        )
+        assert json.loads((tmp_path / "run" / "result.json").read_text())["mlflow_synced"] is True
+        again = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pipeline.report",
+                "--tracking-uri",
+                server.url,
+                "--sync",
+                str(tmp_path / "run"),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert again.returncode == 0 and "nothing to sync" in again.stdout
+    finally:
+        server.stop()
+
+
+def run_eight_at_once(tmp_path: Path, store: str) -> list[subprocess.CompletedProcess]:
+    procs = [
+        start_cli(
+            [*TINY, "compile.mode=eager", f"trainer.seed={i}", f"hydra.run.dir={tmp_path}/job{i}"],
+            tmp_path / f"p{i}",
+            store,
+        )
+        for i in range(8)
+    ]
+    return [subprocess.CompletedProcess(p.args, p.wait(timeout=900), *p.communicate()) for p in procs]
+
+
+def check_eight(store: str, done: list[subprocess.CompletedProcess]) -> None:
+    for proc in done:
+        assert proc.returncode == 0, output(proc)
+        assert "database is locked" not in proc.stdout + proc.stderr
+    finished = runs(store)
+    assert len(finished) == 8 and all(r.info.status == "FINISHED" for r in finished)
+    c = client(store)
+    for run in finished:
+        assert {"step_time_ms_p50", "loss_final", "throughput_samples_per_s", "cpu_rss_peak_gib"} <= set(
+            run.data.metrics
+        )
+        assert len(c.get_metric_history(run.info.run_id, "loss")) == 4
+        assert "config.yaml" in {a.path for a in c.list_artifacts(run.info.run_id)}
+
+
+@pytest.mark.slow
+def test_eight_jobs_log_at_once_to_one_sqlite_store(tmp_path: Path, store: str):
+    from pipeline.tracking import Tracker
+
+    assert Tracker(store, "compile-sweeps").experiment_id  # an existing store, as after the first job
+    check_eight(store, run_eight_at_once(tmp_path, store))
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_eight_jobs_log_at_once_to_an_mlflow_server(tmp_path: Path):
+    server = start_server(tmp_path / "server")
+    try:
+        check_eight(server.url, run_eight_at_once(tmp_path, server.url))
+    finally:
+        server.stop()
+
+
+def test_secrets_and_the_environment_are_never_logged(tmp_path: Path, store: str):
+    secret, env_secret = "s3cr3t-config-value", "s3cr3t-env-value"
+    args = [*FAULTY, "model._target_=tests.fault_models.with_secret", f"+model.kwargs.access_token={secret}"]
+    proc = run_cli(args, tmp_path, store, env={"HF_TOKEN": env_secret, "MY_SERVICE_PASSWORD": env_secret})
+    assert proc.returncode == 0, output(proc)
+    run = only_run(store)
+    assert run.data.params["model.kwargs.access_token"] == "***"
+    logged = json.dumps(run.data.params) + json.dumps(run.data.tags)
+    c = client(store)
+    for artifact in c.list_artifacts(run.info.run_id):
+        if not artifact.is_dir:
+            logged += Path(
+                c.download_artifacts(run.info.run_id, artifact.path, str(tmp_path / "dl"))
+            ).read_text(errors="replace")
+    assert secret not in logged and env_secret not in logged
+    assert "HF_TOKEN" not in logged
+
+
+def test_no_eval_or_exec_of_config_strings():
+    for package in ("pipeline", "models", "losses"):
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                    assert node.func.id not in ("eval", "exec"), f"{path}:{node.lineno}"
