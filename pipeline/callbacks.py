@@ -12,7 +12,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline.sweep import SweepContext, count_jobs, new_sweep_id
+from pipeline.provenance import command_line
+from pipeline.sweep import SweepContext, count_jobs, new_sweep_id, swept
 
 # The sweep this process started (so an interrupted sweep can close its parent run).
 ACTIVE_SWEEP: SweepContext | None = None
@@ -55,10 +56,22 @@ class SweepCallback(Callback):
                 flush=True,
             )
         if parent is None:
-            tags = {"sweep_id": sweep_id, "sweep_parent": "true", "sweep_dir": sweep_dir}
+            axes = swept(config.hydra)
+            tags = {
+                "sweep_id": sweep_id,
+                "sweep_parent": "true",
+                "sweep_dir": sweep_dir,
+                "sweep_axes": " ".join(axes),
+                "command": command_line(),
+            }
             if sweep_cfg.name:
                 tags["sweep_name"] = sweep_cfg.name
-            parent_id = tracker.start_run(f"sweep {sweep_cfg.name or sweep_id}", tags)
+            label = (
+                sweep_cfg.name
+                or " ".join(a.split("=", 1)[0].rsplit(".", 1)[-1] + "=" + a.split("=", 1)[1] for a in axes)
+                or sweep_id
+            )
+            parent_id = tracker.start_run(f"sweep {label}", tags)
         else:
             parent_id = parent.info.run_id
             tracker.client.update_run(parent_id, status="RUNNING")
@@ -78,6 +91,7 @@ class SweepCallback(Callback):
             f"sweep {sweep_id}: {ACTIVE_SWEEP.total_jobs or '?'} jobs, parent run {parent_id}, output {sweep_dir}",
             flush=True,
         )
+        print(f"browse: {tracker.runs_url()}", flush=True)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Summarize the sweep from MLflow, attach the summary to the parent run, close it."""

@@ -27,14 +27,14 @@ import platform
 import resource
 import socket
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from pipeline.provenance import git_commit
 
 GIB = 1024**3
 
@@ -63,6 +63,11 @@ METRICS: dict[str, tuple[str, str]] = {
     "job_peak_mem_reserved_gib": ("GiB", "peak reserved over the whole job, compilation included"),
     "nvml_process_mem_gib": ("GiB", "GPU memory of this process as NVML reports it (context included)"),
     "cpu_rss_peak_gib": ("GiB", "peak resident set size of the worker process"),
+    "worker_wall_s": (
+        "s",
+        "the worker process from spawn to exit (imports, build, compile, steps, diagnostics)",
+    ),
+    "job_wall_s": ("s", "the whole job as its parent saw it: worker plus MLflow logging"),
     "loss_first": ("loss", "loss of the first step"),
     "loss_final": ("loss", "loss of the last step"),
     "graph_breaks": ("count", "graph breaks Dynamo recorded"),
@@ -483,24 +488,6 @@ def _version(module: str) -> str | None:
         return None
 
 
-def git_commit() -> str | None:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        return commit + ("-dirty" if dirty else "")
-    except Exception:
-        return os.environ.get("PIPELINE_GIT_COMMIT")
-
-
 def gpu_environment(device: torch.device) -> dict[str, Any]:
     props = torch.cuda.get_device_properties(device)
     env: dict[str, Any] = {
@@ -541,7 +528,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "argv": " ".join(sys.argv[:1]),
+        "command": os.environ.get("PIPELINE_COMMAND"),
     }
     if device.type == "cuda":
         env.update(gpu_environment(device))

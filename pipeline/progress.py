@@ -75,9 +75,8 @@ def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        walls.append(
-            float(data.get("info", {}).get("job_wall_s") or data.get("info", {}).get("worker_wall_s") or 0.0)
-        )
+        metrics = data.get("metrics", {})
+        walls.append(float(metrics.get("job_wall_s") or metrics.get("worker_wall_s") or 0.0))
         failed += data.get("status") != FINISHED
     done = len(walls)
     text = f"sweep: {done}/{total_jobs if total_jobs else '?'} jobs done, {failed} failed"

@@ -381,10 +381,14 @@ def publish(tracker: Any, parent_run_id: str, summary: Summary, out_dir: Path) -
     plots = make_plots(summary, out_dir / "plots")
     tracker.log_artifacts(parent_run_id, [out_dir / "summary.md", out_dir / "summary.csv"])
     tracker.log_artifacts(parent_run_id, plots, "plots")
-    tracker.log_metrics(parent_run_id, summary.aggregates)
+    tracker.log_metrics(
+        parent_run_id, {k: v for k, v in summary.aggregates.items() if k not in ("jobs", "jobs_failed")}
+    )
+    # The parent's description is the summary (the run page renders it); `jobs` stays a tag for --list.
     tags: dict[str, Any] = {
         "jobs": int(summary.aggregates["jobs"]),
         "jobs_failed": int(summary.aggregates["jobs_failed"]),
+        "mlflow.note.content": to_markdown(summary),
     }
     if summary.fastest is not None:
         tags["fastest_config"] = summary.fastest.name

@@ -25,6 +25,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline.provenance import command_line
 from pipeline.result import FAILED, FINISHED, KILLED, JobResult
 from pipeline.schema import ConfigError, register_configs, to_container, validate
 from pipeline.sweep import SweepContext, config_hash
@@ -153,6 +154,7 @@ def _run_worker(
     from pipeline.supervisor import run_worker
 
     def run(extra_env: dict[str, str] | None = None) -> JobResult:
+        extra_env = {**(extra_env or {}), "PIPELINE_COMMAND": command_line()}
         cache = inductor_cache_dir(resolved, job_dir, sweep)
         return run_worker(
             resolved,
@@ -190,7 +192,7 @@ def _finish(
 ) -> str:
     """Keep the result on disk first, then log it; a store lost mid-job loses nothing."""
     result.mlflow_run_id = run_id
-    result.info["job_wall_s"] = wall_s
+    result.metrics["job_wall_s"] = wall_s
     result.info["parent_pid"] = os.getpid()
     write_job_files(result, job_dir, resolved["trainer"]["warmup_steps"])
     result.write(job_dir / "result.json")

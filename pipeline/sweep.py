@@ -56,6 +56,16 @@ def config_hash(resolved: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def swept(hydra_cfg: Any) -> list[str]:
+    """The sweep's axes as `key=v1,v2` (task overrides with several values, and hydra.sweeper.params)."""
+    axes = {str(k): str(v) for k, v in (hydra_cfg.sweeper.get("params") or {}).items()}
+    for override in hydra_cfg.overrides.task:
+        key, _, value = str(override).partition("=")
+        if "," in value and not value.startswith(("[", "{")):
+            axes[key] = value
+    return [f"{k}={v}" for k, v in axes.items()]
+
+
 def count_jobs(hydra_cfg: Any) -> int | None:
     """How many jobs the basic sweeper will launch (task overrides and `hydra.sweeper.params`); None
     for sweepers that decide as they go (Optuna)."""

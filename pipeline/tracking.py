@@ -7,8 +7,10 @@ leaves a run half-logged: the parent logs from the result file.
 
 from __future__ import annotations
 
+import contextlib
+import getpass
 import json
-import re
+import os
 import time
 import urllib.parse
 import urllib.request
@@ -16,11 +18,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pipeline.provenance import git_commit, looks_secret
 from pipeline.result import FAILED, FINISHED, KILLED, JobResult
+
+# MLflow's telemetry thread edits os.environ from a background thread while HTTP requests read it (an
+# intermittent "_MLFLOW_TELEMETRY_SESSION_ID" failure on closed networks); this project sends none.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 PARAM_LIMIT = 6000  # MLflow's max param value length
 TAG_LIMIT = 5000
-SECRET_WORDS = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|(^|_|\.)(API_?)?KEY$)", re.IGNORECASE)
 
 # What a job leaves in its folder that MLflow gets (job_config.json stays local: it holds unredacted values).
 ARTIFACT_FILES = (
@@ -40,10 +46,6 @@ class TrackingUnavailable(RuntimeError):
 
 
 # --------------------------------------------------------------------------------------------- helpers
-def looks_secret(key: str) -> bool:
-    return any(SECRET_WORDS.search(part) for part in key.split("."))
-
-
 def redact_uri(uri: str) -> str:
     """Drop a password from a URI (`postgresql://user:pw@host/db` -> `postgresql://user:***@host/db`)."""
     parts = urllib.parse.urlsplit(uri)
@@ -148,8 +150,16 @@ class Tracker:
                 self._experiment_id = exp.experiment_id
         return self._experiment_id
 
+    def runs_url(self) -> str:
+        """Where the UI shows this experiment's runs table (MLflow 3 opens experiments on its GenAI
+        view otherwise). A sqlite store needs `make ui` first."""
+        path = f"#/experiments/{self.experiment_id}/runs?workflowType=machine_learning"
+        if self.uri.startswith(("http://", "https://")):
+            return f"{self.uri.rstrip('/')}/{path}"
+        return f"http://127.0.0.1:5000/{path} (after `make ui`)"
+
     def start_run(self, name: str, tags: dict[str, str], parent_run_id: str | None = None) -> str:
-        all_tags = {k: str(v)[:TAG_LIMIT] for k, v in tags.items()}
+        all_tags = {**standard_tags(), **{k: str(v)[:TAG_LIMIT] for k, v in tags.items()}}
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
@@ -192,9 +202,8 @@ class Tracker:
         self.log_params(run_id, flatten(cfg))
         self.log_metrics(run_id, result.metrics, series_points(cfg, result))
         tags = {f"env.{k}": v for k, v in result.environment.items()}
-        tags.update(
-            {f"info.{k}": json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in result.info.items()}
-        )
+        # Scalars as tags; structured info (compile kwargs, precision flags, rounds) is in result.json.
+        tags.update({f"info.{k}": v for k, v in result.info.items() if not isinstance(v, (dict, list))})
         if result.method:
             tags["mlflow.note.content"] = result.method
         if result.error:
@@ -243,6 +252,17 @@ def series_points(cfg: dict[str, Any], result: JobResult) -> dict[str, list[tupl
         offset = warmup if name.endswith("step_time_ms") else 0
         points[name] = [(offset + i, v) for i, v in enumerate(values) if v == v]  # NaN-free
     return points
+
+
+def standard_tags() -> dict[str, str]:
+    """MLflow's own provenance tags (the UI's "Created by", "Source", git commit)."""
+    tags = {"mlflow.source.name": "pipeline.run", "mlflow.source.type": "LOCAL"}
+    with contextlib.suppress(KeyError, OSError):  # no user name for this uid
+        tags["mlflow.user"] = getpass.getuser()
+    commit = git_commit()
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    return tags
 
 
 def default_artifact_location(tracking_uri: str) -> str | None:

@@ -1,0 +1,44 @@
+"""Where a result came from: the project's git commit and the command line (secrets masked).
+Plain subprocess and string work, so the job's parent can use it without importing torch."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+_SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|(^|_|\.)(API_?)?KEY$)", re.IGNORECASE)
+
+
+def looks_secret(key: str) -> bool:
+    """A dotted key any of whose parts names a secret (`model.kwargs.hf_token`, `db.password`)."""
+    return any(_SECRET.search(part) for part in key.lstrip("+~").split("."))
+
+
+def git_commit() -> str | None:
+    """HEAD of the project's checkout, with `-dirty` when tracked files changed; None outside git."""
+    try:
+        commit = _git("rev-parse", "HEAD")
+        return commit + ("-dirty" if _git("status", "--porcelain", "--untracked-files=no") else "")
+    except (OSError, subprocess.SubprocessError):
+        return os.environ.get("PIPELINE_GIT_COMMIT")
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10, check=True
+    ).stdout.strip()
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command that started this process, with the values of secret-looking overrides masked."""
+    args = list(sys.argv if argv is None else argv)
+    if args and args[0].endswith("pipeline/run.py"):
+        args[0] = "python -m pipeline.run"
+    masked = [
+        f"{a.split('=', 1)[0]}=***" if "=" in a and looks_secret(a.split("=", 1)[0]) else a for a in args
+    ]
+    return " ".join(masked)
