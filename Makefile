@@ -8,7 +8,7 @@ SWEEP ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run sweep ui test test-fast lint format docs docs-check bench mlflow-server slurm-up clean
+.PHONY: help install run sweep ui test test-fast lint format docs docs-check bench mlflow-server slurm-up slurm-down clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -27,13 +27,22 @@ run: $(STAMP) ## one job with the default config (ARGS=... for overrides; CPU sm
 	  set -x; $(PY) -m pipeline.run experiment=cpu_smoke $(ARGS); \
 	fi
 
-sweep: $(STAMP) ## a multirun on SLURM (hydra/launcher=slurm); ARGS=... overrides, SWEEP=<name> picks conf/sweep/<name>.yaml
+sweep: $(STAMP) ## a multirun on SLURM (hydra/launcher=slurm): ARGS=... overrides, SWEEP=<name> a conf/sweep file; log to an MLflow server (MLFLOW_TRACKING_URI)
 	$(PY) -m pipeline.run -m hydra/launcher=slurm $(if $(SWEEP),sweep=$(SWEEP)) $(ARGS)
+
+mlflow-server: $(STAMP) ## a real MLflow server on http://127.0.0.1:5000 over outputs/ (ARGS="--background", "--host 0.0.0.0"; stop: scripts/mlflow-server.sh stop)
+	./scripts/mlflow-server.sh $(ARGS)
+
+slurm-up: ## a single-node SLURM test cluster from Debian packages (root; no systemd needed)
+	./scripts/slurm-up.sh
+
+slurm-down: ## stop the test cluster's daemons
+	./scripts/slurm-down.sh
 
 ui: $(STAMP) ## the MLflow UI over the default store (http://127.0.0.1:5000)
 	$(PY) -m mlflow ui --backend-store-uri sqlite:///$(CURDIR)/outputs/mlflow.db --host 127.0.0.1 --port 5000
 
-test: $(STAMP) ## the whole test suite (what CI runs)
+test: $(STAMP) ## the whole test suite (what CI runs; the integration tests start their own MLflow server, SLURM and Chromium)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## the suite without the slow tests
@@ -46,6 +55,15 @@ lint: $(STAMP) ## ruff check and format check
 format: $(STAMP) ## ruff fix and format
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
+
+docs: $(STAMP) ## regenerate the README's config reference from the schema
+	$(PY) -m pipeline.docs
+
+docs-check: $(STAMP) ## fail if the README's config reference does not match the schema
+	$(PY) -m pipeline.docs --check
+
+bench: $(STAMP) ## the instrument's own benchmarks on a GPU host; writes benchmarks/RESULTS.md
+	$(PY) benchmarks/bench.py $(ARGS)
 
 clean: ## remove run output (outputs/) and caches, keep .venv
 	rm -rf outputs .pytest_cache .ruff_cache

@@ -12,6 +12,7 @@ The rest is Hydra's launcher as it is (hydra_plugins.hydra_submitit_launcher, 1.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,30 @@ from omegaconf import OmegaConf
 KILLED = "KILLED"
 
 
-def collect(jobs: list[Any], job_overrides: Sequence[Sequence[str]]) -> list[JobReturn]:
+def wait_with_progress(jobs: list[Any], sweep_dir: Path, poll_s: float = 5.0) -> None:
+    """Until every job has ended, print the sweep's line (jobs done / total, failures, ETA) whenever it
+    changes; it is read from the jobs' result files, which the jobs write into the sweep dir."""
+    from pipeline.progress import sweep_status
+
+    last = None
+    while not all(job.done() for job in jobs):
+        status = sweep_status(sweep_dir, len(jobs))
+        if status != last:
+            print(status, flush=True)
+            last = status
+        time.sleep(poll_s)
+
+
+def collect(
+    jobs: list[Any], job_overrides: Sequence[Sequence[str]], sweep_dir: Path | None = None
+) -> list[JobReturn]:
     """Each job's JobReturn; a job that died without one becomes a completed KILLED outcome."""
     import submitit
 
     returns = []
     try:
+        if sweep_dir is not None:
+            wait_with_progress(jobs, sweep_dir)
         for job, overrides in zip(jobs, job_overrides, strict=True):
             try:
                 returns.append(job.results()[0])
@@ -80,7 +99,7 @@ class _Tolerant(hydra_submitit.BaseSubmititLauncher):
             f"submitted {len(jobs)} jobs ({self._EXECUTOR}); each job's output: {params['submitit_folder'].replace('%j', '<job id>')}/<job id>_0_log.out",
             flush=True,
         )
-        return collect(jobs, job_overrides)
+        return collect(jobs, job_overrides, sweep_dir)
 
 
 class SlurmLauncher(_Tolerant, hydra_submitit.SlurmLauncher):
