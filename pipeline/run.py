@@ -166,12 +166,13 @@ def _run_worker(
             extra_env,
         )
 
-    if not resolved.get("gpu_pool"):
+    pool = resolved.get("gpu_pool") or os.environ.get("PIPELINE_GPU_POOL")  # set by hydra/launcher=local_gpus
+    if not pool:
         return run()
     with gpu_slot(
-        resolved["gpu_pool"], Path(sweep.sweep_dir if sweep else job_dir) / ".gpu_pool", on_wait=display.line
+        pool, Path(sweep.sweep_dir if sweep else job_dir) / ".gpu_pool", on_wait=display.line
     ) as env:
-        display.line(f"using GPU {env['PIPELINE_GPU_INDEX']} of gpu_pool={resolved['gpu_pool']}")
+        display.line(f"using GPU {env['PIPELINE_GPU_INDEX']} of gpu_pool={pool}")
         result = run(env)
     result.info["gpu_pool_index"] = int(env["PIPELINE_GPU_INDEX"])
     return result
@@ -271,17 +272,32 @@ def _record_bad_job(cfg: DictConfig, sweep: SweepContext, err: ConfigError) -> N
             "error_message": str(err),
             "overrides": overrides,
         }
-        run_id = tracker.start_run(f"bad input: {overrides}"[:250], tags, parent_run_id=sweep.parent_run_id)
+        run_id = tracker.start_run(
+            f"bad input: {err.key}={err.value}"[:250], tags, parent_run_id=sweep.parent_run_id
+        )
         tracker.end_run(run_id, FAILED)
     except Exception as exc:
         print(f"mlflow error: could not record the bad job ({exc})", file=sys.stderr, flush=True)
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-def _hydra_main(cfg: DictConfig) -> str:
+def _hydra_main(cfg: DictConfig) -> str | float:
     outcome = run_job(cfg)
     OUTCOMES.append(outcome)
+    if cfg.sweep.objective:  # a search (sweep=compile_search) minimizes this metric
+        return objective_value(outcome, cfg.sweep.objective)
     return outcome
+
+
+def objective_value(outcome: str, metric: str) -> float | str:
+    """The job's value of `metric`. A job that did not finish returns its outcome (`FAILED`, ...):
+    hydra's Optuna sweeper cannot turn that into a number, so it records the trial as failed and the
+    search goes on (hydra.sweeper.max_failure_rate allows it). NaN would crash optuna's `tell`."""
+    path = Path(HydraConfig.get().runtime.output_dir) / "result.json"
+    if outcome != FINISHED or not path.exists():
+        return outcome
+    value = json.loads(path.read_text())["metrics"].get(metric)
+    return float(value) if value is not None else f"{metric} was not measured"
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

@@ -184,6 +184,10 @@ class SweepConfig:
     id: str | None = doc(None, "sweep id (tag `sweep_id`); null: made up at multirun start")
     resume: bool = doc(False, "skip jobs whose configuration already has a FINISHED run in sweep `sweep.id`")
     name: str | None = doc(None, "name of the named sweep file used, if any")
+    objective: str | None = doc(
+        None,
+        "a metric the job returns to a search sweeper (sweep=compile_search: Optuna), e.g. step_time_ms_p50; a job that fails returns its outcome: a failed trial",
+    )
 
 
 @dataclass
@@ -199,7 +203,7 @@ class Config:
     gpu_pool: Any = doc(
         None,
         "GPUs that concurrent jobs on one machine share, one per job at a time: `all` or a list of indices like `[0,1]` "
-        "(a list, so a multirun does not sweep it); each job's worker sees only its GPU. Set by hydra/launcher=local_gpus; "
+        "(a list, so a multirun does not sweep it); each job's worker sees only its GPU. hydra/launcher=local_gpus uses `all` unless this says otherwise; "
         "null: the worker sees what the launcher gives",
     )
     mlflow: MlflowConfig = doc(MlflowConfig, "where runs are logged")
@@ -391,7 +395,17 @@ def validate(cfg: DictConfig) -> None:
     _positive("benchmark.rounds", cfg.benchmark.rounds, errors)
     _positive("benchmark.loss_rtol", cfg.benchmark.loss_rtol, errors)
     _positive("benchmark.parity_steps", cfg.benchmark.parity_steps, errors)
-    _positive("benchmark.parity_steps", cfg.benchmark.parity_steps, errors)
+    if cfg.sweep.objective is not None:
+        from pipeline.measure import METRICS
+
+        if cfg.sweep.objective not in METRICS:
+            errors.append(
+                ConfigError(
+                    "sweep.objective",
+                    cfg.sweep.objective,
+                    "a metric name such as step_time_ms_p50 (the list: pipeline/measure.py METRICS)",
+                )
+            )
     if errors:
         first = errors[0]
         first.errors = errors  # type: ignore[attr-defined]

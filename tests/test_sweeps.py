@@ -227,3 +227,30 @@ def test_summary_uses_the_latest_run_of_each_config_and_counts_failures():
     assert math.isclose(s.aggregates["pass_rate"], 2 / 3)
     assert math.isclose(s.aggregates["weighted_speedup"], 0.75 * 2.0 + 0.25 * 8.0)
     assert s.fastest is not None and s.fastest.name == "a"
+
+
+def test_optuna_search_records_failed_trials_and_goes_on(tmp_path: Path, store: str):
+    """sweep=compile_search: Hydra's Optuna sweeper minimizes step time; a trial with bad values fails
+    (recorded in MLflow and by Optuna) and the search continues to its best trial."""
+    args = [
+        "sweep=compile_search",
+        "model=vit_tiny",
+        "trainer.steps=4",
+        "trainer.warmup_steps=1",
+        "compile.backend=aot_eager",
+        "hydra.sweeper.n_trials=4",
+        "compile.mode=choice(default)",
+        "trainer.batch_size=choice(2,0)",
+    ]
+    proc = run_cli(args, tmp_path, store, multirun=True)
+    assert "Best value:" in proc.stdout + proc.stderr, output(proc)
+    best = (tmp_path / "multirun" / "optimization_results.yaml").read_text()
+    assert "trainer.batch_size: 2" in best and "best_value:" in best
+    parent, kids = split(store)
+    assert len(kids) == 4 and parent.data.tags["sweep_name"] == "compile_search"
+    finished = [k for k in kids if k.info.status == "FINISHED"]
+    failed = [k for k in kids if k.info.status == "FAILED"]
+    assert finished and len(finished) + len(failed) == 4
+    assert all(k.info.run_name == "bad input: trainer.batch_size=0" for k in failed)
+    best_value = float(best.split("best_value:")[1].split()[0])
+    assert best_value == min(k.data.metrics["step_time_ms_p50"] for k in finished)

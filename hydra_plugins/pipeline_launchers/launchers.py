@@ -12,6 +12,7 @@ The rest is Hydra's launcher as it is (hydra_plugins.hydra_submitit_launcher, 1.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -107,4 +108,11 @@ class SlurmLauncher(_Tolerant, hydra_submitit.SlurmLauncher):
 
 
 class LocalLauncher(_Tolerant, hydra_submitit.LocalLauncher):
+    """hydra/launcher=local_gpus: the jobs start at once on this machine and share its GPUs through the
+    pipeline's GPU pool, one GPU per job: every GPU, unless the config's `gpu_pool` names some."""
+
     _EXECUTOR = "local"
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        os.environ.setdefault("PIPELINE_GPU_POOL", "all")  # inherited by the jobs submitit starts
+        return super().launch(job_overrides, initial_job_idx)
