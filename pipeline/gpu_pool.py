@@ -2,7 +2,8 @@
 
 The jobs of a sweep share a pool of GPUs (`gpu_pool`: `all`, or a list such as `[0,1]`). Before it
 spawns its worker, a job takes the first free GPU of the pool, holding an exclusive `flock` on a file
-per GPU in the sweep dir, and waits while every GPU is taken. The worker then sees only that GPU:
+per GPU in a machine-wide lock dir (shared by every sweep on the machine), and waits while every GPU
+is taken. The worker then sees only that GPU:
 `CUDA_VISIBLE_DEVICES=<its index>` with `CUDA_DEVICE_ORDER=PCI_BUS_ID`, so the index means what
 `nvidia-smi` and NVML say. The lock goes with the job's process, so a crashed job frees its GPU.
 The job's own process never initializes CUDA; the GPUs are counted through NVML.
@@ -16,6 +17,12 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+
+def pool_lock_dir() -> Path:
+    """GPUs belong to the machine, not to one sweep: every sweep on this machine shares these locks
+    (PIPELINE_GPU_LOCK_DIR to move them)."""
+    return Path(os.environ.get("PIPELINE_GPU_LOCK_DIR") or f"/tmp/pipeline-gpu-pool-{os.getuid()}")
 
 
 def pool_indices(spec: str | int | list[int]) -> list[int]:

@@ -150,7 +150,7 @@ def scheduler_signals_interrupt() -> Iterator[None]:
 def _run_worker(
     resolved: dict[str, Any], job_dir: Path, sweep: SweepContext | None, display: Any
 ) -> JobResult:
-    from pipeline.gpu_pool import gpu_slot
+    from pipeline.gpu_pool import gpu_slot, pool_lock_dir
     from pipeline.supervisor import run_worker
 
     def run(extra_env: dict[str, str] | None = None) -> JobResult:
@@ -169,9 +169,7 @@ def _run_worker(
     pool = resolved.get("gpu_pool") or os.environ.get("PIPELINE_GPU_POOL")  # set by hydra/launcher=local_gpus
     if not pool:
         return run()
-    with gpu_slot(
-        pool, Path(sweep.sweep_dir if sweep else job_dir) / ".gpu_pool", on_wait=display.line
-    ) as env:
+    with gpu_slot(pool, pool_lock_dir(), on_wait=display.line) as env:
         display.line(f"using GPU {env['PIPELINE_GPU_INDEX']} of gpu_pool={pool}")
         result = run(env)
     result.info["gpu_pool_index"] = int(env["PIPELINE_GPU_INDEX"])
@@ -197,6 +195,7 @@ def _finish(
     result.info["parent_pid"] = os.getpid()
     write_job_files(result, job_dir, resolved["trainer"]["warmup_steps"])
     result.write(job_dir / "result.json")
+    logging_started = time.monotonic()
     try:
         tracker.log_result(run_id, resolved, result, job_dir)
     except Exception as exc:
@@ -207,6 +206,7 @@ def _finish(
         )
         return NOT_SYNCED
     result.mlflow_synced = True
+    result.info["mlflow_log_s"] = time.monotonic() - logging_started  # local copy only: MLflow has it already
     result.write(job_dir / "result.json")
     return result.status
 

@@ -20,7 +20,21 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+STARTED_AT = time.time()  # the interpreter reached this module (spawn + interpreter start are before it)
 PROGRESS_PREFIX = "@@progress "
+
+
+class Timeline:
+    """Seconds spent in each phase of the worker, for the job-cost breakdown (result.info["timeline"])."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self.last = time.time()
+
+    def mark(self, phase: str) -> None:
+        now = time.time()
+        self.phases[phase] = self.phases.get(phase, 0.0) + now - self.last
+        self.last = now
 
 
 class Progress:
@@ -92,7 +106,9 @@ class JobRunner:
     Diagnostics that run steps (syncs, profile) come after the measurement.
     """
 
-    def __init__(self, cfg: dict[str, Any], result: Any, progress: Progress, out_dir: Path):
+    def __init__(
+        self, cfg: dict[str, Any], result: Any, progress: Progress, out_dir: Path, timeline: Timeline
+    ):
         from pipeline import measure
         from pipeline.precision import Precision
 
@@ -107,6 +123,8 @@ class JobRunner:
         self.spec, self.batch_size = cfg["model"]["input"], trainer["batch_size"]
         self.precision = Precision.from_config(cfg["precision"])
         self.memory = measure.Memory(self.device)
+        self.timeline = timeline
+        timeline.mark("imports")
 
     # ----------------------------------------------------------------------------- phases
     def run(self) -> None:
@@ -126,14 +144,20 @@ class JobRunner:
             self.device, self.warmup, self.measured, len(self.rounds), self.paired, self.cfg["data"]["loader"]
         )
         measure.init_device_libraries(self.device)
-        self.count_flops()
+        self.timeline.mark("device_init")
         with CompileLogRecorder() as recorder:
             self.build()
+            self.timeline.mark("build")
+            self.count_flops()
+            self.timeline.mark("flops")
             if self.cfg["diagnose"]["explain"]:
                 self.explain(recorder)
+                self.timeline.mark("explain")
             self.measure()
+            self.timeline.mark("variants_warmup_and_rounds")
         self.collect_metrics(recorder)
         self.diagnose_steps()
+        self.timeline.mark("diagnostics")
         self.progress(self.main.name, "done", 1, 1, force=True)
 
     def build(self) -> None:
@@ -326,7 +350,12 @@ class JobRunner:
 
 
 def run_job(cfg: dict[str, Any], result: Any, progress: Progress, out_dir: Path) -> None:
-    JobRunner(cfg, result, progress, out_dir).run()
+    timeline = Timeline()
+    try:
+        JobRunner(cfg, result, progress, out_dir, timeline).run()
+    finally:
+        result.info["timeline"] = {k: round(v, 3) for k, v in timeline.phases.items()}
+        result.info["worker_module_loaded_at"] = STARTED_AT
 
 
 def main(argv: list[str] | None = None) -> int:
