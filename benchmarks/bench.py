@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 VIT = ["model=vit_b16", "precision=amp", "trainer.batch_size=64"]
 GPUS = 1  # on a host with several GPUs every job goes through the machine-wide GPU pool
+POOL = "all"  # which GPUs of the pool this benchmark may use (--gpu-pool)
 SHARED_CACHE = "shared_inductor_cache"
 
 
@@ -50,7 +51,7 @@ def run_on_a_gpu(cmd: list[str], env: dict[str, str] | None = None) -> subproces
     """A script outside the pipeline (bare loop, seed loop), on a GPU of the machine-wide pool."""
     from pipeline.gpu_pool import gpu_slot, pool_lock_dir
 
-    with gpu_slot("all", pool_lock_dir()) as gpu:
+    with gpu_slot(json.loads(POOL) if POOL.startswith("[") else POOL, pool_lock_dir()) as gpu:
         return run(cmd, env={**(env or {}), **gpu})
 
 
@@ -67,7 +68,11 @@ def pipeline(args: list[str], out: Path, name: str, multirun: bool = False) -> l
     """A real `python -m pipeline.run` job (or sweep) into out/<name>; its result files."""
     job_dir = out / name
     if GPUS > 1:  # one GPU per job, shared with whatever else runs on this host
-        args = [*args, "hydra/launcher=local_gpus"] if multirun else [*args, "gpu_pool=all"]
+        args = (
+            [*args, "hydra/launcher=local_gpus", f"gpu_pool={POOL}"]
+            if multirun
+            else [*args, f"gpu_pool={POOL}"]
+        )
     cmd = [
         sys.executable,
         "-m",
@@ -90,6 +95,10 @@ def pipeline(args: list[str], out: Path, name: str, multirun: bool = False) -> l
         flush=True,
     )
     return results
+
+
+def save(out: Path, section: str, data: dict[str, Any]) -> None:
+    (out / f"{section}.json").write_text(json.dumps(data, indent=1, default=str))
 
 
 def slim(result: dict[str, Any]) -> dict[str, Any]:
@@ -145,6 +154,7 @@ def overhead(out: Path, reps: int) -> dict[str, Any]:
                 f"overhead-{mode}-{rep}",
             )
             rows.append({"mode": mode, "rep": rep, "bare": bare, "pipeline": slim(job)})
+            save(out, "overhead", {"rows": rows, "partial": True})  # a timeout never loses finished rows
     return {"rows": rows}
 
 
@@ -167,6 +177,7 @@ def cache(out: Path) -> dict[str, Any]:
             multirun=True,
         )
         rows.append({"mode": mode, "jobs": [slim(j) for j in jobs]})
+        save(out, "cache", {"rows": rows, "partial": True})
         subprocess.run(
             ["cp", "-r", f"{out / f'cache-{mode}' / 'inductor_cache'}/.", str(out / SHARED_CACHE)],
             check=False,
@@ -245,7 +256,7 @@ def job_cost(row: dict[str, Any]) -> dict[str, float]:
         "measured_steps_s": measured,
         "cost_s": cost,
         "process_start_s": spawn,
-        "imports_s": phases.get("imports", 0.0),
+        "imports_s": phases.get("imports", 0.0) + phases.get("model_library", 0.0),
         "device_init_s": phases.get("device_init", 0.0),
         "model_build_s": phases.get("build", 0.0) + phases.get("flops", 0.0),
         "warmup_steady_and_rounds_s": phases.get("variants_warmup_and_rounds", 0.0) - compile_s - measured,
@@ -424,6 +435,9 @@ def main() -> int:
     parser.add_argument(
         "--report", nargs="*", type=Path, help="write benchmarks/RESULTS.md from these result dirs and stop"
     )
+    parser.add_argument(
+        "--gpu-pool", default="all", help="GPUs this benchmark may use on a multi-GPU host, e.g. [2,3]"
+    )
     args = parser.parse_args()
     if args.report is not None:
         dirs = args.report or [args.out]
@@ -433,8 +447,8 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     info = meta(" ".join(sys.argv))
     (args.out / "meta.json").write_text(json.dumps(info, indent=1))
-    global GPUS
-    GPUS = info.get("gpus", 1)
+    global GPUS, POOL
+    GPUS, POOL = info.get("gpus", 1), args.gpu_pool
     sections = {
         "overhead": lambda: overhead(args.out, args.reps),
         "cache": lambda: cache(args.out),
@@ -445,7 +459,7 @@ def main() -> int:
         started = time.monotonic()
         result = sections[name]()
         result["wall_s"] = time.monotonic() - started
-        (args.out / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
+        save(args.out, name, result)
         print(f"section {name}: {result['wall_s']:.0f} s", flush=True)
     print(report([args.out]))
     return 0

@@ -38,5 +38,7 @@ class GraphBreakNet(nn.Module):
 
 def create(input_spec: dict[str, Any]) -> nn.Module:
     if (input_spec["channels"], input_spec["height"], input_spec["width"]) != (3, 32, 32):
-        raise ValueError("model=graph_break_net takes 3x32x32 images (fc1 expects 1176 = 6*14*14 features): set model.input to 3x32x32")
+        raise ValueError(
+            "model=graph_break_net takes 3x32x32 images (fc1 expects 1176 = 6*14*14 features): set model.input to 3x32x32"
+        )
     return GraphBreakNet(input_spec["num_classes"])

@@ -8,18 +8,15 @@ from torch import nn
 
 from models._compat import ensure_torchvision_importable
 
+ensure_torchvision_importable()
+import timm  # noqa: E402 - after the CPU-torch compatibility step
+
 
 def create(name: str, input_spec: dict[str, Any], **kwargs: Any) -> nn.Module:
-    ensure_torchvision_importable()
-    import timm
-
     kwargs.setdefault("num_classes", input_spec["num_classes"])
     kwargs.setdefault("in_chans", input_spec["channels"])
     return timm.create_model(name, pretrained=False, **kwargs)
 
 
 def model_exists(name: str) -> bool:
-    ensure_torchvision_importable()
-    import timm
-
     return timm.is_model(name)

@@ -126,6 +126,7 @@ def run_worker(
             reader.join(timeout=5)
             raise
         reader.join(timeout=10)
+    _kill_group(proc)  # leftovers of the worker (DataLoader or compile workers), if any
     wall_s = time.monotonic() - started
 
     if timed_out:

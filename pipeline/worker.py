@@ -9,7 +9,6 @@ It never talks to MLflow (its parent does, so a crash here is still recorded). I
 from __future__ import annotations
 
 import argparse
-import copy
 import faulthandler
 import json
 import os
@@ -145,6 +144,8 @@ class JobRunner:
         )
         measure.init_device_libraries(self.device)
         self.timeline.mark("device_init")
+        self.import_model_library()
+        self.timeline.mark("model_library")
         with CompileLogRecorder() as recorder:
             self.build()
             self.timeline.mark("build")
@@ -164,18 +165,33 @@ class JobRunner:
         import torch
 
         from losses import build_loss
+
+        torch.manual_seed(self.cfg["trainer"]["seed"] + 1)
+        with torch.device(self.device):  # a teacher is built and initialized on the device
+            self.loss = build_loss(self.cfg["loss"], self.spec).to(dtype=self.precision.param_dtype).train()
+
+    def import_model_library(self) -> None:
+        """Import the model's factory (and its library: timm, transformers) on its own, so the job-cost
+        breakdown shows it apart from building the model."""
+        from hydra.utils import get_method
+
+        from models import ensure_torchvision_importable
+
+        ensure_torchvision_importable()
+        get_method(self.cfg["model"]["_target_"])
+
+    def fresh_model(self) -> Any:
+        """The model, built and initialized on the device from the job's seed: every call gives the
+        same initial weights, so paired variants start equal, and nothing is initialized on the host."""
+        import torch
+
         from models import build_model
 
         torch.manual_seed(self.cfg["trainer"]["seed"])
-        self.initial_model = build_model(
-            self.cfg["model"]
-        )  # on the host: every variant starts from these weights
-        self.loss = (
-            build_loss(self.cfg["loss"], self.spec)
-            .to(device=self.device, dtype=self.precision.param_dtype)
-            .train()
-        )
-        self.result.info["parameters"] = sum(p.numel() for p in self.initial_model.parameters())
+        with torch.device(self.device):
+            model = build_model(self.cfg["model"])
+        self.result.info["parameters"] = sum(p.numel() for p in model.parameters())
+        return model
 
     def make_variant(self, name: str, net: Any, compile_settings: dict[str, Any]) -> Any:
         import torch
@@ -214,12 +230,12 @@ class JobRunner:
         self.probe = self.eager = None
         if self.paired:
             baseline = self.memory.allocated()
-            self.probe = self.make_variant("eager", copy.deepcopy(self.initial_model), eager_settings)
+            self.probe = self.make_variant("eager", self.fresh_model(), eager_settings)
             measure.solo_phase(
                 self.probe, self.memory, self.warmup, self.rounds[0], self.device, measure.quiet, self.every
             )
             self.result.info["eager_probe_leak_bytes"] = measure.release(self.probe, self.memory, baseline)
-        model = copy.deepcopy(self.initial_model) if self.paired else self.initial_model
+        model = self.fresh_model()
         self.main = self.make_variant("compiled" if self.compiled else "eager", model, self.cfg["compile"])
         measure.solo_phase(
             self.main,
@@ -234,7 +250,7 @@ class JobRunner:
         self.stats_after_warmup = measure.compile_stats() if self.compiled else None
         self.nvml_gib = measure.nvml_process_memory_gib(self.device)
         if self.paired:
-            self.eager = self.make_variant("eager", self.initial_model, eager_settings)
+            self.eager = self.make_variant("eager", self.fresh_model(), eager_settings)
             measure.warm_up(self.eager, self.warmup, self.device, self.progress)
             schedule = [(self.eager, self.rounds[0])] + [
                 pair for n in self.rounds[1:] for pair in ((self.main, n), (self.eager, n))
@@ -317,9 +333,7 @@ class JobRunner:
         from pipeline.data import make_batches
         from pipeline.train import ModelWithLoss
 
-        model = (
-            copy.deepcopy(self.initial_model).to(device=self.device, dtype=self.precision.param_dtype).train()
-        )
+        model = self.fresh_model().to(dtype=self.precision.param_dtype).train()
         batches = make_batches(
             {**self.cfg["data"], "loader": False, "num_batches": 1},
             self.spec,
@@ -412,4 +426,9 @@ def _record_memory_at_failure(result: Any) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The result file is written: skip interpreter teardown (CUDA context, inductor's compile-worker
+    # pool), which can take seconds and measures nothing. The parent cleans up the process group.
+    os._exit(code)
