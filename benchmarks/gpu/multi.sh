@@ -12,7 +12,7 @@ source benchmarks/gpu/setup.sh || exit 1
 export TORCHINDUCTOR_COMPILE_THREADS=16  # several jobs compile at once on one host
 M="mlflow.tracking_uri=sqlite:///$PWD/$out/mlflow.db"
 L="hydra/launcher=local_gpus"
-left() { echo $(( deadline - $(date +%s) )); }
+left() { local s=$(( deadline - $(date +%s) )); echo $(( s > 1 ? s : 1 )); }
 run() { name=$1; shift; timeout $(left) python3 -m pipeline.run -m "$@" $L "hydra.sweep.dir=$out/$name" "$M" > "$out/$name.log" 2>&1; echo "$name exit=$? at $(date +%T)"; }
 issue5() {
   for pool in 0 01; do
@@ -22,9 +22,9 @@ issue5() {
     echo "issue5 gpu_pool=$spec wall_s=$(python3 -c "import time; print(round(time.time() - $start, 1))")" | tee -a "$out/issue5.txt"
   done
 }
-issue5 &
+issue5 & phase1=$!
 timeout $(left) python3 benchmarks/bench.py --sections overhead --reps 3 --gpu-pool "[2]" --out "$out/bench" > "$out/bench.log" 2>&1 &
-wait %1
+wait $phase1
 S="benchmark.paired_eager=false trainer.steps=40 trainer.warmup_steps=10"
 run modes model=vit_b16 compile.mode=default,reduce-overhead,max-autotune-no-cudagraphs precision=amp,fp32 &
 run paired model=vit_b16 precision=amp compile.mode=default trainer.seed=0,1,2 &
