@@ -6,7 +6,9 @@ Scopes:
   model_and_loss  one module holding model and loss, compiled together
   regional        each repeated block (timm blocks/stages, HF layers) compiled on its own; blocks of
                   one class share compiled code, the rest of the model runs eager
-  step            the whole training step (forward, loss, backward, optimizer step) as one function
+  step            the whole training step (forward, loss, backward, optimizer step) handed to
+                  torch.compile as one function; torch still breaks it at backward() and in the
+                  optimizer (expect ~4 graph breaks, and compile.fullgraph=true is refused)
 `compile.optimizer=true` also compiles `optimizer.step` (any scope but `step`, which already has it).
 """
 
@@ -131,7 +133,7 @@ def apply_compile(compile_cfg: dict[str, Any], parts: TrainParts) -> CompiledSte
         "loss": "the loss",
         "model_and_loss": "model and loss together",
         "regional": f"{regions} repeated blocks of the model",
-        "step": "the whole training step",
+        "step": "the whole training step (one function; torch breaks it at backward and the optimizer)",
     }[scope]
     description = what + (" and optimizer.step" if compile_optimizer else "")
     return CompiledStep(step, forward_loss, description, regions, kwargs)

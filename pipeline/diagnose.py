@@ -183,15 +183,28 @@ def explain(forward_loss: Callable[[Any], torch.Tensor], batch: Any) -> str:
 
 
 # ------------------------------------------------------------------------------ host-device syncs
-_LIBRARY_PARTS = ("/torch/", "/pipeline/", "/site-packages/", "<frozen")
+def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(stdlib dirs, library dirs): the interpreter's own code, and installed packages plus this harness."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    stdlib = tuple({paths["stdlib"], paths.get("platstdlib", paths["stdlib"])})
+    libraries = tuple(
+        {paths["purelib"], paths["platlib"], str(Path(torch.__file__).parent), str(Path(__file__).parent)}
+    )
+    return stdlib, libraries
 
 
 def _user_frame(stack: list[traceback.FrameSummary]) -> str:
-    """The innermost frame of the user's code (model, loss) in a stack: not torch, not the harness."""
-    for frame in reversed(stack):
-        if not any(part in frame.filename for part in _LIBRARY_PARTS):
-            return f"{frame.filename}:{frame.lineno}: {(frame.line or '').strip()}"
-    frame = stack[-1]
+    """Where a sync comes from: the innermost frame of the user's code (model, loss: neither the
+    interpreter's stdlib, nor an installed package, nor this harness); failing that, the innermost
+    library frame (e.g. inside torch.optim), never the warnings machinery that reported it."""
+    stdlib, libraries = _roots()
+    outside_stdlib = [
+        f for f in stack if not f.filename.startswith(stdlib) and not f.filename.startswith("<frozen")
+    ]
+    user = [f for f in outside_stdlib if not f.filename.startswith(libraries)]
+    frame = (user or outside_stdlib or stack)[-1]
     return f"{frame.filename}:{frame.lineno}: {(frame.line or '').strip()}"
 
 

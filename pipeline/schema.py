@@ -255,6 +255,49 @@ def _validate_model(prefix: str, model: DictConfig, errors: list[ConfigError]) -
     _positive(f"{prefix}.batch_size", model.batch_size, errors)
 
 
+def _validate_factory(prefix: str, model: DictConfig, errors: list[ConfigError]) -> None:
+    """The model exists: a timm name timm knows, an HF config that builds for this input, a factory
+    that imports. (Imports the model library into this process, once.)"""
+    target = model["_target_"]
+    if target == "models.timm_models.create":
+        import difflib
+
+        from models import timm_models
+
+        if not timm_models.model_exists(model.name):
+            close = difflib.get_close_matches(str(model.name), timm_models.timm.list_models(), n=3)
+            errors.append(
+                ConfigError(
+                    f"{prefix}.name",
+                    model.name,
+                    "a timm model name (timm.list_models())"
+                    + (f"; close: {', '.join(close)}" if close else ""),
+                )
+            )
+    elif target == "models.hf.create":
+        from models import hf
+
+        try:
+            hf.make_config(
+                model.name, OmegaConf.to_container(model.input), **OmegaConf.to_container(model.kwargs)
+            )
+        except ConfigError as err:
+            errors.append(ConfigError(prefix + err.key.removeprefix("model"), err.value, err.allowed))
+    else:
+        from hydra.utils import get_method
+
+        try:
+            get_method(target)
+        except Exception as err:
+            errors.append(
+                ConfigError(
+                    f"{prefix}._target_",
+                    target,
+                    f"a dotted path to an importable factory ({type(err).__name__}: {' '.join(str(err).split())[:200]})",
+                )
+            )
+
+
 def _validate_compile(cfg: DictConfig, errors: list[ConfigError]) -> None:
     c = cfg.compile
     _choices("compile.mode", c.mode, COMPILE_MODES, errors)
@@ -285,6 +328,15 @@ def _validate_compile(cfg: DictConfig, errors: list[ConfigError]) -> None:
     backends = available_backends()
     if c.backend not in backends:
         errors.append(ConfigError("compile.backend", c.backend, "allowed values are " + ", ".join(backends)))
+    elif c.scope == "step" and c.fullgraph:
+        errors.append(
+            ConfigError(
+                "compile.fullgraph",
+                True,
+                "not with compile.scope=step: torch breaks a training step's graph at backward() and in the optimizer "
+                "(zero_grad is skipped, Optimizer.step breaks on purpose), so fullgraph=true always fails there",
+            )
+        )
     elif c.backend != "inductor" and c.mode != "default":
         errors.append(
             ConfigError(
@@ -311,6 +363,7 @@ def _validate_loss(cfg: DictConfig, errors: list[ConfigError]) -> None:
     if not 0.0 <= loss.alpha <= 1.0:
         errors.append(ConfigError("loss.alpha", loss.alpha, "must be in [0, 1]"))
     _validate_model("loss.teacher", loss.teacher, errors)
+    _validate_factory("loss.teacher", loss.teacher, errors)
     student, teacher = cfg.model.input, loss.teacher.input
     width = "num_classes" if student.kind == "image" or student.target == "class" else "vocab_size"
     if teacher.kind != student.kind:
@@ -390,6 +443,8 @@ def validate(cfg: DictConfig) -> None:
         _choices("precision.autocast_dtype", p.autocast_dtype, AUTOCAST_DTYPES, errors)
     _choices("precision.param_dtype", p.param_dtype, PARAM_DTYPES, errors)
     _validate_model("model", cfg.model, errors)
+    if not errors:  # the factory check imports the model library: only for an otherwise valid model
+        _validate_factory("model", cfg.model, errors)
     _validate_compile(cfg, errors)
     _validate_loss(cfg, errors)
     _positive("benchmark.rounds", cfg.benchmark.rounds, errors)

@@ -38,7 +38,7 @@ ARTIFACT_FILES = (
     "diagnostics.json",
     "explain.txt",
 )
-IDENTITY_TAGS = ("model", "loss", "precision", "mode", "backend", "fullgraph", "dynamic", "scope")
+IDENTITY_TAGS = ("model", "loss", "precision", "mode", "backend", "fullgraph", "dynamic", "scope", "teacher")
 
 
 class TrackingUnavailable(RuntimeError):
@@ -94,6 +94,7 @@ def identity(cfg: dict[str, Any]) -> dict[str, str]:
         "fullgraph": str(c["fullgraph"]).lower(),
         "dynamic": str(c["dynamic"]).lower(),
         "scope": c["scope"] if c["mode"] != "eager" else "-",
+        "teacher": (cfg["loss"].get("teacher") or {}).get("id") or "-",
     }
 
 
@@ -110,7 +111,8 @@ def run_name(cfg: dict[str, Any]) -> str:
         if ident["dynamic"] != "none":
             parts.append(f"dynamic={ident['dynamic']}")
     if ident["loss"] != "ce":
-        parts.insert(1, ident["loss"])
+        teacher = (cfg["loss"].get("teacher") or {}).get("id")
+        parts.insert(1, f"{ident['loss']}({teacher})" if teacher else ident["loss"])
     return "·".join(parts)
 
 

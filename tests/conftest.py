@@ -29,11 +29,10 @@ def compose(overrides: list[str] | None = None):
     """Compose the config exactly as `python -m pipeline.run` would (without Hydra's runtime node)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
-
-    from pipeline.schema import register_configs
-
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
+
+    from pipeline.schema import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
@@ -57,7 +56,8 @@ def run_cli(
     cmd = [sys.executable, "-m", "pipeline.run"]
     if multirun:
         cmd.append("-m")
-    cmd += args + [
+    cmd += [
+        *args,
         f"mlflow.tracking_uri={store_uri}",
         f"hydra.run.dir={tmp_path}/run",
         f"hydra.sweep.dir={tmp_path}/multirun",

@@ -181,3 +181,24 @@ def test_inductor_cache_is_shared_in_a_sweep_and_cold_on_request(tmp_path: Path,
         if r.data.tags.get("sweep_parent") != "true" and r.data.params.get("diagnose.cold_cache") == "True"
     ]
     assert [r.data.tags["info.inductor_cache"] for r in cold_runs] == ["cold", "cold"]
+
+
+def test_a_sync_is_attributed_to_the_users_line_not_the_warnings_machinery():
+    """The stack at a sync warning holds the caller, torch, this harness and the warnings module (on the
+    GPU host every sync was first attributed to warnings.py): the user's line must win."""
+    import traceback
+    import warnings
+
+    import losses.profiling_ce as article
+
+    stack = [
+        traceback.FrameSummary(
+            str(Path(article.__file__)), 22, "weighted_nll", line="assert target.max() < pred.size(-1)"
+        ),
+        traceback.FrameSummary(str(Path(diagnose.__file__)), 240, "count_syncs"),
+        traceback.FrameSummary(warnings.__file__, 110, "_showwarnmsg", line="sw(msg.message, ...)"),
+    ]
+    stack = [stack[1], stack[0], stack[2]]  # harness -> user code -> warnings
+    assert diagnose._user_frame(stack).startswith(f"{article.__file__}:22: assert target.max()")
+    library_only = [stack[0], stack[2]]  # no user frame: the innermost non-stdlib frame
+    assert diagnose._user_frame(library_only).startswith(f"{diagnose.__file__}:240")

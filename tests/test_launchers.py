@@ -47,7 +47,9 @@ def test_local_gpus_launcher_runs_jobs_at_once_one_gpu_each(tmp_path: Path, stor
         "hydra/launcher=local_gpus",
         "trainer.seed=0,1,2,3",
     ]
-    proc = run_cli(args, tmp_path, store, multirun=True, env={"PIPELINE_GPU_LOCK_DIR": str(tmp_path / "locks")})
+    proc = run_cli(
+        args, tmp_path, store, multirun=True, env={"PIPELINE_GPU_LOCK_DIR": str(tmp_path / "locks")}
+    )
     assert proc.returncode == 0, output(proc)
     assert sorted(p.name for p in (tmp_path / "locks").iterdir()) == ["gpu0.lock", "gpu1.lock"]
     kids = [r for r in runs(store) if r.data.tags.get("sweep_parent") != "true"]

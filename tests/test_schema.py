@@ -129,3 +129,41 @@ def test_wrong_type_names_the_expected_type():
         compose_error(["compile.dynamic=maybe"])
         == "compile.dynamic='maybe' is not allowed: expected true/false or null"
     )
+
+
+@pytest.mark.parametrize(
+    "overrides, key, value, allowed",
+    [
+        (
+            ["model.name=vit_base_patch16_2244"],
+            "model.name",
+            "vit_base_patch16_2244",
+            "close: vit_base_patch16_224",
+        ),
+        (["model=gpt2_tiny", "model.name=gpt3"], "model.name", "gpt3", "HF model type"),
+        (["model=gpt2_tiny", "model.input.seq_len=4096"], "model.input.seq_len", 4096, "n_positions"),
+        (
+            ["model._target_=models.nowhere.build"],
+            "model._target_",
+            "models.nowhere.build",
+            "importable factory",
+        ),
+        (["compile.scope=step", "compile.fullgraph=true"], "compile.fullgraph", True, "backward()"),
+    ],
+)
+def test_models_that_do_not_exist_fail_before_anything_runs(overrides, key, value, allowed):
+    err = bad(overrides)
+    assert (err.key, err.value) == (key, value)
+    assert allowed in err.allowed
+
+
+def test_a_teachers_problems_name_the_teacher():
+    err = bad(
+        [
+            "model=vit_tiny",
+            "loss=distillation",
+            "model@loss.teacher=vit_tiny_d3",
+            "loss.teacher.name=vit_nope",
+        ]
+    )
+    assert err.key == "loss.teacher.name"
