@@ -3,6 +3,7 @@
     python -m pipeline.report --sweep <sweep id>        # print, write summary files, log them to the parent
     python -m pipeline.report --list                    # the sweeps in the experiment
     python -m pipeline.report --sync [DIR ...]          # upload job results MLflow never received
+    python -m pipeline.report --results DIR             # summarize job folders without MLflow
 
 At the end of every multirun the same summary is printed, written as `summary.md` and `summary.csv`
 into the sweep's output folder, and logged (with PNG plots) to the sweep's parent run.
@@ -92,6 +93,31 @@ def row_from_run(run: Any) -> Row:
         error,
         tags.get("config_hash", ""),
         run.info.start_time or 0,
+    )
+
+
+def row_from_result(path: Path) -> Row | None:
+    """A job from its folder (result.json + job_config.json), for summaries without MLflow."""
+    import json
+
+    from pipeline.sweep import config_hash
+    from pipeline.tracking import identity, run_name
+
+    try:
+        result = json.loads(path.read_text())
+        cfg = json.loads((path.parent / "job_config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    error = result.get("error") or {}
+    started = int(1000 * (result.get("info", {}).get("worker_started_at") or path.stat().st_mtime))
+    return Row(
+        run_name(cfg),
+        result["status"],
+        identity(cfg),
+        result.get("metrics", {}),
+        f"{error['type']}: {error['message']}" if error else "",
+        config_hash(cfg),
+        started,
     )
 
 
@@ -278,7 +304,7 @@ def make_plots(summary: Summary, out_dir: Path) -> list[Path]:
         return paths
     height = max(3.0, 0.35 * len(done) + 1.5)
 
-    fig, ax = plt.subplots(figsize=(9, height))
+    fig, ax = plt.subplots(figsize=(11, height))
     p50 = [r.metrics["step_time_ms_p50"] for r in done]
     low = [
         r.metrics["step_time_ms_p50"] - r.metrics.get("step_time_ms_p10", r.metrics["step_time_ms_p50"])
@@ -469,10 +495,18 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="upload job results under these folders (default outputs/) that never reached MLflow",
     )
+    what.add_argument(
+        "--results",
+        metavar="DIR",
+        type=Path,
+        help="summarize the job folders under DIR from their result files, without MLflow",
+    )
     parser.add_argument(
         "--out", type=Path, help="where to write summary files (default: the sweep's output folder)"
     )
     args = parser.parse_args(argv)
+    if args.results is not None:
+        return summarize_folders(args.results, args.out or args.results)
 
     from pipeline.tracking import Tracker, TrackingUnavailable
 
@@ -504,6 +538,22 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = args.out or Path(parent.data.tags.get("sweep_dir") or f"outputs/sweeps/{args.sweep}")
     files = publish(tracker, parent.info.run_id, summary, out_dir)
     print(f"wrote {', '.join(str(p) for p in files)}")
+    return 0
+
+
+def summarize_folders(root: Path, out_dir: Path) -> int:
+    """The summary of the job folders under `root`, read from their result files (no MLflow)."""
+    rows = [row for path in sorted(root.rglob("result.json")) if (row := row_from_result(path)) is not None]
+    if not rows:
+        print(f"no job results under {root}", file=sys.stderr)
+        return 1
+    summary = summarize(root.resolve().name, rows)
+    print_table(summary)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "summary.md").write_text(to_markdown(summary))
+    write_csv(summary, out_dir / "summary.csv")
+    plots = make_plots(summary, out_dir / "plots")
+    print(f"wrote {out_dir / 'summary.md'}, {out_dir / 'summary.csv'} and {len(plots)} plots")
     return 0
 
 

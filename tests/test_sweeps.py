@@ -96,6 +96,27 @@ def test_report_cli_rebuilds_the_summary_from_mlflow(tmp_path: Path, store: str)
         timeout=300,
     )
     assert parent.data.tags["sweep_id"] in listing.stdout
+    # Without MLflow at all: the same summary from the job folders' result files.
+    offline = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.report",
+            "--results",
+            str(tmp_path / "multirun"),
+            "--out",
+            str(tmp_path / "offline"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert offline.returncode == 0, offline.stderr
+    assert sorted(
+        r["run_name"] for r in csv.DictReader((tmp_path / "offline" / "summary.csv").read_text().splitlines())
+    ) == ["vit_tiny·amp·eager", "vit_tiny·fp32·eager"]
+    assert (tmp_path / "offline" / "plots" / "step_time.png").exists()
     missing = subprocess.run(
         [sys.executable, "-m", "pipeline.report", "--tracking-uri", store, "--sweep", "nope"],
         cwd=ROOT,
