@@ -2,13 +2,13 @@
 
 Two paths, chosen by `data.loader`:
 
-* on-device (default): `data.num_batches` distinct batches are generated once on the device and
-  rotated, so a step never waits for the host and never reuses one batch (caches stay honest);
+* on-device (default): `data.num_batches` distinct batches are drawn once on the device (from a
+  seeded device generator) and rotated, so a step never waits for the host and never reuses one batch;
 * loader: the classic hand-written path of the torch.compile article: a DataLoader whose workers make
   random CPU tensors, copied to the device every step (the copy is part of the measured step).
 
-Both yield the same sample for the same (seed, index), so two variants of a paired measurement see the
-same batches in the same order.
+Either way a seeded job draws the same batches in the same order, so two variants of a paired
+measurement see the same data.
 """
 
 from __future__ import annotations
@@ -40,11 +40,6 @@ def make_sample(spec: dict[str, Any], generator: torch.Generator) -> tuple[torch
     return tokens, torch.randint(spec["num_classes"], (), generator=generator)
 
 
-def make_batch(spec: dict[str, Any], batch_size: int, generator: torch.Generator) -> Batch:
-    inputs, targets = zip(*(make_sample(spec, generator) for _ in range(batch_size)), strict=True)
-    return {"inputs": torch.stack(inputs), "targets": torch.stack(targets)}
-
-
 def to_device(
     batch: Batch, device: torch.device, float_dtype: torch.dtype, non_blocking: bool = False
 ) -> Batch:
@@ -55,8 +50,33 @@ def to_device(
     return out
 
 
+def make_device_batch(
+    spec: dict[str, Any],
+    batch_size: int,
+    device: torch.device,
+    float_dtype: torch.dtype,
+    generator: torch.Generator,
+) -> Batch:
+    """One batch drawn directly on the device (no host work, no copy), deterministic for a seeded
+    generator: two variants of a paired measurement draw the same batches."""
+    draw = {"generator": generator, "device": device}
+    if spec["kind"] == "image":
+        inputs = torch.randn((batch_size, spec["channels"], spec["height"], spec["width"]), **draw).to(
+            float_dtype
+        )
+        return {"inputs": inputs, "targets": torch.randint(spec["num_classes"], (batch_size,), **draw)}
+    tokens = torch.randint(spec["vocab_size"], (batch_size, spec["seq_len"]), **draw)
+    if spec["target"] == "next_token":
+        targets = tokens.clone()
+    elif spec["target"] == "masked_token":
+        targets = torch.where(torch.rand(tokens.shape, **draw) < 0.15, tokens, torch.full_like(tokens, -100))
+    else:
+        targets = torch.randint(spec["num_classes"], (batch_size,), **draw)
+    return {"inputs": tokens, "targets": targets}
+
+
 class DeviceBatches:
-    """`num_batches` batches made once on the device, served round-robin."""
+    """`num_batches` batches generated once on the device, served round-robin."""
 
     def __init__(
         self,
@@ -67,10 +87,9 @@ class DeviceBatches:
         float_dtype: torch.dtype,
         seed: int,
     ):
-        generator = torch.Generator().manual_seed(seed)
+        generator = torch.Generator(device=device).manual_seed(seed)
         self.batches = [
-            to_device(make_batch(spec, batch_size, generator), device, float_dtype)
-            for _ in range(num_batches)
+            make_device_batch(spec, batch_size, device, float_dtype, generator) for _ in range(num_batches)
         ]
         self.index = 0
 

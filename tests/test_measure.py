@@ -88,3 +88,32 @@ def test_environment_never_copies_the_process_environment(monkeypatch):
     env = measure.environment(torch.device("cpu"))
     assert "secret-value-123" not in repr(env)
     assert {"torch", "python", "hostname", "git_commit"} <= set(env)
+
+
+def test_device_batches_are_the_same_for_the_same_seed_and_follow_the_spec():
+    from pipeline.data import DeviceBatches
+
+    spec = {
+        "kind": "tokens",
+        "vocab_size": 100,
+        "seq_len": 8,
+        "target": "masked_token",
+        "num_classes": 2,
+        "channels": 3,
+        "height": 4,
+        "width": 4,
+    }
+    a = DeviceBatches(spec, 4, 3, torch.device("cpu"), torch.float32, seed=5)
+    b = DeviceBatches(spec, 4, 3, torch.device("cpu"), torch.float32, seed=5)
+    first = [next(a) for _ in range(4)]
+    assert all(
+        torch.equal(x["inputs"], y["inputs"]) and torch.equal(x["targets"], y["targets"])
+        for x, y in zip(first, [next(b) for _ in range(4)], strict=True)
+    )
+    assert first[3] is first[0] and not torch.equal(
+        first[0]["inputs"], first[1]["inputs"]
+    )  # 3 distinct, rotated
+    labelled = first[0]["targets"] != -100
+    assert (
+        torch.equal(first[0]["targets"][labelled], first[0]["inputs"][labelled]) and 0 < labelled.sum() < 32
+    )

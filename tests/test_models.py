@@ -112,11 +112,11 @@ def test_llama_1b_is_the_documented_config():
 @pytest.mark.parametrize("name", SMALL)
 def test_small_models_build_and_give_logits_of_their_spec(name: str):
     from losses import build_loss
-    from pipeline.data import make_batch
+    from pipeline.data import make_device_batch
 
     spec = model_node(name)["input"]
     net = build(name)
-    batch = make_batch(spec, 2, torch.Generator().manual_seed(0))
+    batch = make_device_batch(spec, 2, torch.device("cpu"), torch.float32, torch.Generator().manual_seed(0))
     logits = net(batch["inputs"])
     assert tuple(logits.shape) == logits_shape(spec, 2)
     loss = build_loss({"_target_": "losses.cross_entropy.CrossEntropy"}, spec)(batch, logits)
