@@ -271,19 +271,35 @@ def verdict(ok: bool) -> str:
 
 
 def report(dirs: list[Path]) -> str:
-    data = load(dirs)
-    meta = data.get("meta", {})
+    """RESULTS.md: one part per result dir (each dir is one GPU host and one call)."""
     lines = [
         "# Benchmarks of the instrument",
         "",
-        f"Measured {meta.get('date', '?')} on {meta.get('gpu', '?')} (driver {meta.get('driver', '?')}), torch {meta.get('torch', '?')}, CUDA {meta.get('cuda', '?')}, Python {meta.get('python', '?')}, timm {meta.get('timm', '?')}; raw JSON beside this file in {', '.join(str(d.relative_to(ROOT)) if d.is_relative_to(ROOT) else str(d) for d in dirs)}.",
+        "Written by `python benchmarks/bench.py --report <dirs>` from the raw JSON in each dir.",
+        "",
+    ]
+    for d in dirs:
+        lines += report_dir(d)
+    return "\n".join(lines) + "\n"
+
+
+def report_dir(d: Path) -> list[str]:
+    data = load([d])
+    meta = data.get("meta", {})
+    where = str(d.resolve().relative_to(ROOT)) if d.resolve().is_relative_to(ROOT) else str(d)
+    notes = d / "NOTES.md"
+    lines = [
+        f"# {where}",
+        "",
+        *([notes.read_text().strip(), ""] if notes.exists() else []),
+        f"Measured {meta.get('date', '?')} on {meta.get('gpu', '?')} x{meta.get('gpus', 1)} (driver {meta.get('driver', '?')}), torch {meta.get('torch', '?')}, CUDA {meta.get('cuda', '?')}, Python {meta.get('python', '?')}, timm {meta.get('timm', '?')}.",
         f"Command: `{meta.get('command', '?')}`",
         "",
     ]
     if "overhead" in data:
         rows = data["overhead"]["rows"]
         lines += [
-            "## Harness overhead and stability (ViT-B/16, batch 64, bf16 autocast, on-device data)",
+            "### Harness overhead and stability (ViT-B/16, batch 64, bf16 autocast, on-device data)",
             "",
             "| mode | rep | bare loop mean ms | pipeline mean ms | pipeline p50 ms | ratio (mean/mean) |",
             "|---|---|---|---|---|---|",
@@ -302,13 +318,18 @@ def report(dirs: list[Path]) -> str:
                 r["pipeline"]["metrics"]["step_time_ms_mean"] for r in mine
             ) / statistics.fmean(r["bare"]["step_time_ms_mean"] for r in mine)
             p50s = [r["pipeline"]["metrics"]["step_time_ms_p50"] for r in mine]
-            cv = statistics.stdev(p50s) / statistics.fmean(p50s) if len(p50s) > 1 else float("nan")
+            cv = statistics.stdev(p50s) / statistics.fmean(p50s) if len(p50s) > 1 else None
+            stability = (
+                f"stability: CV of the median over {len(p50s)} jobs {cv:.2%} (target <= 1%: {verdict(cv <= 0.01)})"
+                if cv is not None
+                else "stability: not measured (one job finished)"
+            )
             lines.append(
-                f"- {mode}: overhead ratio {ratio:.4f} (target <= 1.01: {verdict(ratio <= 1.01)}); stability: CV of the median over {len(p50s)} jobs {cv:.2%} (target <= 1%: {verdict(cv <= 0.01)})"
+                f"- {mode}: overhead ratio {ratio:.4f} (target <= 1.01: {verdict(ratio <= 1.01)}); {stability}"
             )
         lines += [
             "",
-            "## Job cost (job wall time minus compile time and measured steps)",
+            "### Job cost (job wall time minus compile time and measured steps)",
             "",
             "| mode | rep | job wall s | compile s | measured steps s | cost s | process start | imports | device init | model build | warm-up and rounds (steady) | diagnostics | MLflow logging | exit, other |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -330,7 +351,7 @@ def report(dirs: list[Path]) -> str:
             ]
     if "cache" in data:
         lines += [
-            "## Compile cache: cold vs warm (two-job sweep sharing the sweep's inductor cache)",
+            "### Compile cache: cold vs warm (two-job sweep sharing the sweep's inductor cache)",
             "",
             "| mode | job 0 (cold) compile s | job 1 (warm) compile s | speed-up | cache state job 0 / job 1 |",
             "|---|---|---|---|---|",
@@ -347,7 +368,7 @@ def report(dirs: list[Path]) -> str:
         f = data["fastest"]
         seed = f["seed_loop"]["step_time_ms_mean"]
         lines += [
-            "## Fastest configuration (ViT-B/16, batch 64, bf16 autocast)",
+            "### Fastest configuration (ViT-B/16, batch 64, bf16 autocast)",
             "",
             f"Seed loop (the article's loop: DataLoader-fed, host-to-device copy every step, eager amp), same call: **{seed:.2f} ms/step** (the article's own unsynchronized per-step average: {f['seed_loop']['article_step_ms']:.2f} ms).",
             "",
@@ -375,7 +396,7 @@ def report(dirs: list[Path]) -> str:
     if "search" in data:
         s = data["search"]
         lines += [
-            "## Search: Hydra's Optuna sweeper over the compile knobs (sweep=compile_search)",
+            "### Search: Hydra's Optuna sweeper over the compile knobs (sweep=compile_search)",
             "",
             "| trial | mode | scope | optimizer compiled | fused | status | step p50 ms |",
             "|---|---|---|---|---|---|---|",
@@ -386,7 +407,7 @@ def report(dirs: list[Path]) -> str:
                 f"| {i} | {c['mode']} | {c['scope']} | {c['optimizer_compiled']} | {c['fused']} | {r['status']} | {r['metrics'].get('step_time_ms_p50', float('nan')):.2f} |"
             )
         lines += ["", "```", (s.get("optimization_results") or "no result file").strip(), "```", ""]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def meta(command: str) -> dict[str, Any]:
