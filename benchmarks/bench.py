@@ -278,6 +278,9 @@ def report(dirs: list[Path]) -> str:
         "Written by `python benchmarks/bench.py --report <dirs>` from the raw JSON in each dir.",
         "",
     ]
+    targets = ROOT / "benchmarks" / "results" / "TARGETS.md"  # the targets' status, kept by hand
+    if targets.exists():
+        lines += [targets.read_text().strip(), ""]
     for d in dirs:
         lines += report_dir(d)
     return "\n".join(lines) + "\n"
