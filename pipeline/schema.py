@@ -143,8 +143,8 @@ class DataConfig:
 @dataclass
 class MlflowConfig:
     tracking_uri: str = doc(
-        "${oc.env:MLFLOW_TRACKING_URI,'sqlite:///${hydra:runtime.cwd}/outputs/mlflow.db'}",
-        "tracking URI; `MLFLOW_TRACKING_URI` wins; default a sqlite file under outputs/ (absolute path)",
+        "${oc.env:MLFLOW_TRACKING_URI,${default_store:}}",
+        "tracking URI; `MLFLOW_TRACKING_URI` wins; default `sqlite:///<cwd>/outputs/mlflow.db` (absolute path)",
     )
     experiment: str = doc("compile-sweeps", "MLflow experiment name")
     artifact_location: str | None = doc(
@@ -210,6 +210,18 @@ class Config:
     benchmark: BenchmarkConfig = doc(BenchmarkConfig, "paired eager baseline")
     diagnose: DiagnoseConfig = doc(DiagnoseConfig, "graph breaks, syncs, traces, FLOPs")
     sweep: SweepConfig = doc(SweepConfig, "multirun bookkeeping")
+
+
+def default_store() -> str:
+    """`sqlite:///<where the command runs>/outputs/mlflow.db`. A resolver of the project's own rather
+    than `${hydra:runtime.cwd}`, which needs Hydra's runtime config and fails where Hydra has not set it
+    (multirun callbacks, jobs on other launchers). Jobs do not change directory (hydra.job.chdir=false)."""
+    from pathlib import Path
+
+    return f"sqlite:///{(Path.cwd() / 'outputs' / 'mlflow.db').resolve()}"
+
+
+OmegaConf.register_new_resolver("default_store", default_store, replace=True)
 
 
 def register_configs() -> None:

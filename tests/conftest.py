@@ -51,19 +51,19 @@ def run_cli(
     multirun: bool = False,
     timeout: float = 900,
     env: dict | None = None,
+    uri_override: bool = True,
 ) -> subprocess.CompletedProcess:
     """Drive the real CLI in a fresh process, outputs and MLflow store under tmp_path."""
     cmd = [sys.executable, "-m", "pipeline.run"]
     if multirun:
         cmd.append("-m")
-    cmd += [
-        *args,
-        f"mlflow.tracking_uri={store_uri}",
-        f"hydra.run.dir={tmp_path}/run",
-        f"hydra.sweep.dir={tmp_path}/multirun",
-    ]
+    cmd += [*args, f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/multirun"]
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env.pop("MLFLOW_TRACKING_URI", None)
+    if uri_override:
+        cmd.append(f"mlflow.tracking_uri={store_uri}")
+    else:  # the store comes from the environment, through the config's default
+        full_env["MLFLOW_TRACKING_URI"] = store_uri
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=full_env)
 
 

@@ -29,11 +29,23 @@ def listening_addresses(port: int) -> set[str]:
 def test_server_binds_to_loopback_unless_told_otherwise(tmp_path: Path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("HOST", "MLFLOW_TRACKING_URI")}
-    env.update(MLFLOW_BACKEND_STORE_URI=f"sqlite:///{tmp_path / 'm.db'}", MLFLOW_ARTIFACTS_DESTINATION=str(tmp_path / "art"), MLFLOW_SERVER_STATE_DIR=str(tmp_path))
-    started = subprocess.run([str(SCRIPT), "--background", "--port", str(port)], env=env, capture_output=True, text=True, timeout=300)
+    env.update(
+        MLFLOW_BACKEND_STORE_URI=f"sqlite:///{tmp_path / 'm.db'}",
+        MLFLOW_ARTIFACTS_DESTINATION=str(tmp_path / "art"),
+        MLFLOW_SERVER_STATE_DIR=str(tmp_path),
+    )
+    started = subprocess.run(
+        [str(SCRIPT), "--background", "--port", str(port)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         addresses = listening_addresses(port)
         assert addresses == {"0100007F"}, addresses  # 127.0.0.1 only: nothing on 0.0.0.0 or ::
     finally:
-        subprocess.run([str(SCRIPT), "stop", "--port", str(port)], env=env, capture_output=True, text=True, timeout=120)
+        subprocess.run(
+            [str(SCRIPT), "stop", "--port", str(port)], env=env, capture_output=True, text=True, timeout=120
+        )

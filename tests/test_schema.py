@@ -42,11 +42,16 @@ def test_precision_options(precision, autocast, params, tf32, scaler):
     assert (p.autocast_dtype, p.param_dtype, p.tf32, p.grad_scaler) == (autocast, params, tf32, scaler)
 
 
-def test_mlflow_default_is_an_absolute_sqlite_path_under_outputs(monkeypatch):
+def test_mlflow_default_is_an_absolute_sqlite_path_under_outputs(monkeypatch, tmp_path):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    cfg = compose()
-    raw = OmegaConf.to_container(cfg.mlflow, resolve=False)["tracking_uri"]
-    assert "MLFLOW_TRACKING_URI" in raw and "outputs/mlflow.db" in raw
+    monkeypatch.chdir(tmp_path)
+    uri = compose().mlflow.tracking_uri
+    assert uri == f"sqlite:///{tmp_path.resolve()}/outputs/mlflow.db"
+    # resolvable without Hydra's runtime config, as in a multirun callback or a job on another launcher
+    from hydra.core.hydra_config import HydraConfig
+
+    HydraConfig.instance().cfg = None
+    assert OmegaConf.create({"u": "${oc.env:MLFLOW_TRACKING_URI,${default_store:}}"}).u == uri
 
 
 def test_mlflow_tracking_uri_env_wins(monkeypatch):

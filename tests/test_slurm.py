@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import sys
+import threading
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, TINY, output, run_cli, runs
+from tests.conftest import ROOT, TINY, client, output, runs
+from tests.mlflow_server import start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -61,77 +59,28 @@ def slurm_cluster():
         subprocess.run(["bash", str(ROOT / "scripts" / "slurm-down.sh")], timeout=300, check=False)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/health", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory):
-    """A real `mlflow server` on a free loopback port, over a sqlite store; killed at the end."""
-    root = tmp_path_factory.mktemp("mlflow-server")
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "MLFLOW_DISABLE_TELEMETRY": "true",
-        # mlflow 3's server starts job-runner processes by default: slow on small machines, unused here.
-        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
-    }
-    env.pop("MLFLOW_TRACKING_URI", None)
-    log = open(root / "server.log", "w")  # noqa: SIM115 (open for the server's lifetime)
-    cmd = [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "server",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--workers",
-        "1",
-    ]
-    cmd += ["--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}"]
-    cmd += ["--artifacts-destination", str(root / "artifacts")]
-    server = subprocess.Popen(
-        cmd,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
+    """A real MLflow server started by the project's script, on a free loopback port."""
+    server = start_server(tmp_path_factory.mktemp("mlflow-server"))
+    yield server.url
+    server.stop()
+
+
+def make_sweep(
+    args: list[str], tmp_path: Path, url: str, timeout: float = 1200
+) -> subprocess.CompletedProcess:
+    """`make sweep ARGS=...` as a user runs it, logging to the server through MLFLOW_TRACKING_URI."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": url, "PYTHONUNBUFFERED": "1"}
+    make_args = " ".join([*args, f"hydra.sweep.dir={tmp_path}/multirun"])
+    return subprocess.run(
+        ["make", "--no-print-directory", "sweep", f"ARGS={make_args}"],
+        cwd=ROOT,
         env=env,
-        start_new_session=True,  # its own process group: uvicorn and its workers end with it
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
-    try:
-        deadline = time.monotonic() + 300
-        while not _healthy(url):
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(
-                    f"mlflow server did not come up on {url}:\n{(root / 'server.log').read_text()[-4000:]}"
-                )
-            time.sleep(0.5)
-        yield url
-    finally:
-        for sig, wait_s in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(server.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                server.wait(timeout=wait_s)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        log.close()
 
 
 def _sacct(job_id: str) -> list[str] | None:
@@ -146,16 +95,16 @@ def _sacct(job_id: str) -> list[str] | None:
 def test_sweep_runs_as_slurm_jobs(slurm_cluster, mlflow_server: str, tmp_path: Path, capsys):
     name = f"pytest-slurm-{uuid.uuid4().hex[:6]}"  # to find (and cancel) this test's jobs
     args = [
-        "hydra/launcher=slurm",
         *NO_GPU_SMALL_NODE,
         f"hydra.launcher.name={name}",
+        f"sweep.id={name}",
         "hydra.launcher.timeout_min=20",
         *TINY,
         "compile.mode=eager",
         "precision=amp,fp32",
     ]
     try:
-        proc = run_cli(args, tmp_path, mlflow_server, multirun=True, timeout=1200)
+        proc = make_sweep(args, tmp_path, mlflow_server)
     finally:
         _sh("scancel", "--name", name)  # nothing left behind if the sweep failed or timed out
     sinfo = _sh("sinfo").stdout
@@ -164,13 +113,14 @@ def test_sweep_runs_as_slurm_jobs(slurm_cluster, mlflow_server: str, tmp_path: P
         print(f"\n--- slurm-up.sh ({slurm_cluster['seconds']:.0f} s)\n{slurm_cluster['log'].strip()}")
         print(f"--- sinfo\n{sinfo.strip()}\n--- sacct --name {name}\n{jobs.strip()}")
     assert proc.returncode == 0, output(proc)
+    assert "jobs done" in proc.stdout  # progress while the array ran
+    assert "fastest:" in proc.stdout  # the summary, printed at the end
 
-    all_runs = runs(mlflow_server)
-    parents = [r for r in all_runs if r.data.tags.get("sweep_parent") == "true"]
-    assert len(parents) == 1, [r.info.run_name for r in parents]
-    parent = parents[0]
-    assert parent.info.status == "FINISHED"
-    children = [r for r in all_runs if r.data.tags.get("sweep_parent") != "true"]
+    parent, by_status = _sweep_runs(mlflow_server, name)
+    assert parent.info.status == "FINISHED" and set(by_status) == {"FINISHED"}
+    artifacts = {a.path for a in client(mlflow_server).list_artifacts(parent.info.run_id)}
+    assert {"summary.md", "summary.csv", "plots"} <= artifacts  # the parent run holds the summary
+    children = by_status["FINISHED"]
     assert sorted(r.data.tags["precision"] for r in children) == ["amp", "fp32"]
 
     seen = set()
@@ -194,3 +144,78 @@ def test_sweep_runs_as_slurm_jobs(slurm_cluster, mlflow_server: str, tmp_path: P
     assert len(seen) == 2  # two distinct SLURM jobs
     array_ids = {r.data.tags["slurm_array_job_id"] for r in children}
     assert len(array_ids) == 1, array_ids  # one job array for the sweep
+
+
+def _wait_running(name: str, task: str, timeout: float = 600) -> str:
+    """The SLURM job id of array task `task` of the sweep named `name`, once it runs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in _sh("squeue", "-h", "--name", name, "-o", "%i %T %A").stdout.splitlines():
+            array_task, state, job_id = line.split()
+            if array_task.endswith(f"_{task}") and state == "RUNNING":
+                return job_id
+        time.sleep(1)
+    raise AssertionError(f"array task {task} of {name} never ran: {_sh('squeue').stdout}")
+
+
+def test_scancel_and_time_limit_end_runs_killed_and_the_sweep_finishes(
+    slurm_cluster, mlflow_server: str, tmp_path: Path, capsys
+):
+    """Task 1 trains for ages and is cancelled with scancel; task 2 trains for ages under a 1-minute
+    limit and gets SLURM's warning; task 0 is short. Both long runs end KILLED with the reason, the
+    short one FINISHED, and the sweep ends normally with its parent closed."""
+    name = f"pytest-slurm-{uuid.uuid4().hex[:6]}"
+    args = [
+        *NO_GPU_SMALL_NODE,
+        f"hydra.launcher.name={name}",
+        "hydra.launcher.timeout_min=1",
+        "hydra.launcher.signal_delay_s=30",
+        "sweep.id=" + name,
+        *TINY,
+        "compile.mode=eager",
+        "trainer.steps=4,1000000,1000001",
+    ]
+    cancelled: dict[str, str] = {}
+
+    def cancel_task_1() -> None:
+        cancelled["job"] = _wait_running(name, "1")
+        time.sleep(5)
+        _sh("scancel", cancelled["job"])
+
+    canceller = threading.Thread(target=cancel_task_1, daemon=True)
+    canceller.start()
+    try:
+        proc = make_sweep(args, tmp_path, mlflow_server, timeout=900)
+    finally:
+        _sh("scancel", "--name", name)
+    canceller.join(timeout=5)
+    with capsys.disabled():
+        print(
+            f"\n--- sacct --name {name}\n"
+            + _sh("sacct", "-X", "-P", "--name", name, "-o", "JobID,JobIDRaw,State,Elapsed").stdout.strip()
+        )
+    parent, by_status = _sweep_runs(mlflow_server, name)
+    assert parent.info.status == "FINISHED", output(proc)
+    assert [r.data.params["trainer.steps"] for r in by_status.get("FINISHED", [])] == ["4"], output(proc)
+    killed = {r.data.params["trainer.steps"]: r.data.tags for r in by_status.get("KILLED", [])}
+    assert set(killed) == {"1000000", "1000001"}, output(proc)
+    assert (
+        "SIGTERM" in killed["1000000"]["error_message"]
+        and killed["1000000"]["slurm_job_id"] == cancelled["job"]
+    )
+    assert (
+        "SIGUSR2" in killed["1000001"]["error_message"] and "time limit" in killed["1000001"]["error_message"]
+    )
+    assert "RUNNING" not in by_status
+
+
+def _sweep_runs(url: str, sweep_id: str) -> tuple[object, dict[str, list]]:
+    """The parent and the children by status of one sweep (the module's server holds several)."""
+    all_runs = [r for r in runs(url) if r.data.tags.get("sweep_id") == sweep_id]
+    parents = [r for r in all_runs if r.data.tags.get("sweep_parent") == "true"]
+    assert len(parents) == 1, [r.info.run_name for r in parents]
+    by_status: dict[str, list] = {}
+    for r in all_runs:
+        if r.data.tags.get("sweep_parent") != "true":
+            by_status.setdefault(r.info.status, []).append(r)
+    return parents[0], by_status
