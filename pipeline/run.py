@@ -47,6 +47,12 @@ def report_config_error(err: ConfigError) -> None:
 
 def run_job(cfg: DictConfig) -> str:
     """One job, start to finish. Returns its outcome; never raises for a failed job."""
+    signals = SchedulerSignals()
+    with signals.installed():
+        return _run_job(cfg, signals)
+
+
+def _run_job(cfg: DictConfig, signals: SchedulerSignals) -> str:
     from pipeline.progress import JobProgress, sweep_status
     from pipeline.tracking import Tracker, TrackingUnavailable, identity, redacted, run_name
 
@@ -91,7 +97,7 @@ def run_job(cfg: DictConfig) -> str:
     started = time.monotonic()
     display = JobProgress(name)
     try:
-        with scheduler_signals_interrupt():
+        with signals.interruptible():
             result = _run_worker(resolved, job_dir, sweep, display)
     except BaseException as interrupt:  # Ctrl-C, SIGTERM, a scheduler's signal: the job is KILLED
         display.close()
@@ -126,25 +132,48 @@ class SchedulerSignal(KeyboardInterrupt):
     """A scheduler's signal stopped the job."""
 
 
-@contextlib.contextmanager
-def scheduler_signals_interrupt() -> Iterator[None]:
-    """In a submitit job, submitit only logs SIGTERM ("Bypassing signal SIGTERM"), so the job would run
-    on until SIGKILL, and answers SIGUSR2 by requeuing the job or raising UncompletedJobError. While
-    the worker runs, both raise SchedulerSignal instead, so the job kills its worker and ends its run
-    KILLED with the reason, within SLURM's KillWait. Outside submitit, `main` handles SIGTERM."""
-    if not in_submitit_job():
-        yield
-        return
+class SchedulerSignals:
+    """SLURM's SIGTERM (scancel, time limit) and SIGUSR2 (the warning before the limit) in a submitit
+    job. Submitit only logs SIGTERM ("Bypassing signal SIGTERM"), so the job would run on until
+    SIGKILL, and answers SIGUSR2 by requeuing the job or raising UncompletedJobError. Installed first
+    thing in the job, these handlers remember a signal that comes while the job is starting (before its
+    MLflow run exists) and raise SchedulerSignal as soon as the worker would start, or at once while
+    it runs; the job then kills its worker and ends its run KILLED with the reason, within SLURM's
+    KillWait. A signal that comes while the result is being logged only is remembered, so the logging
+    completes. Outside submitit this does nothing: `main` handles SIGTERM."""
 
-    def interrupt(signum: int, frame: Any) -> None:
-        raise SchedulerSignal(f"{signal.Signals(signum).name}: {SCHEDULER_SIGNALS[signum]}")
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._armed = False
 
-    previous = {signum: signal.signal(signum, interrupt) for signum in SCHEDULER_SIGNALS}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.received = f"{signal.Signals(signum).name}: {SCHEDULER_SIGNALS[signum]}"
+        if self._armed:
+            self._armed = False
+            raise SchedulerSignal(self.received)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        if not in_submitit_job():
+            yield
+            return
+        previous = {signum: signal.signal(signum, self._on_signal) for signum in SCHEDULER_SIGNALS}
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    @contextlib.contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """The worker's span: a signal already received, or one that comes now, raises SchedulerSignal."""
+        if self.received:
+            raise SchedulerSignal(self.received)
+        self._armed = True
+        try:
+            yield
+        finally:
+            self._armed = False
 
 
 def _run_worker(

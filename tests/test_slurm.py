@@ -146,67 +146,88 @@ def test_sweep_runs_as_slurm_jobs(slurm_cluster, mlflow_server: str, tmp_path: P
     assert len(array_ids) == 1, array_ids  # one job array for the sweep
 
 
-def _wait_running(name: str, task: str, timeout: float = 600) -> str:
-    """The SLURM job id of array task `task` of the sweep named `name`, once it runs."""
+def _wait_running(name: str, task: str, timeout: float = 600) -> tuple[str, str]:
+    """Array task `task` of the sweep named `name`, once it runs: its array id (`21_1`, what scancel
+    takes: the raw job id of the array's last task is the array's own id, so scancel of it would
+    cancel every task) and its raw SLURM job id (what the job sees in SLURM_JOB_ID)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for line in _sh("squeue", "-h", "--name", name, "-o", "%i %T %A").stdout.splitlines():
             array_task, state, job_id = line.split()
             if array_task.endswith(f"_{task}") and state == "RUNNING":
-                return job_id
+                return array_task, job_id
         time.sleep(1)
     raise AssertionError(f"array task {task} of {name} never ran: {_sh('squeue').stdout}")
 
 
-def test_scancel_and_time_limit_end_runs_killed_and_the_sweep_finishes(
-    slurm_cluster, mlflow_server: str, tmp_path: Path, capsys
-):
-    """Task 1 trains for ages and is cancelled with scancel; task 2 trains for ages under a 1-minute
-    limit and gets SLURM's warning; task 0 is short. Both long runs end KILLED with the reason, the
-    short one FINISHED, and the sweep ends normally with its parent closed."""
+def _long_and_short_sweep(
+    tmp_path: Path, url: str, launcher: list[str], during=None
+) -> tuple[str, subprocess.CompletedProcess]:
+    """A two-job sweep: task 0 trains 4 steps, task 1 for ages; `during(name)` runs meanwhile."""
     name = f"pytest-slurm-{uuid.uuid4().hex[:6]}"
     args = [
         *NO_GPU_SMALL_NODE,
         f"hydra.launcher.name={name}",
-        "hydra.launcher.timeout_min=1",
-        "hydra.launcher.signal_delay_s=30",
-        "sweep.id=" + name,
+        *launcher,
+        f"sweep.id={name}",
         *TINY,
         "compile.mode=eager",
-        "trainer.steps=4,1000000,1000001",
+        "trainer.steps=4,1000000",
     ]
-    cancelled: dict[str, str] = {}
-
-    def cancel_task_1() -> None:
-        cancelled["job"] = _wait_running(name, "1")
-        time.sleep(5)
-        _sh("scancel", cancelled["job"])
-
-    canceller = threading.Thread(target=cancel_task_1, daemon=True)
-    canceller.start()
+    helper = threading.Thread(target=during, args=(name,), daemon=True) if during else None
+    if helper:
+        helper.start()
     try:
-        proc = make_sweep(args, tmp_path, mlflow_server, timeout=900)
+        proc = make_sweep(args, tmp_path, url, timeout=900)
     finally:
         _sh("scancel", "--name", name)
-    canceller.join(timeout=5)
+    if helper:
+        helper.join(timeout=5)
+    return name, proc
+
+
+def _check_one_killed(url: str, name: str, proc: subprocess.CompletedProcess, capsys, *reason: str) -> dict:
     with capsys.disabled():
         print(
             f"\n--- sacct --name {name}\n"
             + _sh("sacct", "-X", "-P", "--name", name, "-o", "JobID,JobIDRaw,State,Elapsed").stdout.strip()
         )
-    parent, by_status = _sweep_runs(mlflow_server, name)
-    assert parent.info.status == "FINISHED", output(proc)
-    assert [r.data.params["trainer.steps"] for r in by_status.get("FINISHED", [])] == ["4"], output(proc)
-    killed = {r.data.params["trainer.steps"]: r.data.tags for r in by_status.get("KILLED", [])}
-    assert set(killed) == {"1000000", "1000001"}, output(proc)
-    assert (
-        "SIGTERM" in killed["1000000"]["error_message"]
-        and killed["1000000"]["slurm_job_id"] == cancelled["job"]
+    parent, by_status = _sweep_runs(url, name)
+    assert parent.info.status == "FINISHED", output(proc)  # the sweep finished and closed its parent
+    assert set(by_status) == {"FINISHED", "KILLED"}, output(proc)
+    assert [r.data.params["trainer.steps"] for r in by_status["FINISHED"]] == ["4"]
+    (killed,) = by_status["KILLED"]
+    assert killed.data.params["trainer.steps"] == "1000000"
+    for word in reason:
+        assert word in killed.data.tags["error_message"], killed.data.tags["error_message"]
+    return killed.data.tags
+
+
+def test_scancel_ends_that_run_killed_and_the_sweep_finishes(
+    slurm_cluster, mlflow_server: str, tmp_path: Path, capsys
+):
+    cancelled: dict[str, str] = {}
+
+    def cancel_the_long_one(name: str) -> None:
+        array_task, cancelled["job"] = _wait_running(name, "1")
+        time.sleep(5)
+        _sh("scancel", array_task)
+
+    name, proc = _long_and_short_sweep(
+        tmp_path, mlflow_server, ["hydra.launcher.timeout_min=20"], during=cancel_the_long_one
     )
-    assert (
-        "SIGUSR2" in killed["1000001"]["error_message"] and "time limit" in killed["1000001"]["error_message"]
+    tags = _check_one_killed(mlflow_server, name, proc, capsys, "SIGTERM", "scancel")
+    assert tags["slurm_job_id"] == cancelled["job"]
+
+
+def test_time_limit_ends_that_run_killed_and_the_sweep_finishes(
+    slurm_cluster, mlflow_server: str, tmp_path: Path, capsys
+):
+    """SLURM warns (SIGUSR2) `signal_delay_s` before a job's time limit: the job ends its run KILLED."""
+    name, proc = _long_and_short_sweep(
+        tmp_path, mlflow_server, ["hydra.launcher.timeout_min=2", "hydra.launcher.signal_delay_s=45"]
     )
-    assert "RUNNING" not in by_status
+    _check_one_killed(mlflow_server, name, proc, capsys, "SIGUSR2", "time limit")
 
 
 def _sweep_runs(url: str, sweep_id: str) -> tuple[object, dict[str, list]]:
