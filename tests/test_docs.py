@@ -1,9 +1,15 @@
-"""The README's config reference is generated from the schema and must match it."""
+"""The docs match the code: the README's config reference is generated from the schema, and every
+test the docs cite as proof exists."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from pipeline import docs
 from pipeline.schema import Config
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_readme_config_reference_matches_the_schema():
@@ -20,3 +26,28 @@ def test_the_reference_lists_every_key_of_the_schema():
 def test_a_stale_reference_is_caught():
     stale = docs.README.read_text().replace("| `trainer.steps` | `100` |", "| `trainer.steps` | `99` |")
     assert docs.updated_readme(stale) != stale
+
+
+def _cited_tests(text: str) -> list[tuple[str, str]]:
+    """(file, test name) for each `tests/x.py::test_y` in the text; `::test_z` cites the last file."""
+    cited, last_file = [], None
+    for file, name in re.findall(r"`(tests/[\w/]+\.py)?::(test_\w+)`", text):
+        last_file = file or last_file
+        cited.append((last_file, name))
+    return cited
+
+
+def test_every_test_the_fault_table_cites_exists():
+    cited = _cited_tests((ROOT / "docs/reliability.md").read_text())
+    assert len(cited) >= 20
+    for file, name in cited:
+        assert file is not None, f"docs/reliability.md: ::{name} cites no file"
+        source = (ROOT / file).read_text()
+        assert re.search(rf"^def {name}\(", source, re.M), (
+            f"docs/reliability.md cites {file}::{name}, which does not exist"
+        )
+
+
+def test_cited_tests_are_read_with_their_file():
+    cited = _cited_tests("`tests/test_job.py::test_one` and `::test_two`")
+    assert cited == [("tests/test_job.py", "test_one"), ("tests/test_job.py", "test_two")]
