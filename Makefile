@@ -8,7 +8,7 @@ SWEEP ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run sweep ui test test-fast lint format docs docs-check bench mlflow-server slurm-up slurm-down clean
+.PHONY: help install run sweep ui test test-slow test-all lint format docs docs-check bench mlflow-server slurm-up slurm-down clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -42,11 +42,14 @@ slurm-down: ## stop the test cluster's daemons
 ui: $(STAMP) ## the MLflow UI over the default store (http://127.0.0.1:5000)
 	$(PY) -m mlflow ui --backend-store-uri sqlite:///$(CURDIR)/outputs/mlflow.db --host 127.0.0.1 --port 5000
 
-test: $(STAMP) ## the whole test suite (what CI runs; the integration tests start their own MLflow server, SLURM and Chromium)
-	$(PY) -m pytest $(PYTEST_ARGS)
-
-test-fast: $(STAMP) ## the suite without the slow tests
+test: $(STAMP) ## the default test suite, about 8 minutes on 2 CPU cores (no GPU; starts its own MLflow server and Chromium)
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-slow: $(STAMP) ## the slow tests: real inductor compiles, multi-job sweeps, SLURM (about 20 minutes; CI runs them after make test)
+	$(PY) -m pytest -m slow $(PYTEST_ARGS)
+
+test-all: $(STAMP) ## both, in one pytest session
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff check and format check
 	$(VENV)/bin/ruff check .

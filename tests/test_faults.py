@@ -149,6 +149,7 @@ def test_unreachable_store_fails_fast_before_training(tmp_path: Path):
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_store_lost_mid_job_keeps_the_result_and_sync_uploads_it(tmp_path: Path):
     server = start_server(tmp_path / "server")
     try:

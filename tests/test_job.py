@@ -80,7 +80,6 @@ def test_one_eager_job_finishes_with_its_metrics(tmp_path: Path, store: str):
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.slow
 def test_one_inductor_job_reports_compile_time_apart_from_step_time(tmp_path: Path, store: str):
     proc = run_cli([*TINY, "compile.mode=default"], tmp_path, store)
     assert proc.returncode == 0, output(proc)
@@ -96,6 +95,7 @@ def test_one_inductor_job_reports_compile_time_apart_from_step_time(tmp_path: Pa
     assert m["loss_parity"] == 1.0
 
 
+@pytest.mark.slow
 def test_multirun_2x2_logs_four_runs_with_one_sweep_id(tmp_path: Path, store: str):
     args = [*TINY, "compile.mode=eager,default", "compile.backend=aot_eager", "precision=amp,fp32"]
     proc = run_cli(args, tmp_path, store, multirun=True)
@@ -117,6 +117,7 @@ def test_multirun_2x2_logs_four_runs_with_one_sweep_id(tmp_path: Path, store: st
     assert len(worker_pids) == 4 and not worker_pids & {r["info"]["parent_pid"] for r in results}
 
 
+@pytest.mark.slow
 def test_compile_state_never_carries_over_between_jobs(tmp_path: Path, store: str):
     """Two jobs with the same compiled config in one multirun (one Hydra process): each compiles from
     scratch in its own worker, so each reports the same frame count and a real compile time."""

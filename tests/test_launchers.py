@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from pipeline.gpu_pool import gpu_slot
 from tests.conftest import TINY, output, run_cli, runs
 
@@ -35,6 +37,7 @@ def test_gpu_pool_hands_out_distinct_gpus_and_waits_when_all_are_taken(tmp_path:
     assert waits and "all taken" in waits[0]  # the third job waited
 
 
+@pytest.mark.slow
 def test_local_gpus_launcher_runs_jobs_at_once_one_gpu_each(tmp_path: Path, store: str):
     """hydra/launcher=local_gpus on the CPU: the pool still hands out indices (the workers run on the
     CPU), so the launcher's concurrency and the pool's exclusivity are checked for real."""

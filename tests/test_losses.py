@@ -196,6 +196,7 @@ def loss_scope_sweeps(tmp_path_factory):
     return procs, jobs
 
 
+@pytest.mark.slow
 def test_loss_scope_sweeps_exit_zero(loss_scope_sweeps):
     procs, jobs = loss_scope_sweeps
     for proc in procs:
@@ -203,6 +204,7 @@ def test_loss_scope_sweeps_exit_zero(loss_scope_sweeps):
     assert len(jobs) == 3 * len(COMPILE_SCOPES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scope", COMPILE_SCOPES)
 @pytest.mark.parametrize("loss", ["ce", "distill_mse", "distill_kl"])
 def test_every_loss_runs_under_every_scope(loss_scope_sweeps, loss: str, scope: str):

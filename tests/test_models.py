@@ -237,6 +237,7 @@ def small_models_sweep(tmp_path_factory):
     return proc, jobs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SMALL)
 def test_small_model_trains_two_steps_through_the_cli(small_models_sweep, name: str):
     proc, jobs = small_models_sweep
@@ -248,11 +249,13 @@ def test_small_model_trains_two_steps_through_the_cli(small_models_sweep, name: 
     assert int(run.data.tags["info.parameters"]) > 0
 
 
+@pytest.mark.slow
 def test_every_small_model_sweep_exits_zero(small_models_sweep):
     proc, jobs = small_models_sweep
     assert proc.returncode == 0 and len(jobs) == len(SMALL), output(proc)
 
 
+@pytest.mark.slow
 def test_hf_models_compile_regionally_through_the_cli(tmp_path: Path, store: str):
     proc = run_cli(
         ["model=gpt2_tiny,bert_tiny,llama_tiny", "compile.scope=regional", *CLI_STEPS],

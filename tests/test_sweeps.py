@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from pipeline import report
 from pipeline.sweep import count_jobs
 from tests.conftest import ROOT, TINY, client, compose, output, run_cli, runs
@@ -64,6 +66,7 @@ def test_2x2_sweep_gives_one_parent_four_children_summary_and_plots(tmp_path: Pa
     assert "geometric-mean speedup" in proc.stdout and "vit_tiny" in proc.stdout.split("sweep ")[-1]
 
 
+@pytest.mark.slow
 def test_report_cli_rebuilds_the_summary_from_mlflow(tmp_path: Path, store: str):
     # The store comes through MLFLOW_TRACKING_URI and the config's default (an interpolation the sweep
     # callback must resolve without Hydra's runtime config).
@@ -136,6 +139,7 @@ def test_report_cli_rebuilds_the_summary_from_mlflow(tmp_path: Path, store: str)
     assert missing.returncode == 1 and "no sweep with sweep_id='nope'" in missing.stderr
 
 
+@pytest.mark.slow
 def test_resume_skips_finished_jobs_and_runs_the_rest(tmp_path: Path, store: str):
     base = [*TINY, "compile.mode=eager", "sweep.id=resume-test"]
     first = run_cli([*base, "trainer.seed=0,1"], tmp_path / "a", store, multirun=True)
@@ -158,6 +162,7 @@ def test_resume_skips_finished_jobs_and_runs_the_rest(tmp_path: Path, store: str
     assert unknown.returncode != 0 and "no sweep with sweep.id='never-ran'" in unknown.stderr + unknown.stdout
 
 
+@pytest.mark.slow
 def test_sigint_to_the_sweep_leaves_no_run_running(tmp_path: Path, store: str):
     """Ctrl-C of a sweep: finished runs stay FINISHED, the interrupted job and the parent end KILLED."""
     args = [
@@ -259,6 +264,7 @@ def test_summary_uses_the_latest_run_of_each_config_and_counts_failures():
     assert s.fastest is not None and s.fastest.name == "a"
 
 
+@pytest.mark.slow
 def test_optuna_search_records_failed_trials_and_goes_on(tmp_path: Path, store: str):
     """sweep=compile_search: Hydra's Optuna sweeper minimizes step time; a trial with bad values fails
     (recorded in MLflow and by Optuna) and the search continues to its best trial."""
