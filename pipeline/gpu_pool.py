@@ -40,7 +40,7 @@ def pool_indices(spec: str | int | list[int]) -> list[int]:
 
 @contextlib.contextmanager
 def gpu_slot(
-    spec: str | int | list[int], lock_dir: Path, poll_s: float = 1.0, on_wait: object = print
+    spec: str | int | list[int], lock_dir: Path, poll_s: float = 0.2, on_wait: object = print
 ) -> Iterator[dict[str, str]]:
     """Hold one GPU of the pool for the duration; yields the environment the worker needs."""
     indices = pool_indices(spec)

@@ -20,6 +20,7 @@ import csv
 import io
 import math
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,6 +220,8 @@ def table_rows(summary: Summary) -> list[list[str]]:
 def aggregate_lines(summary: Summary) -> list[str]:
     a = summary.aggregates
     lines = [f"jobs: {int(a['jobs'])}, failed: {int(a['jobs_failed'])}"]
+    if "sweep_wall_s" in a:
+        lines[0] += f", sweep wall time {a['sweep_wall_s']:.1f} s"
     if "pass_rate" in a:
         lines.append(f"pass rate (finished, loss parity within tolerance): {a['pass_rate']:.0%}")
     if "geomean_speedup" in a:
@@ -422,6 +425,13 @@ def publish(tracker: Any, parent_run_id: str, summary: Summary, out_dir: Path) -
     return [out_dir / "summary.md", out_dir / "summary.csv", *plots]
 
 
+def sweep_wall_s(tracker: Any, parent_run_id: str) -> float:
+    """Seconds from the parent run's start (before any job) to now (every job ended): the sweep's
+    wall time, less only its process start and the summary itself."""
+    started_ms = tracker.client.get_run(parent_run_id).info.start_time
+    return time.time() - started_ms / 1000
+
+
 def close_orphans(tracker: Any, sweep_id: str) -> None:
     """Runs still RUNNING when every job of the sweep has ended belong to jobs that died without
     closing them (SIGKILL, node failure, the host's OOM killer): end them KILLED, with the reason."""
@@ -465,6 +475,7 @@ def finish_sweep(sweep: SweepContext) -> list[str]:
     tracker = Tracker(sweep.tracking_uri, sweep.experiment)
     close_orphans(tracker, sweep.sweep_id)
     summary = build_summary(tracker, sweep.sweep_id)
+    summary.aggregates["sweep_wall_s"] = sweep_wall_s(tracker, sweep.parent_run_id)
     print_table(summary)
     files = publish(tracker, sweep.parent_run_id, summary, Path(sweep.sweep_dir))
     print(

@@ -28,10 +28,15 @@ def split(store: str) -> tuple[object, list]:
 
 def test_2x2_sweep_gives_one_parent_four_children_summary_and_plots(tmp_path: Path, store: str):
     args = [*TINY, "compile.mode=eager,default", "compile.backend=aot_eager", "precision=amp,fp32"]
+    started = time.time()
     proc = run_cli(args, tmp_path, store, multirun=True)
     assert proc.returncode == 0, output(proc)
     parent, kids = split(store)
     assert len(kids) == 4 and parent.info.status == "FINISHED"
+    # The sweep's wall time spans every job: from the parent's start to after the last child's end.
+    last_child_end = max(k.info.end_time for k in kids) / 1000
+    sweep_wall = parent.data.metrics["sweep_wall_s"]
+    assert last_child_end - parent.info.start_time / 1000 <= sweep_wall < time.time() - started
     assert all(k.data.tags["mlflow.parentRunId"] == parent.info.run_id for k in kids)  # nested in the UI
     assert {k.data.tags["sweep_id"] for k in kids} == {parent.data.tags["sweep_id"]}
 

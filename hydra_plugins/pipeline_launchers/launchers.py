@@ -26,9 +26,10 @@ from omegaconf import OmegaConf
 KILLED = "KILLED"
 
 
-def wait_with_progress(jobs: list[Any], sweep_dir: Path, poll_s: float = 5.0) -> None:
+def wait_with_progress(jobs: list[Any], sweep_dir: Path, poll_s: float = 1.0) -> None:
     """Until every job has ended, print the sweep's line (jobs done / total, failures, ETA) whenever it
-    changes; it is read from the jobs' result files, which the jobs write into the sweep dir."""
+    changes; it is read from the jobs' result files, which the jobs write into the sweep dir. A short
+    poll keeps the sweep's end close to its last job's (submitit throttles its own sacct calls)."""
     from pipeline.progress import sweep_status
 
     last = None
