@@ -6,7 +6,8 @@ the config; :func:`validate` checks values, enum-like strings (which may contain
 ``max-autotune``) and combinations, and names the key, the bad value and what is allowed.
 
 This module does no torch work at import time; the few checks that need torch or a model library
-(backend names, timm/HF model names) import them lazily.
+(backend names, timm/HF model names) import them lazily, and once passed they are remembered per
+library version (:mod:`pipeline.known_good`), so a job's own process stays free of those imports.
 """
 
 from __future__ import annotations
@@ -270,13 +271,15 @@ def _validate_model(prefix: str, model: DictConfig, errors: list[ConfigError]) -
 def _validate_factory(prefix: str, model: DictConfig, errors: list[ConfigError]) -> None:
     """The model exists: a timm name timm knows, an HF config that builds for this input, a factory
     that imports. (Imports the model library into this process, once.)"""
+    from pipeline import known_good
+
     target = model["_target_"]
     if target == "models.timm_models.create":
-        import difflib
+        if not known_good.passes("timm model", model.name, lambda: _timm_model_exists(model.name)):
+            import difflib
 
-        from models import timm_models
+            from models import timm_models
 
-        if not timm_models.model_exists(model.name):
             close = difflib.get_close_matches(str(model.name), timm_models.timm.list_models(), n=3)
             errors.append(
                 ConfigError(
@@ -287,13 +290,10 @@ def _validate_factory(prefix: str, model: DictConfig, errors: list[ConfigError])
                 )
             )
     elif target == "models.hf.create":
-        from models import hf
-
-        try:
-            hf.make_config(
-                model.name, OmegaConf.to_container(model.input), **OmegaConf.to_container(model.kwargs)
-            )
-        except ConfigError as err:
+        settings = [model.name, OmegaConf.to_container(model.input), OmegaConf.to_container(model.kwargs)]
+        if not known_good.passes("hf config", settings, lambda: _hf_config_error(*settings) is None):
+            err = _hf_config_error(*settings)
+            assert err is not None
             errors.append(ConfigError(prefix + err.key.removeprefix("model"), err.value, err.allowed))
     else:
         from hydra.utils import get_method
@@ -308,6 +308,22 @@ def _validate_factory(prefix: str, model: DictConfig, errors: list[ConfigError])
                     f"a dotted path to an importable factory ({type(err).__name__}: {' '.join(str(err).split())[:200]})",
                 )
             )
+
+
+def _timm_model_exists(name: str) -> bool:
+    from models import timm_models
+
+    return timm_models.model_exists(name)
+
+
+def _hf_config_error(name: str, input_spec: dict[str, Any], kwargs: dict[str, Any]) -> ConfigError | None:
+    from models import hf
+
+    try:
+        hf.make_config(name, input_spec, **kwargs)
+    except ConfigError as err:
+        return err
+    return None
 
 
 def _validate_compile(cfg: DictConfig, errors: list[ConfigError]) -> None:
@@ -337,9 +353,12 @@ def _validate_compile(cfg: DictConfig, errors: list[ConfigError]) -> None:
                 )
             )
         return
-    backends = available_backends()
-    if c.backend not in backends:
-        errors.append(ConfigError("compile.backend", c.backend, "allowed values are " + ", ".join(backends)))
+    from pipeline import known_good
+
+    if not known_good.passes("compile.backend", c.backend, lambda: c.backend in available_backends()):
+        errors.append(
+            ConfigError("compile.backend", c.backend, "allowed values are " + ", ".join(available_backends()))
+        )
     elif c.scope == "step" and c.fullgraph:
         errors.append(
             ConfigError(

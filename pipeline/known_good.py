@@ -1,0 +1,79 @@
+"""Remember config checks that passed, so later jobs skip the library imports those checks need.
+
+Checking `compile.backend` against torch's backend list, or `model.name` against timm's or HF's model
+registries, imports torch and the model library: several seconds in every job's own process, before
+its worker starts, and on the critical path of every sweep. A check that passed is written down here,
+keyed by the versions of torch, timm and transformers, and later jobs trust it. Only passes are kept:
+a value that is not in the file is always checked for real, so a wrong value still gets its error and
+a library upgrade starts the file afresh. A user's own factory (`model._target_`) is never remembered:
+its code can change under the same name.
+
+The file lives in `$PIPELINE_CACHE_DIR` (default `$XDG_CACHE_HOME/compile-sweeps`, else
+`~/.cache/compile-sweeps`); deleting it is always safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+LIBRARIES = ("torch", "timm", "transformers")
+
+
+def cache_file() -> Path:
+    root = os.environ.get("PIPELINE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "compile-sweeps"
+    )
+    return Path(root) / "known_good_checks.json"
+
+
+def library_versions() -> dict[str, str | None]:
+    """Installed versions, read from package metadata (nothing is imported)."""
+    versions: dict[str, str | None] = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def _key(check: str, value: Any) -> str:
+    payload = json.dumps([library_versions(), check, value], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _load(path: Path) -> set[str]:
+    try:
+        return set(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return set()
+
+
+def passes(check: str, value: Any, run_check: Callable[[], bool]) -> bool:
+    """`run_check()` (which may import torch or a model library), unless `check` already passed for
+    this `value` with the installed library versions."""
+    path, key = cache_file(), _key(check, value)
+    if key in _load(path):
+        return True
+    ok = run_check()
+    if ok:
+        _remember(path, key)
+    return ok
+
+
+def _remember(path: Path, key: str) -> None:
+    """Add a key; concurrent jobs may race, and a lost key only costs one more real check."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        keys = _load(path) | {key}
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(sorted(keys)))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home only means the check runs every time
