@@ -9,6 +9,7 @@ out=${1:?out dir}; deadline=$(( $(date +%s) + ${2:-540} )); mkdir -p "$out"
 source benchmarks/gpu/setup.sh || exit 1
 db="sqlite:///$PWD/$out/mlflow.db"
 python3 -c "from pipeline.tracking import Tracker; Tracker('$db', 'compile-sweeps').experiment_id" 2>/dev/null
+python3 benchmarks/gpu/warm_checks.py model=vit_b16 precision=fp32 compile.mode=eager
 left() { local s=$(( deadline - $(date +%s) )); echo $(( s > 1 ? s : 1 )); }
 now() { python3 -c 'import time; print(f"{time.time():.2f}")'; }
 sweep() {
