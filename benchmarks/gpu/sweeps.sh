@@ -1,30 +1,44 @@
 #!/usr/bin/env bash
-# One GPU, the sweep figures of issues 3 and 4, each sweep into its own dir under <out dir>:
+# One GPU, sweeps for the issues' GPU figures, each into its own dir under <out dir>:
+#   loader  issue 2: ViT-B/16 {amp, fp32} x {eager, default} through the DataLoader path (data.loader=true)
+#   syncs   issue 6: the profiling article's CNN with its sync-heavy loss, then with torch's cross-entropy
 #   paired  issue 4: ViT-B/16 amp default, paired eager baseline, 3 repeats (seeds 0-2)
 #   modes   issue 4: ViT-B/16 x {default, reduce-overhead, max-autotune-no-cudagraphs} x {amp, fp32}
+#   scopes  issue 3: ViT-B/16 amp, every compile scope x {cross-entropy, distillation}
 #   zoo     issue 3: resnet50, gpt2, bert_base, llama_1b x {default, max-autotune-no-cudagraphs}, amp;
 #           each compiled job's paired eager copy gives the eager figures of the same model.
-# Every job compiles cold (diagnose.cold_cache=true): compile times are never warm-cache times.
+#   zoo_default, zoo_mac: the two halves of zoo.
+# Every compiled job but the loader's compiles cold (diagnose.cold_cache=true): compile times are never
+# warm-cache times. SWEEP_STEPS (e.g. "trainer.steps=40") shortens the scopes and zoo jobs.
 # Usage on the GPU host: bash benchmarks/gpu/sweeps.sh <out dir> <seconds> <sweep>...
 # SWEEP_ARGS is added to every sweep, e.g. SWEEP_ARGS='hydra/launcher=local_gpus gpu_pool=[0,1]' on 2 GPUs.
 set -uo pipefail
-out=${1:?out dir}; deadline=$(( $(date +%s) + ${2:?seconds} )); shift 2; mkdir -p "$out"
-source benchmarks/gpu/setup.sh || exit 1
-M="mlflow.tracking_uri=sqlite:///$PWD/$out/mlflow.db"
+out=$(realpath -m "${1:?out dir}"); deadline=$(( $(date +%s) + ${2:?seconds} )); shift 2; mkdir -p "$out"
+source benchmarks/gpu/setup.sh > /dev/null || exit 1
+M="mlflow.tracking_uri=sqlite:///$out/mlflow.db"
+C=diagnose.cold_cache=true
 left() { local s=$(( deadline - $(date +%s) )); echo $(( s > 1 ? s : 1 )); }
 run() {
   local name=$1; shift
-  timeout "$(left)" python3 -m pipeline.run -m "$@" ${SWEEP_ARGS:-} diagnose.cold_cache=true "hydra.sweep.dir=$out/$name" "$M" > "$out/$name.log" 2>&1
+  timeout "$(left)" python3 -m pipeline.run -m "$@" ${SWEEP_ARGS:-} "hydra.sweep.dir=$out/$name" "$M" > "$out/$name.log" 2>&1
   echo "$name exit=$? at $(date +%T)"
   sed -n '/^| /p' "$out/$name/summary.md" 2>/dev/null | cut -c1-400
-  grep -E "^(geometric|weighted|fastest|pass rate|jobs:)" "$out/$name/summary.md" 2>/dev/null
+  grep -E "^- (geometric|weighted|fastest|pass rate|jobs:)" "$out/$name/summary.md" 2>/dev/null
   ls "$out/$name/plots" 2>/dev/null | tr '\n' ' '; echo
 }
 for sweep in "$@"; do
   case $sweep in
-    paired) run paired model=vit_b16 precision=amp compile.mode=default trainer.seed=0,1,2 ;;
-    modes) run modes model=vit_b16 compile.mode=default,reduce-overhead,max-autotune-no-cudagraphs precision=amp,fp32 ;;
-    zoo) run zoo compile.mode=max-autotune-no-cudagraphs,default model=llama_1b,gpt2,bert_base,resnet50 precision=amp ;;
+    loader) run loader model=vit_b16 precision=amp,fp32 compile.mode=eager,default data.loader=true benchmark.paired_eager=false ;;
+    syncs) run syncs model=convnet compile.mode=eager loss=profiling_ce,cross_entropy trainer.steps=30 $C ;;
+    paired) run paired model=vit_b16 precision=amp compile.mode=default trainer.seed=0,1,2 $C ;;
+    modes) run modes model=vit_b16 compile.mode=default,reduce-overhead,max-autotune-no-cudagraphs precision=amp,fp32 $C ;;
+    scopes) run scopes model=vit_b16 precision=amp benchmark.paired_eager=false ${SWEEP_STEPS:-} \
+      compile.scope=model,loss,model_and_loss,regional,step loss=cross_entropy,distillation $C ;;
+    zoo) run zoo compile.mode=default,max-autotune-no-cudagraphs model=resnet50,gpt2,bert_base,llama_1b precision=amp ${SWEEP_STEPS:-} $C ;;
+    zoo_default) run zoo_default compile.mode=default model=resnet50,gpt2,bert_base,llama_1b precision=amp ${SWEEP_STEPS:-} $C ;;
+    zoo_mac) run zoo_mac compile.mode=max-autotune-no-cudagraphs model=resnet50,gpt2,bert_base,llama_1b precision=amp ${SWEEP_STEPS:-} $C ;;
+    *) echo "unknown sweep $sweep"; exit 2 ;;
   esac
 done
-python3 benchmarks/gpu/collect.py "$out/jobs.json" "$out" > "$out/jobs.txt"; cut -c1-330 "$out/jobs.txt"
+python3 benchmarks/gpu/collect.py "$out/jobs.json" "$out" > "$out/jobs.txt"
+[ "${SWEEPS_PRINT_JOBS:-1}" = 0 ] || cut -c1-330 "$out/jobs.txt"
