@@ -8,12 +8,13 @@ measurement, so they never disturb a measured step.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import traceback
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -208,32 +209,47 @@ def _user_frame(stack: list[traceback.FrameSummary]) -> str:
     return f"{frame.filename}:{frame.lineno}: {(frame.line or '').strip()}"
 
 
-def count_syncs(run_step: Callable[[], None], device: torch.device) -> dict[str, Any]:
-    """Host-device syncs during one training step, from `torch.cuda.set_sync_debug_mode('warn')`, with
-    the source line of each. CUDA only: on the CPU there is no device to wait for."""
-    if device.type != "cuda":
-        return {"note": "host-device syncs are counted on CUDA devices only"}
+# What c10 warns on every host-device sync under `set_sync_debug_mode("warn")`. Only this counts: the
+# mode's own one-time notice ("... does not yet detect all synchronizing operations") is not a sync.
+SYNC_WARNING = "called a synchronizing CUDA operation"
+
+
+@contextlib.contextmanager
+def recording_sync_warnings() -> Iterator[list[str]]:
+    """Inside the block, the source line of every sync warning torch emits is appended to the yielded
+    list (see :func:`_user_frame`); every other warning is passed on as usual."""
     locations: list[str] = []
     previous = warnings.showwarning
 
     def record(
         message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
     ) -> None:
-        if "synchroniz" in str(message).lower():
+        if SYNC_WARNING in str(message):
             locations.append(_user_frame(traceback.extract_stack()[:-1]))
         else:
             previous(message, category, filename, lineno, file, line)
 
-    torch.cuda.synchronize(device)
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = record
+        try:
+            yield locations
+        finally:
+            warnings.showwarning = previous
+
+
+def count_syncs(run_step: Callable[[], None], device: torch.device) -> dict[str, Any]:
+    """Host-device syncs during one training step, from `torch.cuda.set_sync_debug_mode('warn')`, with
+    the source line of each. CUDA only: on the CPU there is no device to wait for."""
+    if device.type != "cuda":
+        return {"note": "host-device syncs are counted on CUDA devices only"}
+    torch.cuda.synchronize(device)
+    with recording_sync_warnings() as locations:
         torch.cuda.set_sync_debug_mode("warn")
         try:
             run_step()
         finally:
             torch.cuda.set_sync_debug_mode(0)
-            warnings.showwarning = previous
     torch.cuda.synchronize(device)
     return {"count": len(locations), "locations": dict(Counter(locations).most_common())}
 
