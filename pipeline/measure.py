@@ -110,7 +110,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "speedup_vs_eager": ("x", "eager median / compiled median, same worker, interleaved rounds"),
     "speedup_vs_eager_round_min": ("x", "lowest per-round speedup"),
     "speedup_vs_eager_round_max": ("x", "highest per-round speedup"),
-    "memory_ratio_vs_eager": ("x", "compiled / eager peak allocated over the measured steps"),
+    "memory_ratio_vs_eager": (
+        "x",
+        "compiled / eager peak reserved over the measured steps (each alone on the device; CUDA-graph pools are reserved)",
+    ),
     "loss_divergence_max_rel": (
         "ratio",
         "max |compiled - eager| / |eager| loss over the first benchmark.parity_steps steps",
