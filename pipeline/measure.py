@@ -50,6 +50,18 @@ METRICS: dict[str, tuple[str, str]] = {
     "step_time_ms_p50_ci95_low": ("ms", "95% confidence interval of the median (order statistics), low end"),
     "step_time_ms_p50_ci95_high": ("ms", "95% confidence interval of the median, high end"),
     "measured_steps": ("steps", "steps in the step-time statistics"),
+    "step_time_spread_pct": (
+        "%",
+        "(p90 - p10) / p50 of the measured steps: how much steady-state steps vary",
+    ),
+    "measurement_noisy": (
+        "bool",
+        "1 if step_time_spread_pct > benchmark.noisy_spread_pct: trust paired speedups more than step times",
+    ),
+    "cpu_steal_pct": (
+        "%",
+        "host CPU time stolen by the hypervisor during the measured steps (/proc/stat, all CPUs; Linux guests)",
+    ),
     "throughput_samples_per_s": ("samples/s", "batch size / median step time"),
     "throughput_tokens_per_s": ("tokens/s", "batch size x sequence length / median step time (token models)"),
     "compile_time_s": ("s", "warm-up wall time in excess of the steady-state median (compiled modes)"),
@@ -274,6 +286,8 @@ class Variant:
     round_p50_ms: list[float] = field(default_factory=list)
     job_peak_allocated: int = 0
     job_peak_reserved: int | None = None
+    cpu_jiffies: int = 0  # all CPUs' time over the measured steps, and the part stolen from this VM
+    steal_jiffies: int = 0
     peak_allocated: int = 0
     peak_reserved: int | None = None
 
@@ -302,11 +316,26 @@ def warm_up(variant: Variant, steps: int, device: torch.device, progress: Progre
         progress(variant.name, "warmup", i + 1, steps)
 
 
+def cpu_times() -> tuple[int, int] | None:
+    """(steal, total) jiffies of all CPUs since boot, from /proc/stat; None where there is none."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 9 or fields[0] != "cpu":
+        return None
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+    return steal, user + nice + system + idle + iowait + irq + softirq + steal
+
+
 def timed_round(
     variant: Variant, steps: int, device: torch.device, progress: ProgressFn, progress_every: int, total: int
 ) -> list[float]:
-    """Run `steps` measured steps with boundary events and no host sync; return their times (ms)."""
+    """Run `steps` measured steps with boundary events and no host sync; return their times (ms). The
+    host's CPU steal is read before the first and after the last step (outside the timed loop)."""
     clock = StepClock(device, steps)
+    before = cpu_times()
     clock.mark()
     for i in range(steps):
         variant.run_step()
@@ -314,6 +343,10 @@ def timed_round(
         if (i + 1) % progress_every == 0:
             progress(variant.name, "measure", len(variant.step_ms) + i + 1, total)
     times = clock.durations_ms()
+    after = cpu_times()
+    if before is not None and after is not None:
+        variant.steal_jiffies += after[0] - before[0]
+        variant.cpu_jiffies += after[1] - before[1]
     variant.step_ms.extend(times)
     variant.round_p50_ms.append(percentile(sorted(times), 0.5))
     return times
@@ -384,6 +417,9 @@ def variant_metrics(
     m = summarize(v.step_ms)
     p50 = m["step_time_ms_p50"]
     m["measured_steps"] = len(v.step_ms)
+    m["step_time_spread_pct"] = 100 * (m["step_time_ms_p90"] - m["step_time_ms_p10"]) / p50
+    if v.cpu_jiffies > 0:
+        m["cpu_steal_pct"] = 100 * v.steal_jiffies / v.cpu_jiffies
     m["throughput_samples_per_s"] = batch_size / (p50 / 1000)
     if tokens_per_sample:
         m["throughput_tokens_per_s"] = batch_size * tokens_per_sample / (p50 / 1000)
@@ -393,6 +429,19 @@ def variant_metrics(
     if compiled:
         m["compile_time_s"] = m["warmup_excess_s"]
     return m
+
+
+def noise_note(metrics: dict[str, float], limit_pct: float) -> str | None:
+    """Why the step times of a job should not be trusted to a few percent, or None when they can."""
+    spread = metrics["step_time_spread_pct"]
+    if spread <= limit_pct:
+        return None
+    steal = metrics.get("cpu_steal_pct")
+    return (
+        f"noisy: p10-p90 of the measured steps spans {spread:.0f}% of the median (benchmark.noisy_spread_pct={limit_pct:g})"
+        + (f", host CPU steal {steal:.1f}%" if steal is not None else "")
+        + "; compare configurations on paired speedups, or rerun"
+    )
 
 
 def memory_metrics(v: Variant) -> dict[str, float]:
@@ -548,7 +597,8 @@ def describe_method(
     )
     lines = [
         f"Step time: {measured} measured steps after {warmup} warm-up steps; {clock}; no host sync inside the timed loop.",
-        "Statistics: median (p50), mean, p10, p90, std, and a distribution-free 95% CI of the median.",
+        "Statistics: median (p50), mean, p10, p90, std, and a distribution-free 95% CI of the median. A job whose p10-p90 spread exceeds "
+        "benchmark.noisy_spread_pct of the median is flagged (measurement_noisy), with the host's CPU steal over the measured steps (cpu_steal_pct).",
         "Compile time: warm-up wall time (each warm-up step synced) in excess of the steady-state median; torch's own compile totals are logged beside it as torch_compile_time_s.",
         "Data: "
         + (

@@ -158,6 +158,12 @@ def summarize(sweep_id: str, rows: list[Row]) -> Summary:
             summary.notes.append(
                 "the fastest configuration is taken across different models or losses; compare within one model in the table"
             )
+    noisy = [r.name for r in summary.rows if r.metrics.get("measurement_noisy")]
+    if noisy:
+        summary.notes.append(
+            f"{len(noisy)} job(s) flagged noisy (their measured steps spread beyond benchmark.noisy_spread_pct): "
+            "trust their paired speedups more than their step times, or rerun them"
+        )
     return summary
 
 
@@ -197,6 +203,8 @@ def table_rows(summary: Summary) -> list[list[str]]:
         )
         parity = "–" if r.parity is None else ("ok" if r.parity else "DIVERGED")
         status = r.status if not r.error else f"{r.status} ({r.error.split(':')[0]})"
+        if m.get("measurement_noisy"):
+            status += ", noisy"
         breaks = m.get("graph_breaks")
         config = [r.config.get(k, "?" if k == "model" and not r.config else "–") for k in CONFIG_KEYS]
         if not r.config:

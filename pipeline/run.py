@@ -272,6 +272,8 @@ def _one_line(name: str, result: JobResult) -> str:
             parts.append(
                 graph_break_note(int(m["graph_breaks"]), result.diagnostics.get("graph_breaks") or [])
             )
+        if result.info.get("measurement_note"):
+            parts.append(result.info["measurement_note"])
         return f"{name}: FINISHED: " + ", ".join(parts)
     assert result.error is not None
     return f"{name}: {result.status}: {result.error.type}: {result.error.message}"

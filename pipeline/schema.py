@@ -168,6 +168,10 @@ class BenchmarkConfig:
         10,
         "steps over which loss parity is judged (later steps on rotated random batches diverge chaotically)",
     )
+    noisy_spread_pct: float = doc(
+        10.0,
+        "flag a job as noisy (`measurement_noisy`, a warning in its last line) when the p10-p90 spread of its measured steps exceeds this percentage of the median",
+    )
 
 
 @dataclass
@@ -481,6 +485,7 @@ def validate(cfg: DictConfig) -> None:
     _positive("benchmark.rounds", cfg.benchmark.rounds, errors)
     _positive("benchmark.loss_rtol", cfg.benchmark.loss_rtol, errors)
     _positive("benchmark.parity_steps", cfg.benchmark.parity_steps, errors)
+    _positive("benchmark.noisy_spread_pct", cfg.benchmark.noisy_spread_pct, errors)
     if cfg.sweep.objective is not None:
         from pipeline.measure import METRICS
 

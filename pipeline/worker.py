@@ -313,6 +313,10 @@ class JobRunner:
             m.update(mfu)
             result.info["mfu_note"] = note
         m["cpu_rss_peak_gib"] = measure.cpu_rss_peak_gib()
+        note = measure.noise_note(m, self.cfg["benchmark"]["noisy_spread_pct"])
+        m["measurement_noisy"] = float(note is not None)
+        if note:
+            result.info["measurement_note"] = note
         result.metrics.update(m)
 
     def count_flops(self) -> None:

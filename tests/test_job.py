@@ -24,6 +24,8 @@ CORE_METRICS = {
     "loss_first",
     "loss_final",
     "measured_steps",
+    "step_time_spread_pct",
+    "measurement_noisy",
 }
 
 
@@ -78,6 +80,20 @@ def test_one_eager_job_finishes_with_its_metrics(tmp_path: Path, store: str):
     )
     assert result["info"]["worker_pid"] != result["info"]["parent_pid"]
     assert "Traceback" not in proc.stderr
+
+
+def test_a_job_whose_steps_spread_beyond_the_limit_is_flagged_noisy(tmp_path: Path, store: str):
+    """The run says when its step times should not be trusted to a few percent: the metric, the note as
+    a tag, and the job's last line."""
+    proc = run_cli([*TINY, "compile.mode=eager", "benchmark.noisy_spread_pct=1e-9"], tmp_path, store)
+    assert proc.returncode == 0, output(proc)
+    (run,) = runs(store)
+    m, tags = run.data.metrics, run.data.tags
+    assert m["step_time_spread_pct"] > 1e-9 and m["measurement_noisy"] == 1.0
+    assert tags["info.measurement_note"].startswith("noisy: p10-p90 of the measured steps spans")
+    assert "benchmark.noisy_spread_pct=1e-09" in tags["info.measurement_note"]
+    last_line = proc.stdout.strip().splitlines()[-1]
+    assert last_line.startswith("vit_tiny·amp·eager: FINISHED: ") and ", noisy: p10-p90" in last_line
 
 
 def test_one_inductor_job_reports_compile_time_apart_from_step_time(tmp_path: Path, store: str):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -117,3 +118,41 @@ def test_device_batches_are_the_same_for_the_same_seed_and_follow_the_spec():
     assert (
         torch.equal(first[0]["targets"][labelled], first[0]["inputs"][labelled]) and 0 < labelled.sum() < 32
     )
+
+
+def test_step_time_spread_and_cpu_steal_come_from_the_measured_steps():
+    v = measure.Variant("compiled", step=None, batches=None, losses=torch.zeros(0))  # type: ignore[arg-type]
+    v.step_ms = [10.0, 10.0, 11.0, 12.0, 20.0, 10.5, 10.2, 10.1, 10.3, 10.4, 10.6]
+    v.warmup_s = [1.0]
+    v.cpu_jiffies, v.steal_jiffies = 400, 30
+    m = measure.variant_metrics(v, batch_size=2, tokens_per_sample=None, compiled=True)
+    s = sorted(v.step_ms)
+    expected = 100 * (measure.percentile(s, 0.9) - measure.percentile(s, 0.1)) / measure.percentile(s, 0.5)
+    assert m["step_time_spread_pct"] == pytest.approx(expected)
+    assert m["cpu_steal_pct"] == pytest.approx(7.5)
+    v.cpu_jiffies = 0  # no /proc/stat: no steal figure rather than a made-up 0
+    assert "cpu_steal_pct" not in measure.variant_metrics(v, 2, None, True)
+
+
+def test_a_measurement_is_noisy_only_beyond_the_spread_limit():
+    steady = {"step_time_spread_pct": 4.3, "cpu_steal_pct": 0.0}  # ViT-B/16 amp default on a quiet H200
+    noisy = {"step_time_spread_pct": 23.2, "cpu_steal_pct": 6.25}  # the same job while the host was busy
+    assert measure.noise_note(steady, 10.0) is None
+    note = measure.noise_note(noisy, 10.0)
+    assert note is not None and note.startswith("noisy: p10-p90") and "23%" in note and "steal 6.2%" in note
+    assert "steal" not in (measure.noise_note({"step_time_spread_pct": 23.2}, 10.0) or "")
+    assert measure.noise_note(noisy, 25.0) is None
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="Linux /proc/stat only")
+def test_timed_rounds_read_the_hosts_cpu_time_around_the_measured_steps():
+    steal, total = measure.cpu_times()
+    assert 0 <= steal <= total and total > 0
+
+    def slow_step(batch: int) -> torch.Tensor:
+        time.sleep(0.02)  # a few scheduler ticks, so the kernel's CPU counters move
+        return torch.zeros(())
+
+    v = measure.Variant("eager", step=slow_step, batches=iter(range(9)), losses=torch.zeros(9))
+    measure.timed_round(v, 3, torch.device("cpu"), measure.quiet, 1, 3)
+    assert v.cpu_jiffies > 0 and 0 <= v.steal_jiffies <= v.cpu_jiffies

@@ -267,6 +267,16 @@ def test_summary_uses_the_latest_run_of_each_config_and_counts_failures():
     assert math.isclose(s.aggregates["pass_rate"], 2 / 3)
     assert math.isclose(s.aggregates["weighted_speedup"], 0.75 * 2.0 + 0.25 * 8.0)
     assert s.fastest is not None and s.fastest.name == "a"
+    assert not any("noisy" in n for n in s.notes)
+
+
+def test_summary_marks_noisy_jobs_in_the_table_and_says_what_to_trust():
+    steady = report.Row("a", "FINISHED", {"model": "m"}, {"step_time_ms_p50": 10.0, "measurement_noisy": 0.0})
+    noisy = report.Row("b", "FINISHED", {"model": "m"}, {"step_time_ms_p50": 11.0, "measurement_noisy": 1.0})
+    s = report.summarize("x", [steady, noisy])
+    statuses = [row[-1] for row in report.table_rows(s)]
+    assert statuses == ["FINISHED", "FINISHED, noisy"]
+    assert any(n.startswith("1 job(s) flagged noisy") for n in s.notes)
 
 
 @pytest.mark.slow
