@@ -207,7 +207,9 @@ class JobRunner:
             net.parameters(), trainer["optimizer"], tensor_lr=needs_tensor_lr(compile_settings), device=device
         )
         parts = TrainParts(net, self.loss, optimizer, precision.make_scaler(device.type), precision, device)
+        started = time.perf_counter()
         built = apply_compile(compile_settings, parts)
+        setup_s = time.perf_counter() - started
         if compile_settings is self.cfg["compile"]:
             self.result.info.update(
                 {
@@ -221,7 +223,7 @@ class JobRunner:
             self.cfg["data"], self.spec, self.batch_size, device, precision.input_dtype, trainer["seed"]
         )
         losses = torch.zeros(trainer["steps"], device=device, dtype=torch.float32)
-        return measure.Variant(name, built.step, batches, losses)
+        return measure.Variant(name, built.step, batches, losses, setup_s=setup_s)
 
     def measure(self) -> None:
         from pipeline import measure

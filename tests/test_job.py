@@ -105,6 +105,9 @@ def test_one_inductor_job_reports_compile_time_apart_from_step_time(tmp_path: Pa
     assert run.info.run_name == "vit_tiny·amp·default·inductor"
     # Compilation happens in the warm-up: seconds, while a measured step takes milliseconds.
     assert m["compile_time_s"] > 1.0 and m["torch_compile_time_s"] > 1.0
+    # The torch.compile call itself (backend imports, set-up) counts too: from asking to running.
+    assert 0 < m["compile_setup_s"] < m["compile_time_s"]
+    assert m["compile_time_s"] == pytest.approx(m["compile_setup_s"] + m["warmup_excess_s"])
     assert m["step_time_ms_max"] < 1000 * m["compile_time_s"] / 10
     assert m["frames_compiled"] >= 1 and m["recompiles_after_warmup"] == 0
     assert {"speedup_vs_eager", "eager_step_time_ms_p50", "loss_divergence_max_rel", "loss_parity"} <= set(m)
