@@ -54,7 +54,7 @@ def run_job(cfg: DictConfig) -> str:
 
 def _run_job(cfg: DictConfig, signals: SchedulerSignals) -> str:
     from pipeline.progress import JobProgress, sweep_status
-    from pipeline.tracking import Tracker, TrackingUnavailable, identity, redacted, run_name
+    from pipeline.tracking import Tracker, TrackingUnavailable, check_reachable, identity, redacted, run_name
 
     hc = HydraConfig.get()
     job_dir = Path(hc.runtime.output_dir)
@@ -70,20 +70,23 @@ def _run_job(cfg: DictConfig, signals: SchedulerSignals) -> str:
     job_dir.mkdir(parents=True, exist_ok=True)
     (job_dir / "config.yaml").write_text(OmegaConf.to_yaml(redacted(resolved)))  # uploaded: no secrets
     name = run_name(resolved)
+    chash = config_hash(resolved)
+    tracker: Tracker | None = None
     try:
-        tracker = Tracker.from_config(resolved["mlflow"])
+        if sweep is not None and sweep.resume:  # the store decides whether this job runs at all
+            tracker = Tracker.from_config(resolved["mlflow"])
+            done = tracker.finished_run_for(sweep.sweep_id, chash)
+            if done is not None:
+                print(
+                    f"{name}: already FINISHED in sweep {sweep.sweep_id} (run {done.info.run_id}), skipped",
+                    flush=True,
+                )
+                return SKIPPED
+        else:  # a store that cannot be used stops the job before anything starts
+            check_reachable(resolved["mlflow"]["tracking_uri"])
     except TrackingUnavailable as err:
         print(f"mlflow error: {err}", file=sys.stderr, flush=True)
         return FAILED
-    chash = config_hash(resolved)
-    if sweep is not None and sweep.resume:
-        done = tracker.finished_run_for(sweep.sweep_id, chash)
-        if done is not None:
-            print(
-                f"{name}: already FINISHED in sweep {sweep.sweep_id} (run {done.info.run_id}), skipped",
-                flush=True,
-            )
-            return SKIPPED
 
     tags = {**identity(resolved), "config_hash": chash, "job_dir": str(job_dir)}
     if sweep is not None:
@@ -91,29 +94,95 @@ def _run_job(cfg: DictConfig, signals: SchedulerSignals) -> str:
     for key in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"):
         if key in os.environ:
             tags[key.lower()] = os.environ[key]
-    run_id = tracker.start_run(name, tags, parent_run_id=sweep.parent_run_id if sweep else None)
-    print(f"{_job_label(hc)} {name}: run {run_id}, output {job_dir}", flush=True)
+    run = JobRun(tracker, resolved["mlflow"], name, tags, sweep.parent_run_id if sweep else None)
+    announce = f"{_job_label(hc)} {name}: run {{run_id}}, output {job_dir}"
+
+    def open_run() -> None:  # while the worker imports its libraries
+        with signals_held():  # a Ctrl-C or scancel now lands once the run exists, to record it
+            run_id = run.open()
+        print(announce.format(run_id=run_id), flush=True)
 
     started = time.monotonic()
     display = JobProgress(name)
     try:
         with signals.interruptible():
-            result = _run_worker(resolved, job_dir, sweep, display)
+            result = _run_worker(resolved, job_dir, sweep, display, on_started=open_run)
+    except TrackingUnavailable as err:  # the store went away after the check; the worker was stopped
+        display.close()
+        print(f"mlflow error: {err}", file=sys.stderr, flush=True)
+        return FAILED
     except BaseException as interrupt:  # Ctrl-C, SIGTERM, a scheduler's signal: the job is KILLED
         display.close()
         result = JobResult()
         result.fail(KILLED, "Interrupted", f"interrupted ({type(interrupt).__name__}: {interrupt})")
-        _finish(tracker, run_id, resolved, result, job_dir, time.monotonic() - started)
+        try:
+            run_id = run.open()  # stopped before its run was opened: the run records that too
+        except Exception as exc:
+            print(f"mlflow error: could not record the interrupted job ({exc})", file=sys.stderr, flush=True)
+        else:
+            _finish(run.tracker, run_id, resolved, result, job_dir, time.monotonic() - started)
         if in_submitit_job():  # only this job was stopped: the sweep collects its outcome and goes on
             print(_one_line(name, result), flush=True)
             return KILLED
         raise
     display.close()
-    outcome = _finish(tracker, run_id, resolved, result, job_dir, time.monotonic() - started)
+    outcome = _finish(run.tracker, run.open(), resolved, result, job_dir, time.monotonic() - started)
     print(_one_line(name, result), flush=True)
     if sweep is not None:
         print(sweep_status(Path(sweep.sweep_dir), sweep.total_jobs), flush=True)
     return outcome
+
+
+@contextlib.contextmanager
+def signals_held(
+    signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2),
+) -> Iterator[None]:
+    """Hold these signals during a short critical section, then deliver them to their own handlers."""
+    caught: list[int] = []
+    previous = {
+        signum: signal.signal(signum, lambda signum, frame: caught.append(signum)) for signum in signums
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(caught):
+            signal.raise_signal(signum)
+
+
+class JobRun:
+    """The job's MLflow run, opened once, as late as possible: the worker is already importing its
+    libraries while this process imports MLflow and creates the run."""
+
+    def __init__(
+        self,
+        tracker: Any,
+        mlflow_cfg: dict[str, Any],
+        name: str,
+        tags: dict[str, str],
+        parent_run_id: str | None,
+    ):
+        self.tracker, self.mlflow_cfg, self.name, self.tags = tracker, mlflow_cfg, name, tags
+        self.parent_run_id = parent_run_id
+        self.run_id: str | None = None
+
+    def open(self) -> str:
+        """The run's id, creating the run (and the tracker) the first time."""
+        if self.run_id is None:
+            from pipeline.tracking import Tracker, TrackingUnavailable
+
+            try:
+                if self.tracker is None:
+                    self.tracker = Tracker.from_config(self.mlflow_cfg)
+                self.run_id = self.tracker.start_run(self.name, self.tags, parent_run_id=self.parent_run_id)
+            except TrackingUnavailable:
+                raise
+            except Exception as exc:  # the store answered, but not with a run
+                raise TrackingUnavailable(
+                    f"could not open the job's run: {type(exc).__name__}: {exc}"
+                ) from exc
+        return self.run_id
 
 
 # What SLURM's signals mean for a job running under submitit (hydra/launcher=slurm). slurmstepd sends
@@ -177,7 +246,11 @@ class SchedulerSignals:
 
 
 def _run_worker(
-    resolved: dict[str, Any], job_dir: Path, sweep: SweepContext | None, display: Any
+    resolved: dict[str, Any],
+    job_dir: Path,
+    sweep: SweepContext | None,
+    display: Any,
+    on_started: Any = None,
 ) -> JobResult:
     from pipeline.gpu_pool import gpu_slot, pool_lock_dir
     from pipeline.supervisor import run_worker
@@ -193,6 +266,7 @@ def _run_worker(
             display.update,
             display.line,
             extra_env,
+            on_started,
         )
 
     pool = resolved.get("gpu_pool") or os.environ.get("PIPELINE_GPU_POOL")  # set by hydra/launcher=local_gpus

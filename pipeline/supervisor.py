@@ -80,7 +80,11 @@ def run_worker(
     on_progress: Callable[[dict[str, Any]], None],
     on_line: Callable[[str], None],
     extra_env: dict[str, str] | None = None,
+    on_started: Callable[[], None] | None = None,
 ) -> JobResult:
+    """Run one worker to its end. `on_started` runs once the worker is spawned, while it imports its
+    libraries (the job opens its MLflow run there); if it raises, the worker is killed and the error
+    goes on. The timeout counts from the spawn."""
     job_dir.mkdir(parents=True, exist_ok=True)
     config_path, result_path, log_path = (
         job_dir / "job_config.json",
@@ -117,7 +121,9 @@ def run_worker(
         reader.start()
         timed_out = False
         try:
-            proc.wait(timeout=timeout_s)
+            if on_started is not None:
+                on_started()
+            proc.wait(timeout=max(0.0, timeout_s - (time.monotonic() - started)))
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc)

@@ -132,6 +132,40 @@ def test_sigterm_to_the_job_ends_its_run_killed(tmp_path: Path, store: str):
     assert not Path(f"/proc/{worker}").exists() or "zombie" in Path(f"/proc/{worker}/status").read_text()
 
 
+def test_sigterm_as_the_worker_starts_still_records_the_run_killed(tmp_path: Path, store: str):
+    """The worker starts before the job opens its MLflow run (its imports overlap MLflow's); a signal
+    in between is held until the run exists, so the stopped job is recorded, never lost."""
+    proc = start_cli([*TINY, "compile.mode=eager", "trainer.steps=100000"], tmp_path, store)
+    worker = int(wait_for_file(tmp_path / "run" / "worker.pid", timeout=120))
+    proc.send_signal(signal.SIGTERM)  # at once: the job is still opening its run
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    run = only_run(store)
+    assert run.info.status == "KILLED" and "SIGTERM" in run.data.tags["error_message"]
+    assert not Path(f"/proc/{worker}").exists() or "zombie" in Path(f"/proc/{worker}/status").read_text()
+
+
+def test_signals_held_are_delivered_after_the_critical_section():
+    from pipeline.run import signals_held
+
+    events: list[str] = []
+
+    def on_term(signum, frame):
+        events.append("handler")
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"), signals_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            events.append("section finished")
+        assert events == ["section finished", "handler"]
+        assert signal.getsignal(signal.SIGTERM) is on_term
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def test_unreachable_store_fails_fast_before_training(tmp_path: Path):
     url = f"http://127.0.0.1:{free_port()}"
     start = time.monotonic()
