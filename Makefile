@@ -42,10 +42,10 @@ slurm-down: ## stop the test cluster's daemons
 ui: $(STAMP) ## the MLflow UI over the default store (http://127.0.0.1:5000)
 	$(PY) -m mlflow ui --backend-store-uri sqlite:///$(CURDIR)/outputs/mlflow.db --host 127.0.0.1 --port 5000
 
-test: $(STAMP) ## the default test suite, about 8 minutes on 2 CPU cores (no GPU; starts its own MLflow server and Chromium)
+test: $(STAMP) ## the default test suite, about 4 minutes on 2 CPU cores (no GPU; starts its own MLflow server and Chromium)
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-test-slow: $(STAMP) ## the slow tests: real inductor compiles, multi-job sweeps, SLURM (about 20 minutes; CI runs them after make test)
+test-slow: $(STAMP) ## the slow tests: real inductor compiles, multi-job sweeps, SLURM (about 12 minutes; CI runs them after make test)
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
 test-all: $(STAMP) ## both, in one pytest session
