@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,7 +138,11 @@ def _run_job(cfg: DictConfig, signals: SchedulerSignals) -> str:
 def signals_held(
     signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2),
 ) -> Iterator[None]:
-    """Hold these signals during a short critical section, then deliver them to their own handlers."""
+    """Hold these signals during a short critical section, then deliver them to their own handlers.
+    Python takes signals in the main thread only; elsewhere (a launcher's thread) nothing is held."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     caught: list[int] = []
     previous = {
         signum: signal.signal(signum, lambda signum, frame: caught.append(signum)) for signum in signums

@@ -166,6 +166,24 @@ def test_signals_held_are_delivered_after_the_critical_section():
         signal.signal(signal.SIGTERM, previous)
 
 
+def test_signals_held_outside_the_main_thread_holds_nothing_and_does_not_fail():
+    """A launcher may run the job in a thread, where Python cannot set signal handlers."""
+    import threading
+
+    from pipeline.run import signals_held
+
+    done: list[str] = []
+
+    def job() -> None:
+        with signals_held():
+            done.append("opened")
+
+    thread = threading.Thread(target=job)
+    thread.start()
+    thread.join()
+    assert done == ["opened"]
+
+
 def test_unreachable_store_fails_fast_before_training(tmp_path: Path):
     url = f"http://127.0.0.1:{free_port()}"
     start = time.monotonic()
