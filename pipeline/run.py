@@ -96,12 +96,11 @@ def _run_job(cfg: DictConfig, signals: SchedulerSignals) -> str:
         if key in os.environ:
             tags[key.lower()] = os.environ[key]
     run = JobRun(tracker, resolved["mlflow"], name, tags, sweep.parent_run_id if sweep else None)
-    announce = f"{_job_label(hc)} {name}: run {{run_id}}, output {job_dir}"
 
     def open_run() -> None:  # while the worker imports its libraries
         with signals_held():  # a Ctrl-C or scancel now lands once the run exists, to record it
             run_id = run.open()
-        print(announce.format(run_id=run_id), flush=True)
+        print(f"{_job_label(hc)} {name}: run {run_id}, output {job_dir}", flush=True)
 
     started = time.monotonic()
     display = JobProgress(name)
