@@ -71,15 +71,16 @@ def wait_for_file(path: Path, timeout: float = 300) -> str:
     raise AssertionError(f"{path} never appeared")
 
 
-def wait_for_training(job_dir: Path, timeout: float = 300) -> None:
-    """Until the worker reports a measured step (it is past imports and compilation)."""
+def wait_for_job_under_way(job_dir: Path, store: str, timeout: float = 300) -> None:
+    """Until the job is under way: its worker started and its MLflow run open (the job opens it while
+    the worker imports its libraries)."""
     deadline = time.monotonic() + timeout
     log = job_dir / "worker.log"
     while time.monotonic() < deadline:
-        if (job_dir / "worker.pid").exists() and log.exists():
+        if (job_dir / "worker.pid").exists() and log.exists() and runs(store):
             return
         time.sleep(0.2)
-    raise AssertionError("the worker never started")
+    raise AssertionError("the job never got under way")
 
 
 def test_out_of_memory_is_recorded_with_peak_memory(tmp_path: Path, store: str):
@@ -184,6 +185,37 @@ def test_signals_held_outside_the_main_thread_holds_nothing_and_does_not_fail():
     assert done == ["opened"]
 
 
+def test_a_store_that_answers_health_but_refuses_the_run_stops_the_job_with_one_line(tmp_path: Path):
+    """The store passes the start check, then fails when the job opens its run (the worker is already
+    importing): the job says so in one line, stops its worker and leaves no run and no process."""
+    import http.server
+    import threading
+
+    class HealthOnly(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 503)
+            self.end_headers()
+            self.wfile.write(b"OK" if self.path == "/health" else b"down for maintenance")
+
+        do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), HealthOnly)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        proc = run_cli([*TINY, "compile.mode=eager"], tmp_path, url, env=FAST_FAIL_HTTP)
+    finally:
+        server.shutdown()
+    assert proc.returncode == 1, output(proc)
+    assert "mlflow error: could not open the job's run" in proc.stderr and "Traceback" not in proc.stderr
+    worker = int((tmp_path / "run" / "worker.pid").read_text())  # it had started, and was stopped
+    assert not Path(f"/proc/{worker}").exists() or "zombie" in Path(f"/proc/{worker}/status").read_text()
+    assert not (tmp_path / "run" / "result.json").exists()
+
+
 def test_unreachable_store_fails_fast_before_training(tmp_path: Path):
     url = f"http://127.0.0.1:{free_port()}"
     start = time.monotonic()
@@ -208,7 +240,7 @@ def test_store_lost_mid_job_keeps_the_result_and_sync_uploads_it(tmp_path: Path)
         proc = start_cli(
             [*TINY, "compile.mode=eager", "trainer.steps=60"], tmp_path, server.url, env=FAST_FAIL_HTTP
         )
-        wait_for_training(tmp_path / "run")
+        wait_for_job_under_way(tmp_path / "run", server.url)
         server.stop()  # the store goes away while the job trains
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 1, out + err
