@@ -158,10 +158,10 @@ def summarize(sweep_id: str, rows: list[Row]) -> Summary:
             summary.notes.append(
                 "the fastest configuration is taken across different models or losses; compare within one model in the table"
             )
-    noisy = [r.name for r in summary.rows if r.metrics.get("measurement_noisy")]
+    noisy = sum(1 for r in summary.rows if r.metrics.get("measurement_noisy"))
     if noisy:
         summary.notes.append(
-            f"{len(noisy)} job(s) flagged noisy (their measured steps spread beyond benchmark.noisy_spread_pct): "
+            f"{noisy} job(s) flagged noisy (their measured steps spread beyond benchmark.noisy_spread_pct): "
             "trust their paired speedups more than their step times, or rerun them"
         )
     return summary
