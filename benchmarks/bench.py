@@ -217,17 +217,11 @@ def fastest(out: Path) -> dict[str, Any]:
     done = [j for j in jobs if j["status"] == "FINISHED"]
     variants: list[dict[str, Any]] = []
 
+    def collected() -> dict[str, Any]:
+        return {"seed_loop": seed, "grid": [slim(j) for j in jobs], "variants": [slim(j) for j in variants]}
+
     def keep() -> None:  # a timeout never loses finished rows
-        save(
-            out,
-            "fastest",
-            {
-                "seed_loop": seed,
-                "grid": [slim(j) for j in jobs],
-                "variants": [slim(j) for j in variants],
-                "partial": True,
-            },
-        )
+        save(out, "fastest", {**collected(), "partial": True})
 
     keep()
     if done:
@@ -245,7 +239,7 @@ def fastest(out: Path) -> dict[str, Any]:
         variants += pipeline(
             [*fixed, "compile.scope=model_and_loss,regional,step"], out, "fastest-scopes", multirun=True
         )
-    return {"seed_loop": seed, "grid": [slim(j) for j in jobs], "variants": [slim(j) for j in variants]}
+    return collected()
 
 
 def search(out: Path, trials: int) -> dict[str, Any]:
