@@ -242,16 +242,18 @@ def fastest(out: Path) -> dict[str, Any]:
     return collected()
 
 
-def search(out: Path, trials: int) -> dict[str, Any]:
+def search(out: Path, trials: int, overrides: list[str]) -> dict[str, Any]:
+    """`overrides` narrow the search (e.g. compile.mode=choice(default,reduce-overhead)) or shorten it."""
     parallel = [f"hydra.sweeper.n_jobs={min(GPUS, trials)}"] if GPUS > 1 else []
     jobs = pipeline(
-        ["sweep=compile_search", *VIT, f"hydra.sweeper.n_trials={trials}", *parallel],
+        ["sweep=compile_search", *VIT, f"hydra.sweeper.n_trials={trials}", *parallel, *overrides],
         out,
         "search",
         multirun=True,
     )
     best_file = out / "search" / "optimization_results.yaml"
     return {
+        "overrides": overrides,
         "trials": [slim(j) for j in jobs],
         "optimization_results": best_file.read_text() if best_file.exists() else None,
     }
@@ -438,6 +440,7 @@ def report_dir(d: Path) -> list[str]:
         lines += [
             "### Search: Hydra's Optuna sweeper over the compile knobs (sweep=compile_search)",
             "",
+            *([f"Search narrowed by: `{' '.join(s['overrides'])}`", ""] if s.get("overrides") else []),
             "| trial | mode | scope | optimizer compiled | fused | status | step p50 ms |",
             "|---|---|---|---|---|---|---|",
         ]
@@ -496,6 +499,11 @@ def main() -> int:
     )
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument(
+        "--search-args",
+        default="",
+        help="overrides for the search, space-separated, e.g. 'compile.mode=choice(default,reduce-overhead) trainer.steps=40'",
+    )
+    parser.add_argument(
         "--report", nargs="*", type=Path, help="write benchmarks/RESULTS.md from these result dirs and stop"
     )
     parser.add_argument(
@@ -521,7 +529,7 @@ def main() -> int:
         ),
         "cache": lambda: cache(args.out),
         "fastest": lambda: fastest(args.out),
-        "search": lambda: search(args.out, args.trials),
+        "search": lambda: search(args.out, args.trials, args.search_args.split()),
     }
     for name in args.sections.split(","):
         started = time.monotonic()

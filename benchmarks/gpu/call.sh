@@ -3,6 +3,7 @@
 # into $OUT (results.tgz: result files, summaries, plots, logs, RESULTS.md; mlflow.tgz: the MLflow
 # stores; never the compile caches) and print a short table of every job.
 # A part is bench:<section>[,<section>...] (benchmarks/bench.py) or a sweep of benchmarks/gpu/sweeps.sh.
+# BENCH_TRIALS and SEARCH_ARGS set the search section's --trials and --search-args.
 # Usage on the GPU host: bash benchmarks/gpu/call.sh <name> <seconds> <part>...
 set -uo pipefail
 name=${1:?name}; deadline=$(( $(date +%s) + ${2:?seconds} )); shift 2
@@ -14,6 +15,7 @@ for part in "$@"; do
   started=$(date +%s)
   case $part in
     bench:*) timeout "$(left)" python3 benchmarks/bench.py --sections "${part#bench:}" --out "$dir/bench" \
+               --trials "${BENCH_TRIALS:-8}" --search-args "${SEARCH_ARGS:-}" \
                > "$dir/bench-${part#bench:}.log" 2>&1
              echo "$part exit=$? in $(( $(date +%s) - started )) s"; grep -E "^  [a-z-]+[0-9-]*: \[" "$dir/bench-${part#bench:}.log" | cut -c1-200 ;;
     *) SWEEPS_PRINT_JOBS=0 bash benchmarks/gpu/sweeps.sh "$dir/sweeps" "$(left)" "$part"; echo "$part done in $(( $(date +%s) - started )) s" ;;
