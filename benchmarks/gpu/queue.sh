@@ -24,7 +24,7 @@ alive() { [ -f "$dir/queue.pid" ] && kill -0 "$(cat "$dir/queue.pid")" 2>/dev/nu
 shown=0
 while alive && [ $(( $(date +%s) - started )) -lt $(( secs - 30 )) ]; do
   sleep 10
-  lines=$(grep -c . "$dir/queue.log" 2>/dev/null || echo 0)
+  lines=$(grep -c . "$dir/queue.log" 2>/dev/null); lines=${lines:-0}
   if [ "$lines" -gt "$shown" ]; then sed -n "$(( shown + 1 )),${lines}p" "$dir/queue.log" | cut -c1-300; shown=$lines; fi
 done
 sed -n "$(( shown + 1 )),\$p" "$dir/queue.log" | cut -c1-300
