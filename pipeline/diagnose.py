@@ -325,25 +325,41 @@ def peak_tflops(gpu_name: str | None, precision_cfg: dict[str, Any]) -> tuple[fl
 
 def count_flops(model_cfg: dict[str, Any], loss_cfg: dict[str, Any], batch_size: int) -> int:
     """FLOPs of one training step's forward and backward (teacher included), counted by
-    torch.utils.flop_counter on the meta device: shapes only, no memory, no time."""
+    torch.utils.flop_counter on tensors without data: shapes only, no memory, no time. Meta tensors
+    first; where model code asks a tensor for a value (HF's causal-mask code calls `.all()` on the
+    position ids), fake tensors, for which such code skips its data checks. timm's models need meta:
+    they read values while building (drop-path rates) that fake tensors cannot give."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    try:
+        with torch.device("meta"):
+            return _count_step_flops(model_cfg, loss_cfg, batch_size)
+    except RuntimeError as meta_error:
+        try:
+            with FakeTensorMode(allow_non_fake_inputs=True):
+                return _count_step_flops(model_cfg, loss_cfg, batch_size)
+        except Exception as fake_error:
+            raise RuntimeError(f"meta: {meta_error}; fake: {fake_error}") from fake_error
+
+
+def _count_step_flops(model_cfg: dict[str, Any], loss_cfg: dict[str, Any], batch_size: int) -> int:
     from torch.utils.flop_counter import FlopCounterMode
 
     from losses import build_loss
     from models import build_model
 
     spec = model_cfg["input"]
-    with torch.device("meta"):
-        model = build_model(model_cfg).train()
-        loss = build_loss(loss_cfg, spec)
-        if spec["kind"] == "image":
-            inputs = torch.randn(batch_size, spec["channels"], spec["height"], spec["width"])
-            targets = torch.randint(spec["num_classes"], (batch_size,))
-        else:
-            inputs = torch.randint(spec["vocab_size"], (batch_size, spec["seq_len"]))
-            targets = torch.randint(
-                spec["vocab_size"] if spec["target"] != "class" else spec["num_classes"],
-                (batch_size, spec["seq_len"]) if spec["target"] != "class" else (batch_size,),
-            )
+    model = build_model(model_cfg).train()
+    loss = build_loss(loss_cfg, spec)
+    if spec["kind"] == "image":
+        inputs = torch.randn(batch_size, spec["channels"], spec["height"], spec["width"])
+        targets = torch.randint(spec["num_classes"], (batch_size,))
+    else:
+        inputs = torch.randint(spec["vocab_size"], (batch_size, spec["seq_len"]))
+        targets = torch.randint(
+            spec["vocab_size"] if spec["target"] != "class" else spec["num_classes"],
+            (batch_size, spec["seq_len"]) if spec["target"] != "class" else (batch_size,),
+        )
     batch = {"inputs": inputs, "targets": targets}
     with FlopCounterMode(display=False) as counter:
         loss(batch, model(inputs)).backward()
