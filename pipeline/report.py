@@ -365,16 +365,18 @@ def make_plots(summary: Summary, out_dir: Path) -> list[Path]:
         ax.set_title("Speedup vs eager: mode x precision\n(geomean over the other axes)", fontsize=10)
         paths.append(_save(fig, out_dir / "speedup_heatmap.png"))
 
-        fig, ax = plt.subplots(figsize=(7, 5))
-        for r in speed:
-            ax.scatter(r.metrics.get("compile_time_s", math.nan), r.speedup, s=40)
-            ax.annotate(
-                _label(r),
-                (r.metrics.get("compile_time_s", math.nan), r.speedup),
-                fontsize=7,
-                xytext=(4, 2),
-                textcoords="offset points",
+        fig, ax = plt.subplots(figsize=(10, 5))
+        markers = "osD^vP*Xh<>p"
+        for i, r in enumerate(speed):  # a legend, not annotations: labels of nearby points would overlap
+            ax.scatter(
+                r.metrics.get("compile_time_s", math.nan),
+                r.speedup,
+                s=45,
+                marker=markers[i % len(markers)],
+                color=plt.get_cmap("tab10")(i % 10),
+                label=_label(r),
             )
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
         ax.axhline(1.0, color="gray", lw=0.8, ls="--")
         ax.set_xlabel("compile time, s")
         ax.set_ylabel("speedup vs eager")
@@ -400,7 +402,7 @@ def _save(fig: Any, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # legends placed outside the axes included
     plt.close(fig)
     return path
 
