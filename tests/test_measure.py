@@ -69,7 +69,9 @@ def test_loss_parity_is_judged_on_the_first_steps():
     out = measure.loss_divergence(close, eager, rtol=0.05, parity_steps=3)
     assert out["loss_parity"] == 1.0 and out["loss_divergence_max_rel"] == pytest.approx(0.01 / 6.8)
     assert out["loss_divergence_onset_step"] == 3  # reported where the curves part, not judged
-    assert measure.loss_divergence(eager, eager, rtol=0.05, parity_steps=3)["loss_divergence_onset_step"] == -1
+    assert (
+        measure.loss_divergence(eager, eager, rtol=0.05, parity_steps=3)["loss_divergence_onset_step"] == -1
+    )
     broken = [7.0, 8.0, 9.0, 9.0, 9.0, 9.0]
     assert measure.loss_divergence(broken, eager, rtol=0.05, parity_steps=3)["loss_parity"] == 0.0
     assert measure.loss_divergence([float("nan")] * 6, eager, rtol=0.05, parity_steps=3)["loss_parity"] == 0.0
