@@ -4,12 +4,11 @@
 #   bash benchmarks/gpu/queue.sh start <name> <part>...   start the queue (once), then watch it as below
 #   bash benchmarks/gpu/queue.sh watch <name> <seconds>    show its progress until it ends or <seconds>
 #                                                          pass, then pack what it has so far into $OUT
-# Each watch packs a consistent snapshot: results.tgz (results, summaries, plots, logs) and mlflow.tgz
-# (copies of the sqlite stores taken with sqlite's backup API, and the artifacts).
+# Each watch packs a consistent snapshot: results.tgz (results, summaries, plots, logs), mlflow.tgz
+# (copies of the sqlite stores taken with sqlite's backup API) and artifacts.tgz (the MLflow artifacts).
 set -uo pipefail
 cmd=${1:?start|watch}; name=${2:?name}; shift 2
 dir=/tmp/gpu/$name; OUT=${OUT:-/tmp/gpu/out}; mkdir -p "$dir" "$OUT"
-started=$(date +%s)
 if [ "$cmd" = start ]; then
   if [ -f "$dir/queue.pid" ] && kill -0 "$(cat "$dir/queue.pid")" 2>/dev/null; then
     echo "queue $name already running"
@@ -19,7 +18,7 @@ if [ "$cmd" = start ]; then
   fi
   exit 0
 fi
-secs=${1:?seconds}
+secs=${1:?seconds}; started=$(date +%s)
 alive() { [ -f "$dir/queue.pid" ] && kill -0 "$(cat "$dir/queue.pid")" 2>/dev/null; }
 shown=0
 while alive && [ $(( $(date +%s) - started )) -lt $(( secs - 30 )) ]; do
