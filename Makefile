@@ -60,10 +60,10 @@ format: $(STAMP) ## ruff fix and format
 	$(VENV)/bin/ruff format .
 
 docs: $(STAMP) ## regenerate the README's config reference from the schema
-	$(PY) -m pipeline.docs
+	$(PY) -m pipeline.config.reference
 
 docs-check: $(STAMP) ## fail if the README's config reference does not match the schema
-	$(PY) -m pipeline.docs --check
+	$(PY) -m pipeline.config.reference --check
 
 bench: $(STAMP) ## the instrument's own benchmarks on a GPU host; writes benchmarks/RESULTS.md
 	$(PY) benchmarks/bench.py $(ARGS)

@@ -50,7 +50,7 @@ def run(
 
 def run_on_a_gpu(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """A script outside the pipeline (bare loop, seed loop), on a GPU of the machine-wide pool."""
-    from pipeline.gpu_pool import gpu_slot, pool_lock_dir
+    from pipeline.job.gpu_pool import gpu_slot, pool_lock_dir
 
     with gpu_slot(json.loads(POOL) if POOL.startswith("[") else POOL, pool_lock_dir()) as gpu:
         return run(cmd, env={**(env or {}), **gpu})

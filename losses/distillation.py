@@ -16,12 +16,13 @@ from torch import nn
 
 from losses.cross_entropy import cross_entropy
 from models import build_model
+from pipeline.config.schema import ModelConfig
 
 
 class Distillation(nn.Module):
     def __init__(
         self,
-        teacher: dict[str, Any],
+        teacher: ModelConfig,
         kind: str = "mse",
         temperature: float = 2.0,
         alpha: float = 0.5,

@@ -24,7 +24,7 @@ class ConvNet(nn.Sequential):
 def create(input_spec: dict[str, Any], channels: list[int] | tuple[int, ...] = CHANNELS) -> nn.Module:
     """The article's network for `input_spec` (image channels, num_classes); height and width must
     come out of the pools as 1 (256 to 511 px with 8 pools)."""
-    from pipeline.schema import ConfigError
+    from pipeline.config.errors import ConfigError
 
     widths = [input_spec["channels"], *channels, input_spec["num_classes"]]
     pools = len(widths) - 1

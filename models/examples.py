@@ -15,7 +15,7 @@ from torch import nn
 def mlp_classifier(input_spec: dict[str, Any], hidden: int = 64, depth: int = 2) -> nn.Module:
     """An MLP image classifier: flatten C*H*W, `depth` hidden layers of width `hidden` with GELU, then
     one logit per class."""
-    from pipeline.schema import ConfigError
+    from pipeline.config.errors import ConfigError
 
     if input_spec["kind"] != "image":
         raise ConfigError("model.input.kind", input_spec["kind"], "mlp_classifier takes `image` inputs")

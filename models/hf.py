@@ -43,7 +43,7 @@ def make_config(name: str, input_spec: dict[str, Any], **config_kwargs: Any) -> 
     ensure_torchvision_importable()
     from transformers import CONFIG_MAPPING, AutoConfig
 
-    from pipeline.schema import ConfigError
+    from pipeline.config.errors import ConfigError
 
     if name not in CONFIG_MAPPING:
         raise ConfigError(

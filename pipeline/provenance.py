@@ -4,18 +4,13 @@ Plain subprocess and string work, so the job's parent can use it without importi
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
+from pipeline.redaction import looks_secret
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-_SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|(^|_|\.)(API_?)?KEY$)", re.IGNORECASE)
-
-
-def looks_secret(key: str) -> bool:
-    """A dotted key any of whose parts names a secret (`model.kwargs.hf_token`, `db.password`)."""
-    return any(_SECRET.search(part) for part in key.lstrip("+~").split("."))
 
 
 def git_commit() -> str | None:

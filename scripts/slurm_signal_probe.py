@@ -10,7 +10,7 @@ The job is submitted the way Hydra's submitit launcher submits a sweep (`map_arr
 launcher is). Inside the job, the task wraps every handler submitit installed with one that first
 logs the signal (time, pid, which handler it goes to) and then calls it, so submitit behaves exactly
 as it would without the probe. The task also starts a child process in a session of its own, as
-pipeline/supervisor.py starts the worker, which logs the signals it gets and then takes their
+pipeline/job/supervisor.py starts the worker, which logs the signals it gets and then takes their
 default action. At the end the probe prints the timeline, what the submitting process saw
 (`job.results()`), and sacct's record.
 """

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# Config checks remembered by pipeline.known_good go to a folder of this test session, not the user's.
+# Config checks remembered by pipeline.config.known_good go to a folder of this test session, not the user's.
 os.environ.setdefault("PIPELINE_CACHE_DIR", tempfile.mkdtemp(prefix="pipeline-known-good-"))
 CONF = ROOT / "conf"
 # A job small enough for a CPU: ViT with 2 blocks on 32 px images, batch 2, 4 steps (1 warm-up).
@@ -35,7 +35,7 @@ def compose(overrides: list[str] | None = None):
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
-    from pipeline.schema import register_configs
+    from pipeline.config.schema import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import diagnose
+from pipeline.config.checks import validate
+from pipeline.config.schema import PrecisionConfig
+from pipeline.diagnose import flops, syncs
+from pipeline.diagnose.flops import Mfu
 from tests.conftest import TINY, client, compose, output, run_cli, runs
 
 BREAKY = [
@@ -63,23 +66,19 @@ def test_flops_of_a_small_model_match_a_hand_count():
             "model.input.num_classes=10",
         ]
     )
-    from pipeline.schema import to_container
-
-    resolved = to_container(cfg)
+    config = validate(cfg)
     batch = 2
     # One Linear(3*32*32 -> 10): forward 2*B*3072*10; backward only the weight gradient (the input
     # needs none): another 2*B*3072*10. Cross-entropy and the bias add are not matmuls.
-    assert diagnose.count_flops(resolved["model"], resolved["loss"], batch) == 4 * batch * 3072 * 10
+    assert flops.count_flops(config.model, config.loss, batch) == 4 * batch * 3072 * 10
 
 
 def test_flops_of_vit_tiny_are_plausible():
-    from pipeline.schema import to_container
-
-    resolved = to_container(compose(["model=vit_tiny"]))
-    flops = diagnose.count_flops(resolved["model"], resolved["loss"], 8)
+    config = validate(compose(["model=vit_tiny"]))
+    counted = flops.count_flops(config.model, config.loss, 8)
     # Forward and backward are about 3x the forward's 2 * params * tokens (17 tokens of 64 wide).
     params, tokens = 114_250, 17
-    assert 0.5 * 6 * params * tokens * 8 < flops < 3 * 6 * params * tokens * 8
+    assert 0.5 * 6 * params * tokens * 8 < counted < 3 * 6 * params * tokens * 8
 
 
 @pytest.mark.parametrize("model", ["gpt2_tiny", "llama_tiny"])
@@ -87,15 +86,14 @@ def test_flops_of_causal_lms_are_counted(model):
     # HF's causal-mask code asks the position ids for a value, which meta tensors cannot give: these
     # models are counted on fake tensors (on the H200 their MFU was missing before).
     from models import build_model
-    from pipeline.schema import to_container
 
-    resolved = to_container(compose([f"model={model}"]))
-    spec, batch = resolved["model"]["input"], 2
-    params = sum(p.numel() for p in build_model(resolved["model"]).parameters())
-    tokens = batch * spec["seq_len"]
-    flops = diagnose.count_flops(resolved["model"], resolved["loss"], batch)
+    config = validate(compose([f"model={model}"]))
+    batch = 2
+    params = sum(p.numel() for p in build_model(config.model).parameters())
+    tokens = batch * config.model.input.seq_len
+    counted = flops.count_flops(config.model, config.loss, batch)
     # Forward and backward are about 6 * params * tokens (attention adds, tied embeddings count once).
-    assert 0.5 * 6 * params * tokens < flops < 3 * 6 * params * tokens
+    assert 0.5 * 6 * params * tokens < counted < 3 * 6 * params * tokens
 
 
 @pytest.mark.parametrize(
@@ -109,32 +107,24 @@ def test_flops_of_causal_lms_are_counted(model):
     ],
 )
 def test_peak_table(gpu, precision, peak):
-    cfg = dict(compose([f"precision={precision}"]).precision)
-    assert diagnose.peak_tflops(gpu, cfg)[0] == peak
+    cfg = validate(compose([f"precision={precision}"])).precision
+    assert flops.peak_tflops(gpu, cfg)[0] == peak
 
 
 def test_unknown_gpu_gets_no_mfu_and_a_note():
-    metrics, note = diagnose.mfu_metrics(
-        10**12,
-        100.0,
-        "Imaginary GPU 9000",
-        {"autocast_dtype": "bfloat16", "param_dtype": "float32", "tf32": False},
-    )
+    amp = PrecisionConfig(id="amp", autocast_dtype="bfloat16", param_dtype="float32", tf32=False)
+    unknown = Mfu.of(flops=10**12, step_time_ms=100.0, gpu_name="Imaginary GPU 9000", precision=amp)
+    metrics = unknown.metrics()
     assert "mfu" not in metrics and metrics["achieved_tflops"] == pytest.approx(10.0)
-    assert "not in the peak table" in note
-    metrics, note = diagnose.mfu_metrics(
-        10**12,
-        100.0,
-        "NVIDIA H100 80GB HBM3",
-        {"autocast_dtype": "bfloat16", "param_dtype": "float32", "tf32": False},
-    )
-    assert metrics["mfu"] == pytest.approx(10.0 / 989.4)
+    assert "not in the peak table" in unknown.note
+    known = Mfu.of(flops=10**12, step_time_ms=100.0, gpu_name="NVIDIA H100 80GB HBM3", precision=amp)
+    assert known.metrics()["mfu"] == pytest.approx(10.0 / 989.4)
 
 
 def test_syncs_are_counted_on_cuda_only():
     import torch
 
-    assert "note" in diagnose.count_syncs(lambda: None, torch.device("cpu"))
+    assert "note" in syncs.count_syncs(lambda: None, torch.device("cpu"))
 
 
 def test_profile_and_compiler_trace_are_logged(tmp_path: Path, store: str):
@@ -211,13 +201,13 @@ def test_a_sync_is_attributed_to_the_users_line_not_the_warnings_machinery():
         traceback.FrameSummary(
             str(Path(article.__file__)), 22, "weighted_nll", line="assert target.max() < pred.size(-1)"
         ),
-        traceback.FrameSummary(str(Path(diagnose.__file__)), 240, "count_syncs"),
+        traceback.FrameSummary(str(Path(syncs.__file__)), 240, "count_syncs"),
         traceback.FrameSummary(warnings.__file__, 110, "_showwarnmsg", line="sw(msg.message, ...)"),
     ]
     stack = [stack[1], stack[0], stack[2]]  # harness -> user code -> warnings
-    assert diagnose._user_frame(stack).startswith(f"{article.__file__}:22: assert target.max()")
+    assert syncs._user_frame(stack).startswith(f"{article.__file__}:22: assert target.max()")
     library_only = [stack[0], stack[2]]  # no user frame: the innermost non-stdlib frame
-    assert diagnose._user_frame(library_only).startswith(f"{diagnose.__file__}:240")
+    assert syncs._user_frame(library_only).startswith(f"{syncs.__file__}:240")
 
 
 # A C++ TORCH_WARN reaches Python as a UserWarning raised at the Python line that called into C++.
@@ -235,18 +225,18 @@ def test_only_torchs_sync_warning_counts_as_a_sync_not_the_modes_own_notice():
     import warnings
 
     def step_with_two_syncs() -> None:
-        warnings.warn(diagnose.SYNC_WARNING + TORCH_SUFFIX, stacklevel=1)  # first sync
-        warnings.warn(diagnose.SYNC_WARNING + TORCH_SUFFIX, stacklevel=1)  # second sync
+        warnings.warn(syncs.SYNC_WARNING + TORCH_SUFFIX, stacklevel=1)  # first sync
+        warnings.warn(syncs.SYNC_WARNING + TORCH_SUFFIX, stacklevel=1)  # second sync
 
     with warnings.catch_warnings(record=True) as passed_on:
         warnings.simplefilter("always")
-        with diagnose.recording_sync_warnings() as locations:
+        with syncs.recording_sync_warnings() as locations:
             warnings.warn(NOTICE + TORCH_SUFFIX, stacklevel=1)
             step_with_two_syncs()
     assert len(locations) == 2
     assert all(loc.startswith(f"{__file__}:") for loc in locations)
     assert [loc.split(": ", 1)[1] for loc in locations] == [
-        "warnings.warn(diagnose.SYNC_WARNING + TORCH_SUFFIX, stacklevel=1)  # first sync",
-        "warnings.warn(diagnose.SYNC_WARNING + TORCH_SUFFIX, stacklevel=1)  # second sync",
+        "warnings.warn(syncs.SYNC_WARNING + TORCH_SUFFIX, stacklevel=1)  # first sync",
+        "warnings.warn(syncs.SYNC_WARNING + TORCH_SUFFIX, stacklevel=1)  # second sync",
     ]
     assert [str(w.message) for w in passed_on] == [NOTICE + TORCH_SUFFIX]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pipeline import docs
-from pipeline.schema import Config
+from pipeline.config import reference as docs
+from pipeline.config.schema import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -147,7 +147,7 @@ def test_sigterm_as_the_worker_starts_still_records_the_run_killed(tmp_path: Pat
 
 
 def test_signals_held_are_delivered_after_the_critical_section():
-    from pipeline.run import signals_held
+    from pipeline.job.signals import signals_held
 
     events: list[str] = []
 
@@ -171,7 +171,7 @@ def test_signals_held_outside_the_main_thread_holds_nothing_and_does_not_fail():
     """A launcher may run the job in a thread, where Python cannot set signal handlers."""
     import threading
 
-    from pipeline.run import signals_held
+    from pipeline.job.signals import signals_held
 
     done: list[str] = []
 

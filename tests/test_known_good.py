@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import known_good
-from pipeline.schema import ConfigError, validate
+from pipeline.config import known_good
+from pipeline.config.checks import validate
+from pipeline.config.errors import ConfigError
 from tests.conftest import ROOT, compose
 
 # In a fresh interpreter: validate a config, then say which heavy libraries the check imported.
 PROBE = """
 import json, sys
 from tests.conftest import compose
-from pipeline.schema import validate
+from pipeline.config.checks import validate
 validate(compose(sys.argv[1:]))
 print(json.dumps({m: m in sys.modules for m in ("torch", "timm", "transformers")}))
 """

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.gpu_pool import gpu_slot
+from pipeline.job.gpu_pool import gpu_slot
 from tests.conftest import TINY, output, run_cli, runs
 
 

@@ -12,8 +12,9 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 
 from losses.cross_entropy import CrossEntropy
-from losses.distillation import Distillation
-from pipeline.schema import COMPILE_SCOPES, ConfigError, validate
+from pipeline.config.checks import validate
+from pipeline.config.errors import ConfigError
+from pipeline.config.schema import COMPILE_SCOPES, InputSpec, ModelConfig, to_config
 from tests.conftest import compose, output, run_cli, runs, sqlite_uri
 
 # A vit_tiny student with the 3-block vit_tiny teacher: distillation small enough for a CPU.
@@ -31,8 +32,8 @@ def children(store: str) -> list:
     return [r for r in runs(store) if r.data.tags.get("sweep_parent") != "true"]
 
 
-def teacher_node(overrides: list[str]) -> dict:
-    return OmegaConf.to_container(compose(overrides).loss.teacher, resolve=True)
+def teacher_node(overrides: list[str]) -> ModelConfig:
+    return to_config(compose(overrides)).loss.teacher
 
 
 # ---------------------------------------------------------------------------------------- cross-entropy
@@ -44,14 +45,16 @@ def test_cross_entropy_shifts_next_token_targets():
 
 
 def test_cross_entropy_ignores_unlabelled_masked_tokens():
-    from pipeline.data import make_sample
+    import dataclasses
 
-    spec = {"kind": "tokens", "vocab_size": 7, "seq_len": 64, "target": "masked_token"}
+    from pipeline.axes.data import make_sample
+
+    spec = InputSpec(kind="tokens", vocab_size=7, seq_len=64, target="masked_token")
     _, labels = make_sample(spec, torch.Generator().manual_seed(0))
     labels = labels.unsqueeze(0)
     assert (labels == -100).any() and (labels != -100).any()
     logits = torch.randn(1, 64, 7)
-    loss = CrossEntropy(spec)({"targets": labels}, logits)
+    loss = CrossEntropy(dataclasses.asdict(spec))({"targets": labels}, logits)
     keep = labels != -100
     assert torch.allclose(loss, F.cross_entropy(logits[keep], labels[keep]))
 
@@ -63,14 +66,12 @@ def test_cross_entropy_on_class_labels():
 
 
 # ---------------------------------------------------------------------------------------- distillation
-def distillation(overrides: list[str]) -> tuple[Distillation, dict]:
+def distillation(overrides: list[str]):
     from losses import build_loss
 
-    cfg = compose(overrides)
-    validate(cfg)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
+    config = validate(compose(overrides))
     torch.manual_seed(0)
-    return build_loss(resolved["loss"], resolved["model"]["input"]), resolved
+    return build_loss(config.loss, config.model.input), config
 
 
 def test_distillation_mse_compares_student_and_teacher_logits():
@@ -90,8 +91,8 @@ def test_distillation_mse_compares_student_and_teacher_logits():
 def test_distillation_kl_on_language_model_logits():
     overrides = ["model=gpt2_tiny", "loss=distillation", "model@loss.teacher=llama_tiny", "loss.kind=kl"]
     overrides += ["loss.temperature=3.0", "loss.alpha=0.25"]
-    loss, resolved = distillation(overrides)
-    assert resolved["loss"]["id"] == "distill_kl"
+    loss, config = distillation(overrides)
+    assert config.loss.id == "distill_kl"
     tokens = torch.randint(1000, (2, 32))
     batch = {"inputs": tokens, "targets": tokens.clone()}
     student = torch.randn(2, 32, 1000)
@@ -117,7 +118,7 @@ def test_distillation_default_teacher_is_vit_b16_with_24_blocks():
     with torch.device("meta"):
         from models import build_model
 
-        net = build_model(OmegaConf.to_container(teacher, resolve=True))
+        net = build_model(to_config(cfg).loss.teacher)
     assert len(net.blocks) == 24
 
 
@@ -128,9 +129,7 @@ def test_teacher_is_swapped_with_the_model_at_loss_teacher_override(teacher: str
         cfg = compose(overrides)
         validate(cfg)
         assert cfg.loss.teacher.id == teacher and cfg.model.id == "vit_tiny"
-        assert teacher_node(overrides) == OmegaConf.to_container(
-            compose([f"model={teacher}"]).model, resolve=True
-        )
+        assert teacher_node(overrides) == to_config(compose([f"model={teacher}"])).model
 
 
 def test_teacher_keys_are_edited_like_any_key():

@@ -3,13 +3,15 @@ device; tiny ones train through the real CLI; the regional scope finds each fami
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
-from pipeline.schema import ConfigError, validate
+from pipeline.config.checks import validate
+from pipeline.config.errors import ConfigError
+from pipeline.config.schema import InputSpec, LossConfig, ModelConfig, to_config
 from tests.conftest import CONF, compose, output, run_cli, runs, sqlite_uri
 from tests.custom_model_factory import parameter_count
 
@@ -37,9 +39,8 @@ CLI_STEPS = [
 ]
 
 
-def model_node(name: str, overrides: list[str] | None = None) -> dict:
-    cfg = compose_model(name, overrides)
-    return OmegaConf.to_container(cfg.model, resolve=True)
+def model_node(name: str, overrides: list[str] | None = None) -> ModelConfig:
+    return to_config(compose_model(name, overrides)).model
 
 
 def compose_model(name: str, overrides: list[str] | None = None):
@@ -60,10 +61,10 @@ def build_on_meta(name: str) -> torch.nn.Module:
         return build_model(model_node(name))
 
 
-def logits_shape(spec: dict, batch: int) -> tuple[int, ...]:
-    if spec["kind"] == "image" or spec["target"] == "class":
-        return (batch, spec["num_classes"])
-    return (batch, spec["seq_len"], spec["vocab_size"])
+def logits_shape(spec: InputSpec, batch: int) -> tuple[int, ...]:
+    if spec.kind == "image" or spec.target == "class":
+        return (batch, spec.num_classes)
+    return (batch, spec.seq_len, spec.vocab_size)
 
 
 def test_the_zoo_has_the_documented_models():
@@ -112,14 +113,17 @@ def test_llama_1b_is_the_documented_config():
 @pytest.mark.parametrize("name", SMALL)
 def test_small_models_build_and_give_logits_of_their_spec(name: str):
     from losses import build_loss
-    from pipeline.data import make_device_batch
+    from pipeline.axes.data import make_device_batch
 
-    spec = model_node(name)["input"]
+    spec = model_node(name).input
     net = build(name)
-    batch = make_device_batch(spec, 2, torch.device("cpu"), torch.float32, torch.Generator().manual_seed(0))
+    generator = torch.Generator().manual_seed(0)
+    batch = make_device_batch(
+        spec, 2, device=torch.device("cpu"), float_dtype=torch.float32, generator=generator
+    )
     logits = net(batch["inputs"])
     assert tuple(logits.shape) == logits_shape(spec, 2)
-    loss = build_loss({"_target_": "losses.cross_entropy.CrossEntropy"}, spec)(batch, logits)
+    loss = build_loss(LossConfig(id="ce"), spec)(batch, logits)
     assert torch.isfinite(loss)
     loss.backward()
     assert all(p.grad is not None for p in net.parameters() if p.requires_grad)
@@ -130,7 +134,7 @@ def test_hf_dropout_is_off_so_paired_loss_curves_match(name: str, key: str):
     from models.hf import make_config
 
     node = model_node(name)
-    config = make_config(node["name"], node["input"], **node["kwargs"])
+    config = make_config(node.name, dataclasses.asdict(node.input), **node.kwargs)
     assert getattr(config, key) == 0.0
 
 
@@ -158,7 +162,7 @@ def test_hf_sequence_longer_than_the_positions_names_the_key(name: str, key: str
 
     node = model_node(name, [f"model.input.seq_len={limit + 1}"])
     with pytest.raises(ValueError) as info, torch.device("meta"):
-        create(node["name"], node["input"], **node["kwargs"])
+        create(node.name, dataclasses.asdict(node.input), **node.kwargs)
     assert isinstance(info.value, ConfigError) and info.value.key == "model.input.seq_len"
     assert f"{key}={limit}" in str(info.value) and f"model.kwargs.{key}" in str(info.value)
 
@@ -210,7 +214,7 @@ REGIONS = [
 
 @pytest.mark.parametrize("name, count, block", REGIONS)
 def test_regional_scope_finds_the_repeated_blocks(name: str, count: int, block: str):
-    from pipeline.compile import repeated_blocks
+    from pipeline.axes.compile import repeated_blocks
 
     net = build_on_meta(name)
     blocks = repeated_blocks(net)
@@ -219,7 +223,7 @@ def test_regional_scope_finds_the_repeated_blocks(name: str, count: int, block: 
 
 @pytest.mark.parametrize("name", ["convnet", "custom"])
 def test_regional_scope_on_a_model_without_repeated_blocks_says_so(name: str):
-    from pipeline.compile import compile_regions
+    from pipeline.axes.compile import compile_regions
 
     net = build(name)
     with pytest.raises(ValueError, match=r"compile\.scope=regional: \w+ has no repeated blocks"):

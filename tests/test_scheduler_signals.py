@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from pipeline.run import SchedulerSignal, SchedulerSignals
+from pipeline.job.signals import SchedulerSignal, SchedulerSignals
 
 
 @pytest.fixture

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline.schema import COMPILE_MODES, ConfigError, describe_compose_error, validate
+from pipeline.config.checks import validate
+from pipeline.config.errors import ConfigError, describe_compose_error
+from pipeline.config.schema import COMPILE_MODES
 from tests.conftest import compose
 
 

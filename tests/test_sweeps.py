@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import report
-from pipeline.sweep import count_jobs
+from pipeline.sweep.render import table_rows
+from pipeline.sweep.state import count_jobs
+from pipeline.sweep.summary import Row, summarize
 from tests.conftest import ROOT, TINY, client, compose, output, run_cli, runs
 
 
@@ -245,14 +246,13 @@ def test_summary_uses_the_latest_run_of_each_config_and_counts_failures():
         metrics = {"step_time_ms_p50": 10.0}
         if speedup:
             metrics.update(speedup_vs_eager=speedup, loss_parity=parity)
-        return report.Row(
-            name,
-            status,
-            {"model": "m", "precision": precision, "mode": "default" if speedup else "eager"},
-            metrics,
-            "",
-            h,
-            t,
+        return Row(
+            name=name,
+            status=status,
+            config={"model": "m", "precision": precision, "mode": "default" if speedup else "eager"},
+            metrics=metrics,
+            config_hash=h,
+            start_time=t,
         )
 
     rows = [
@@ -261,7 +261,7 @@ def test_summary_uses_the_latest_run_of_each_config_and_counts_failures():
         row("b", "FINISHED", "h2", 3, speedup=8.0, precision="fp32"),
         row("c", "FINISHED", "h3", 4, speedup=3.0, parity=0.0),
     ]
-    s = report.summarize("x", rows)
+    s = summarize("x", rows)
     assert [r.name for r in s.rows] == ["a", "b", "c"]
     assert math.isclose(s.aggregates["geomean_speedup"], 4.0)  # sqrt(2 * 8): c diverged, so it does not pass
     assert math.isclose(s.aggregates["pass_rate"], 2 / 3)
@@ -271,10 +271,20 @@ def test_summary_uses_the_latest_run_of_each_config_and_counts_failures():
 
 
 def test_summary_marks_noisy_jobs_in_the_table_and_says_what_to_trust():
-    steady = report.Row("a", "FINISHED", {"model": "m"}, {"step_time_ms_p50": 10.0, "measurement_noisy": 0.0})
-    noisy = report.Row("b", "FINISHED", {"model": "m"}, {"step_time_ms_p50": 11.0, "measurement_noisy": 1.0})
-    s = report.summarize("x", [steady, noisy])
-    statuses = [row[-1] for row in report.table_rows(s)]
+    steady = Row(
+        name="a",
+        status="FINISHED",
+        config={"model": "m"},
+        metrics={"step_time_ms_p50": 10.0, "measurement_noisy": 0.0},
+    )
+    noisy = Row(
+        name="b",
+        status="FINISHED",
+        config={"model": "m"},
+        metrics={"step_time_ms_p50": 11.0, "measurement_noisy": 1.0},
+    )
+    s = summarize("x", [steady, noisy])
+    statuses = [row[-1] for row in table_rows(s)]
     assert statuses == ["FINISHED", "FINISHED, noisy"]
     assert any(n.startswith("1 job(s) flagged noisy") for n in s.notes)
 

@@ -4,7 +4,7 @@ Hydra's own `launch()` ends with `[j.results()[0] for j in jobs]`: one job kille
 node failure, host OOM killer) raises `UncompletedJobError` there, the whole sweep stops waiting for the
 others, and the summary never runs. Here such a job becomes an outcome (`KILLED`, with the reason
 submitit gives) and the sweep goes on; its MLflow run, left RUNNING by the dead job, is closed KILLED
-when the sweep ends (pipeline.report.finish_sweep). Ctrl-C while waiting cancels the sweep's jobs
+when the sweep ends (pipeline.sweep.finish.finish_sweep). Ctrl-C while waiting cancels the sweep's jobs
 instead of leaving them running after the sweep's runs were closed.
 
 The rest is Hydra's launcher as it is (hydra_plugins.hydra_submitit_launcher, 1.2.0).
@@ -30,7 +30,7 @@ def wait_with_progress(jobs: list[Any], sweep_dir: Path, poll_s: float = 1.0) ->
     """Until every job has ended, print the sweep's line (jobs done / total, failures, ETA) whenever it
     changes; it is read from the jobs' result files, which the jobs write into the sweep dir. A short
     poll keeps the sweep's end close to its last job's (submitit throttles its own sacct calls)."""
-    from pipeline.progress import sweep_status
+    from pipeline.job.progress import sweep_status
 
     last = None
     while not all(job.done() for job in jobs):

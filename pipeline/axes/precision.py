@@ -1,13 +1,14 @@
-"""Precision: autocast dtype, weight dtype, TF32 switches and the grad scaler, from one config node."""
+"""The precision axis (`precision=`): autocast dtype, weight dtype, TF32 switches and the grad scaler, from one config node."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
+
+from pipeline.config.schema import PrecisionConfig
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -20,13 +21,12 @@ class Precision:
     grad_scaler: bool
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> Precision:
-        autocast = cfg.get("autocast_dtype")
+    def from_config(cls, cfg: PrecisionConfig) -> Precision:
         return cls(
-            autocast_dtype=_DTYPES[autocast] if autocast else None,
-            param_dtype=_DTYPES[cfg["param_dtype"]],
-            tf32=bool(cfg["tf32"]),
-            grad_scaler=bool(cfg["grad_scaler"]),
+            autocast_dtype=_DTYPES[cfg.autocast_dtype] if cfg.autocast_dtype else None,
+            param_dtype=_DTYPES[cfg.param_dtype],
+            tf32=cfg.tf32,
+            grad_scaler=cfg.grad_scaler,
         )
 
     def apply_backend_flags(self) -> dict[str, str]:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from pipeline.result import RESULT_FILE, JobResult
-from pipeline.sweep import SweepContext, config_hash
+from pipeline.config.schema import from_dict
+from pipeline.identity import config_hash, identity, run_name
+from pipeline.job.result import RESULT_FILE, JobResult
+from pipeline.sweep.state import SweepContext
+from pipeline.tracking import Tracker
 
 
 def unsynced(dirs: list[Path]) -> list[Path]:
@@ -28,22 +30,11 @@ def unsynced(dirs: list[Path]) -> list[Path]:
     return found
 
 
-def _existing_run(tracker: Any, run_id: str | None) -> Any | None:
-    if not run_id:
-        return None
-    try:
-        return tracker.client.get_run(run_id)
-    except Exception:
-        return None
-
-
-def sync_one(tracker: Any, result_path: Path) -> str:
-    from pipeline.tracking import identity, run_name
-
+def sync_one(tracker: Tracker, result_path: Path) -> str:
     job_dir = result_path.parent
     result = JobResult.read(result_path)
-    cfg = json.loads((job_dir / "job_config.json").read_text())
-    run = _existing_run(tracker, result.mlflow_run_id)
+    cfg = from_dict(json.loads((job_dir / "job_config.json").read_text()))
+    run = tracker.get_run(result.mlflow_run_id)
     if run is None:
         tags = {
             **identity(cfg),
@@ -55,10 +46,10 @@ def sync_one(tracker: Any, result_path: Path) -> str:
         parent = None
         if sweep is not None:
             tags["sweep_id"] = sweep.sweep_id
-            parent = sweep.parent_run_id if _existing_run(tracker, sweep.parent_run_id) else None
+            parent = sweep.parent_run_id if tracker.get_run(sweep.parent_run_id) else None
         run_id = tracker.start_run(run_name(cfg), tags, parent_run_id=parent)
     else:
-        run_id = run.info.run_id
+        run_id = run.run_id
         tracker.set_tags(run_id, {"synced_later": "true"})
     tracker.log_result(run_id, cfg, result, job_dir)
     result.mlflow_run_id, result.mlflow_synced = run_id, True
@@ -66,7 +57,7 @@ def sync_one(tracker: Any, result_path: Path) -> str:
     return run_id
 
 
-def sync_results(tracker: Any, dirs: list[Path]) -> int:
+def sync_results(tracker: Tracker, dirs: list[Path]) -> int:
     paths = unsynced(dirs)
     if not paths:
         print(f"nothing to sync under {', '.join(map(str, dirs))}: every job result is in MLflow")

@@ -14,22 +14,23 @@ measurement see the same data.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from pipeline.config.schema import DataConfig, InputSpec
+
 Batch = dict[str, torch.Tensor]
 
 
-def make_sample(spec: dict[str, Any], generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def make_sample(spec: InputSpec, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """One (input, target) pair on the CPU."""
-    if spec["kind"] == "image":
-        image = torch.randn((spec["channels"], spec["height"], spec["width"]), generator=generator)
-        label = torch.randint(spec["num_classes"], (), generator=generator)
+    if spec.kind == "image":
+        image = torch.randn((spec.channels, spec.height, spec.width), generator=generator)
+        label = torch.randint(spec.num_classes, (), generator=generator)
         return image, label
-    tokens = torch.randint(spec["vocab_size"], (spec["seq_len"],), generator=generator)
-    target = spec["target"]
+    tokens = torch.randint(spec.vocab_size, (spec.seq_len,), generator=generator)
+    target = spec.target
     if target == "next_token":
         return tokens, tokens.clone()
     if target == "masked_token":
@@ -37,7 +38,7 @@ def make_sample(spec: dict[str, Any], generator: torch.Generator) -> tuple[torch
         masked = torch.rand(tokens.shape, generator=generator) < 0.15
         labels[masked] = tokens[masked]
         return tokens, labels
-    return tokens, torch.randint(spec["num_classes"], (), generator=generator)
+    return tokens, torch.randint(spec.num_classes, (), generator=generator)
 
 
 def to_device(
@@ -51,8 +52,9 @@ def to_device(
 
 
 def make_device_batch(
-    spec: dict[str, Any],
+    spec: InputSpec,
     batch_size: int,
+    *,
     device: torch.device,
     float_dtype: torch.dtype,
     generator: torch.Generator,
@@ -60,18 +62,16 @@ def make_device_batch(
     """One batch drawn directly on the device (no host work, no copy), deterministic for a seeded
     generator: two variants of a paired measurement draw the same batches."""
     draw = {"generator": generator, "device": device}
-    if spec["kind"] == "image":
-        inputs = torch.randn((batch_size, spec["channels"], spec["height"], spec["width"]), **draw).to(
-            float_dtype
-        )
-        return {"inputs": inputs, "targets": torch.randint(spec["num_classes"], (batch_size,), **draw)}
-    tokens = torch.randint(spec["vocab_size"], (batch_size, spec["seq_len"]), **draw)
-    if spec["target"] == "next_token":
+    if spec.kind == "image":
+        inputs = torch.randn((batch_size, spec.channels, spec.height, spec.width), **draw).to(float_dtype)
+        return {"inputs": inputs, "targets": torch.randint(spec.num_classes, (batch_size,), **draw)}
+    tokens = torch.randint(spec.vocab_size, (batch_size, spec.seq_len), **draw)
+    if spec.target == "next_token":
         targets = tokens.clone()
-    elif spec["target"] == "masked_token":
+    elif spec.target == "masked_token":
         targets = torch.where(torch.rand(tokens.shape, **draw) < 0.15, tokens, torch.full_like(tokens, -100))
     else:
-        targets = torch.randint(spec["num_classes"], (batch_size,), **draw)
+        targets = torch.randint(spec.num_classes, (batch_size,), **draw)
     return {"inputs": tokens, "targets": targets}
 
 
@@ -80,8 +80,9 @@ class DeviceBatches:
 
     def __init__(
         self,
-        spec: dict[str, Any],
+        spec: InputSpec,
         batch_size: int,
+        *,
         num_batches: int,
         device: torch.device,
         float_dtype: torch.dtype,
@@ -89,7 +90,8 @@ class DeviceBatches:
     ):
         generator = torch.Generator(device=device).manual_seed(seed)
         self.batches = [
-            make_device_batch(spec, batch_size, device, float_dtype, generator) for _ in range(num_batches)
+            make_device_batch(spec, batch_size, device=device, float_dtype=float_dtype, generator=generator)
+            for _ in range(num_batches)
         ]
         self.index = 0
 
@@ -108,7 +110,7 @@ class DeviceBatches:
 class FakeDataset(Dataset):
     """Random samples made by the DataLoader's workers, as in the seed loop; deterministic per index."""
 
-    def __init__(self, spec: dict[str, Any], seed: int, length: int = 1_000_000):
+    def __init__(self, spec: InputSpec, seed: int, length: int = 1_000_000):
         self.spec, self.seed, self.length = spec, seed, length
 
     def __len__(self) -> int:
@@ -123,8 +125,9 @@ class LoaderBatches:
 
     def __init__(
         self,
-        spec: dict[str, Any],
+        spec: InputSpec,
         batch_size: int,
+        *,
         device: torch.device,
         float_dtype: torch.dtype,
         seed: int,
@@ -156,22 +159,26 @@ class LoaderBatches:
 
 
 def make_batches(
-    data_cfg: dict[str, Any],
-    spec: dict[str, Any],
+    data: DataConfig,
+    spec: InputSpec,
     batch_size: int,
+    *,
     device: torch.device,
     float_dtype: torch.dtype,
     seed: int,
 ) -> DeviceBatches | LoaderBatches:
-    if data_cfg["loader"]:
+    """The batch stream `data` asks for; the same seed gives the same batches in the same order."""
+    if data.loader:
         return LoaderBatches(
             spec,
             batch_size,
-            device,
-            float_dtype,
-            seed,
-            data_cfg["num_workers"],
-            data_cfg["pin_memory"],
-            data_cfg["non_blocking"],
+            device=device,
+            float_dtype=float_dtype,
+            seed=seed,
+            num_workers=data.num_workers,
+            pin_memory=data.pin_memory,
+            non_blocking=data.non_blocking,
         )
-    return DeviceBatches(spec, batch_size, data_cfg["num_batches"], device, float_dtype, seed)
+    return DeviceBatches(
+        spec, batch_size, num_batches=data.num_batches, device=device, float_dtype=float_dtype, seed=seed
+    )

@@ -1,6 +1,6 @@
 """Spawn one worker, stream its output, enforce the timeout, and always come back with a result.
 
-The worker is a fresh interpreter (`python -m pipeline.worker`, spawned, never forked), in a session
+The worker is a fresh interpreter (`python -m pipeline.job.worker`, spawned, never forked), in a session
 of its own so that a timeout or Ctrl-C kills it together with its DataLoader and compile workers. If
 the worker dies before writing its result file (SIGKILL, segfault, out of host memory, timeout), the
 result is made here from its exit status and the tail of its log.
@@ -8,7 +8,6 @@ result is made here from its exit status and the tail of its log.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -18,14 +17,34 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.result import FAILED, KILLED, RESULT_FILE, JobResult
-from pipeline.worker import PROGRESS_PREFIX
+from pipeline.config.schema import Config, to_dict
+from pipeline.job.progress import parse_progress
+from pipeline.job.result import RESULT_FILE, JobResult
+from pipeline.status import FAILED, KILLED
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILL_GRACE_S = 5.0
+
+
+@dataclass(kw_only=True)
+class WorkerLaunch:
+    """Everything one worker run needs."""
+
+    config: Config
+    job_dir: Path
+    cache_dir: Path | None  # the inductor/Triton cache the worker uses
+    on_progress: Callable[[dict[str, Any]], None]  # the worker's progress events
+    on_line: Callable[[str], None]  # every other line the worker prints
+    on_started: Callable[[], None] | None = None  # runs while the worker imports its libraries
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def timeout_s(self) -> float:
+        return self.config.trainer.timeout_s
 
 
 def worker_env(
@@ -72,32 +91,24 @@ def _log_tail(log_path: Path, lines: int = 30) -> str:
         return ""
 
 
-def run_worker(
-    cfg: dict[str, Any],
-    job_dir: Path,
-    timeout_s: float,
-    cache_dir: Path | None,
-    on_progress: Callable[[dict[str, Any]], None],
-    on_line: Callable[[str], None],
-    extra_env: dict[str, str] | None = None,
-    on_started: Callable[[], None] | None = None,
-) -> JobResult:
+def run_worker(launch: WorkerLaunch) -> JobResult:
     """Run one worker to its end. `on_started` runs once the worker is spawned, while it imports its
     libraries (the job opens its MLflow run there); if it raises, the worker is killed and the error
     goes on. The timeout counts from the spawn."""
+    job_dir, timeout_s = launch.job_dir, launch.timeout_s
     job_dir.mkdir(parents=True, exist_ok=True)
     config_path, result_path, log_path = (
         job_dir / "job_config.json",
         job_dir / RESULT_FILE,
         job_dir / "worker.log",
     )
-    config_path.write_text(json.dumps(cfg, indent=1))
+    config_path.write_text(json.dumps(to_dict(launch.config), indent=1))
     result_path.unlink(missing_ok=True)
-    trace_dir = job_dir / "torch_trace" if cfg["diagnose"].get("trace") else None
+    trace_dir = job_dir / "torch_trace" if launch.config.diagnose.trace else None
     cmd = [
         sys.executable,
         "-m",
-        "pipeline.worker",
+        "pipeline.job.worker",
         "--config",
         str(config_path),
         "--result",
@@ -113,16 +124,18 @@ def run_worker(
             text=True,
             bufsize=1,
             start_new_session=True,
-            env=worker_env(cache_dir, trace_dir, extra_env),
+            env=worker_env(launch.cache_dir, trace_dir, launch.extra_env),
             cwd=PROJECT_ROOT,
         )
         (job_dir / "worker.pid").write_text(str(proc.pid))
-        reader = threading.Thread(target=_pump, args=(proc, log, on_progress, on_line), daemon=True)
+        reader = threading.Thread(
+            target=_pump, args=(proc, log, launch.on_progress, launch.on_line), daemon=True
+        )
         reader.start()
         timed_out = False
         try:
-            if on_started is not None:
-                on_started()
+            if launch.on_started is not None:
+                launch.on_started()
             proc.wait(timeout=max(0.0, timeout_s - (time.monotonic() - started)))
         except subprocess.TimeoutExpired:
             timed_out = True
@@ -190,9 +203,9 @@ def _pump(
 ) -> None:
     assert proc.stdout is not None
     for line in proc.stdout:
-        if line.startswith(PROGRESS_PREFIX):
-            with contextlib.suppress(ValueError):
-                on_progress(json.loads(line[len(PROGRESS_PREFIX) :]))
+        event = parse_progress(line)
+        if event is not None:
+            on_progress(event)
             continue
         log.write(line)
         log.flush()

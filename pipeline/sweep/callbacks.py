@@ -12,27 +12,28 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline.config.schema import MlflowConfig
 from pipeline.provenance import command_line
-from pipeline.sweep import SweepContext, count_jobs, new_sweep_id, swept
+from pipeline.sweep.finish import close_interrupted, finish_sweep
+from pipeline.sweep.state import SweepContext, count_jobs, new_sweep_id, swept
+from pipeline.tracking import Tracker, TrackingUnavailable
 
 # The sweep this process started (so an interrupted sweep can close its parent run).
 ACTIVE_SWEEP: SweepContext | None = None
 SWEEP_FAILURES: list[str] = []
 
 
-def _mlflow_settings(config: DictConfig) -> dict[str, Any]:
-    return OmegaConf.to_container(config.mlflow, resolve=True)  # type: ignore[return-value]
+def _mlflow_settings(config: DictConfig) -> MlflowConfig:
+    return MlflowConfig(**OmegaConf.to_container(config.mlflow, resolve=True))  # type: ignore[arg-type]
 
 
 class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Create the experiment (and sqlite schema) once and the parent run, before any job starts."""
         global ACTIVE_SWEEP
-        from pipeline.tracking import Tracker, TrackingUnavailable
-
-        mlflow_cfg = _mlflow_settings(config)
+        mlflow = _mlflow_settings(config)
         try:
-            tracker = Tracker.from_config(mlflow_cfg)
+            tracker = Tracker.from_config(mlflow)
         except TrackingUnavailable as err:  # Hydra turns callback exceptions into warnings: exit instead
             raise SystemExit(f"mlflow error: {err}") from err
         sweep_cfg = config.sweep
@@ -40,18 +41,18 @@ class SweepCallback(Callback):
         parent = tracker.sweep_parent(sweep_id) if sweep_cfg.id else None
         if sweep_cfg.resume and parent is None:
             raise SystemExit(
-                f"sweep.resume=true: no sweep with sweep.id={sweep_cfg.id!r} in experiment {mlflow_cfg['experiment']!r}; set sweep.id to the id of an earlier sweep"
+                f"sweep.resume=true: no sweep with sweep.id={sweep_cfg.id!r} in experiment {mlflow.experiment!r}; set sweep.id to the id of an earlier sweep"
             )
         if parent is not None and not sweep_cfg.resume:
             raise SystemExit(
-                f"sweep.id={sweep_id!r} already exists in experiment {mlflow_cfg['experiment']!r}: add sweep.resume=true to continue it, or pick a new id"
+                f"sweep.id={sweep_id!r} already exists in experiment {mlflow.experiment!r}: add sweep.resume=true to continue it, or pick a new id"
             )
         sweep_dir = str(Path(config.hydra.sweep.dir).resolve())
-        if "SlurmLauncher" in str(config.hydra.launcher.get("_target_", "")) and mlflow_cfg[
-            "tracking_uri"
-        ].startswith("sqlite:"):
+        if "SlurmLauncher" in str(
+            config.hydra.launcher.get("_target_", "")
+        ) and mlflow.tracking_uri.startswith("sqlite:"):
             print(
-                f"warning: SLURM jobs log to {mlflow_cfg['tracking_uri']}: a sqlite file only works when every job runs on this machine; "
+                f"warning: SLURM jobs log to {mlflow.tracking_uri}: a sqlite file only works when every job runs on this machine; "
                 "on a cluster start `make mlflow-server` and set mlflow.tracking_uri=http://<host>:<port>",
                 flush=True,
             )
@@ -73,15 +74,15 @@ class SweepCallback(Callback):
             )
             parent_id = tracker.start_run(f"sweep {label}", tags)
         else:
-            parent_id = parent.info.run_id
-            tracker.client.update_run(parent_id, status="RUNNING")
+            parent_id = parent.run_id
+            tracker.reopen(parent_id)
             tracker.set_tags(parent_id, {"resumed_in": sweep_dir})
         ACTIVE_SWEEP = SweepContext(
             sweep_id,
             parent_id,
             sweep_dir,
-            mlflow_cfg["tracking_uri"],
-            mlflow_cfg["experiment"],
+            mlflow.tracking_uri,
+            mlflow.experiment,
             count_jobs(config.hydra),
             bool(sweep_cfg.resume),
             sweep_cfg.name,
@@ -95,8 +96,6 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Summarize the sweep from MLflow, attach the summary to the parent run, close it."""
-        from pipeline.report import finish_sweep
-
         if ACTIVE_SWEEP is None:
             return
         failures = finish_sweep(ACTIVE_SWEEP)
@@ -107,15 +106,4 @@ def close_interrupted_sweep(reason: str) -> None:
     """Mark the parent run, and any child still RUNNING, as KILLED (Ctrl-C or SIGTERM of the sweep)."""
     if ACTIVE_SWEEP is None:
         return
-    from pipeline.tracking import KILLED, Tracker
-
-    try:
-        tracker = Tracker(ACTIVE_SWEEP.tracking_uri, ACTIVE_SWEEP.experiment)
-        for run in tracker.sweep_children(ACTIVE_SWEEP.sweep_id):
-            if run.info.status == "RUNNING":
-                tracker.set_tags(run.info.run_id, {"error_type": "Interrupted", "error_message": reason})
-                tracker.end_run(run.info.run_id, KILLED)
-        tracker.set_tags(ACTIVE_SWEEP.parent_run_id, {"error_type": "Interrupted", "error_message": reason})
-        tracker.end_run(ACTIVE_SWEEP.parent_run_id, KILLED)
-    except Exception as exc:  # the store itself may be what failed
-        print(f"could not close the sweep's runs in MLflow: {exc}", flush=True)
+    close_interrupted(ACTIVE_SWEEP, reason)

@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
+from pipeline.status import FAILED
+
 RESULT_FILE = "result.json"
 
 

@@ -1,4 +1,4 @@
-"""Sweep bookkeeping shared by the multirun callback (which writes it) and the jobs (which read it).
+"""Sweep state shared by the multirun callback (which writes it) and the jobs (which read it).
 
 Launchers pickle callbacks and may run jobs on other machines, so jobs get the sweep's identity from a
 small file in the sweep directory (`sweep.json`: sweep id, parent run id, job count), never from a
@@ -7,7 +7,6 @@ live object.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
 import time
@@ -16,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 SWEEP_FILE = "sweep.json"
-# Keys that say where or how a job is recorded, not what it measures: left out of the config hash.
-_NOT_IDENTITY = ("sweep", "mlflow")
 
 
 @dataclass
@@ -48,12 +45,6 @@ class SweepContext:
 
 def new_sweep_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
-
-
-def config_hash(resolved: dict[str, Any]) -> str:
-    """Identifies a job's configuration across re-runs of a sweep (for `sweep.resume`)."""
-    identity = {k: v for k, v in resolved.items() if k not in _NOT_IDENTITY}
-    return hashlib.sha1(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def swept(hydra_cfg: Any) -> list[str]:

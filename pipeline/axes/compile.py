@@ -1,0 +1,166 @@
+"""`apply_compile`: the one place torch.compile is applied, for every `compile.scope` and every scenario.
+
+Scopes:
+  model           the model only; the loss runs eager
+  loss            the loss (with its teacher) compiled on its own
+  model_and_loss  one module holding model and loss, compiled together
+  regional        each repeated block (timm blocks/stages, HF layers) compiled on its own; blocks of
+                  one class share compiled code, the rest of the model runs eager
+  step            the scenario's whole step handed to torch.compile as one function; for training
+                  torch still breaks it at backward() and in the optimizer (expect ~4 graph breaks, and
+                  compile.fullgraph=true is refused)
+`compile.optimizer=true` also compiles `optimizer.step` (any scope but `step`, which already has it).
+
+The scenario says how its step is made from a forward function (`make_step`); this module decides what
+of it is compiled, so a new scenario gets every scope without a line of compile code of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from pipeline.config.schema import CompileConfig
+
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+StepFn = Callable[[Any], torch.Tensor]
+MakeStep = Callable[..., StepFn]  # (forward, *, mark_cudagraph_step) -> step
+
+
+class ModelWithLoss(nn.Module):
+    """Model and loss in one module (what `compile.scope=model_and_loss` compiles); `.model` stays the
+    bare model."""
+
+    def __init__(self, model: nn.Module, loss: nn.Module):
+        super().__init__()
+        self.model, self.loss = model, loss
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.loss(batch, self.model(batch["inputs"]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Compiled:
+    step: StepFn
+    forward: nn.Module  # what computes the step's output from a batch (for diagnostics such as explain)
+    description: str  # what was compiled, for the run's notes
+    regions: int = 0  # blocks compiled by the regional scope
+    kwargs: dict[str, Any] | None = None  # the torch.compile arguments used
+
+
+def compile_kwargs(settings: CompileConfig) -> dict[str, Any]:
+    """Arguments for torch.compile. torch refuses `mode` and `options` together, so user options are
+    merged over the mode's own inductor options and passed alone."""
+    kwargs: dict[str, Any] = {
+        "backend": settings.backend,
+        "fullgraph": settings.fullgraph,
+        "dynamic": settings.dynamic,
+    }
+    options = dict(settings.options)
+    if options:
+        if settings.backend == "inductor":
+            from torch._inductor import list_mode_options
+
+            options = {**list_mode_options(settings.mode), **options}
+        kwargs["options"] = options
+    elif settings.mode != "default":
+        kwargs["mode"] = settings.mode
+    return kwargs
+
+
+def uses_cudagraphs(settings: CompileConfig) -> bool:
+    return settings.compiled and (
+        settings.mode in CUDAGRAPH_MODES or bool(settings.options.get("triton.cudagraphs"))
+    )
+
+
+def is_repeated(module: nn.Module) -> bool:
+    children = list(module.children())
+    return (
+        isinstance(module, (nn.ModuleList, nn.Sequential))
+        and len(children) >= 2
+        and len({type(c) for c in children}) == 1
+    )
+
+
+def repeated_blocks(module: nn.Module) -> list[nn.Module]:
+    """The innermost runs of same-class blocks (ViT `blocks`, ConvNeXt stage blocks, HF layers)."""
+    found: list[nn.Module] = []
+    for child in module.children():
+        if is_repeated(child):
+            inner = [block for c in child.children() for block in repeated_blocks(c)]
+            found.extend(inner or list(child.children()))
+        else:
+            found.extend(repeated_blocks(child))
+    return found
+
+
+def compile_regions(model: nn.Module, kwargs: dict[str, Any]) -> int:
+    blocks = repeated_blocks(model)
+    if not blocks:
+        raise ValueError(
+            f"compile.scope=regional: {type(model).__name__} has no repeated blocks (no ModuleList/Sequential of same-class modules)"
+        )
+    for block in blocks:
+        block.compile(**kwargs)  # in place: the compiled forward is shared by blocks of one class
+    return len(blocks)
+
+
+SCOPE_DESCRIPTIONS = {
+    "model": "the model",
+    "loss": "the loss",
+    "model_and_loss": "model and loss together",
+    "regional": "{regions} repeated blocks of the model",
+    "step": "the whole step (one function; in training torch breaks it at backward and the optimizer)",
+}
+
+
+def apply_compile(
+    settings: CompileConfig,
+    *,
+    model: nn.Module,
+    loss: nn.Module,
+    make_step: MakeStep,
+    optimizer: torch.optim.Optimizer | None = None,
+) -> Compiled:
+    """The scenario's step for `settings` (mode `eager` builds the plain eager step)."""
+    if not settings.compiled:
+        forward = ModelWithLoss(model, loss)
+        return Compiled(
+            step=make_step(forward, mark_cudagraph_step=False), forward=forward, description="nothing (eager)"
+        )
+
+    kwargs = compile_kwargs(settings)
+    scope, regions = settings.scope, 0
+    if scope == "model":
+        forward = ModelWithLoss(torch.compile(model, **kwargs), loss)
+    elif scope == "loss":
+        forward = ModelWithLoss(model, torch.compile(loss, **kwargs))
+    elif scope == "model_and_loss":
+        forward = torch.compile(ModelWithLoss(model, loss), **kwargs)
+    elif scope == "regional":
+        regions = compile_regions(model, kwargs)
+        forward = ModelWithLoss(model, loss)
+    elif scope == "step":
+        forward = ModelWithLoss(model, loss)
+    else:
+        raise ValueError(f"compile.scope={scope!r} is not a scope")
+
+    compile_optimizer = settings.optimizer and scope != "step" and optimizer is not None
+    if compile_optimizer:
+        optimizer.step = torch.compile(optimizer.step, **{**kwargs, "fullgraph": False})  # type: ignore[method-assign, union-attr]
+    step = make_step(forward, mark_cudagraph_step=uses_cudagraphs(settings))
+    if scope == "step":
+        step = torch.compile(step, **kwargs)
+    description = SCOPE_DESCRIPTIONS[scope].format(regions=regions)
+    return Compiled(
+        step=step,
+        forward=forward,
+        description=description + (" and optimizer.step" if compile_optimizer else ""),
+        regions=regions,
+        kwargs=kwargs,
+    )

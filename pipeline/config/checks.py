@@ -1,0 +1,139 @@
+"""`validate(cfg)`: every check of a config, before anything starts.
+
+Three kinds, in this order:
+1. each field's declared constraints (`choices`, `gt`, `ge`, `within` in :mod:`pipeline.config.schema`),
+   read from the field metadata, so allowed values are declared once;
+2. each section's own `check` method (combinations of its fields, next to them in the schema);
+3. checks that need a library: a timm model name, an HF config that builds for the input, a factory
+   that imports, a torch.compile backend. They import torch or the model library lazily, and once
+   passed they are remembered per library version (:mod:`pipeline.config.known_good`), so a job's own
+   process usually skips those imports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from omegaconf import DictConfig
+
+from pipeline.config import known_good
+from pipeline.config.errors import ConfigError
+from pipeline.config.schema import Config, ModelConfig, to_config
+
+
+def validate(cfg: Config | DictConfig) -> Config:
+    """Check values and combinations; return the typed config, or raise the first
+    :class:`ConfigError` (every error found is in its `.errors`)."""
+    config = to_config(cfg) if isinstance(cfg, DictConfig) else cfg
+    errors = list(field_errors(config, ""))
+    if not errors:  # the factory check imports the model library: only for an otherwise valid config
+        errors += model_errors("model", config.model)
+    if config.compile.compiled:
+        errors += backend_errors(config.compile.backend)
+    if config.loss.teacher is not None and not errors:
+        errors += model_errors("loss.teacher", config.loss.teacher)
+    if errors:
+        first = errors[0]
+        first.errors = errors
+        raise first
+    return config
+
+
+def field_errors(node: Any, at: str) -> Iterator[ConfigError]:
+    """The declared constraints of every field under `node`, then the node's own `check`."""
+    for f in dataclasses.fields(node):
+        key, value = f"{at}.{f.name}" if at else f.name, getattr(node, f.name)
+        if dataclasses.is_dataclass(value):
+            yield from field_errors(value, key)
+        elif value is not None:
+            yield from _constraint_errors(key, value, f.metadata)
+    check = getattr(node, "check", None)
+    if check is not None:
+        yield from check(at)
+
+
+def _constraint_errors(key: str, value: Any, meta: Any) -> Iterator[ConfigError]:
+    if "choices" in meta and value not in meta["choices"]:
+        yield ConfigError(key, value, "allowed values are " + ", ".join(meta["choices"]))
+    if "gt" in meta and not value > meta["gt"]:
+        yield ConfigError(key, value, f"must be > {meta['gt']:g}")
+    if "ge" in meta and not value >= meta["ge"]:
+        yield ConfigError(key, value, f"must be >= {meta['ge']:g}")
+    if "within" in meta and not meta["within"][0] <= value <= meta["within"][1]:
+        low, high = meta["within"]
+        yield ConfigError(key, value, f"must be in [{low:g}, {high:g}]")
+
+
+# ------------------------------------------------------------------------------------ library checks
+TIMM_FACTORY, HF_FACTORY = "models.timm_models.create", "models.hf.create"
+
+
+def model_errors(at: str, model: ModelConfig) -> list[ConfigError]:
+    """The model exists: a timm name timm knows, an HF config that builds for this input, a factory
+    that imports. (Imports the model library into this process, once per library version.)"""
+    target = model._target_
+    if target == TIMM_FACTORY:
+        if known_good.passes("timm model", model.name, lambda: _timm_model_exists(model.name)):
+            return []
+        return [ConfigError(f"{at}.name", model.name, _timm_allowed(model.name))]
+    if target == HF_FACTORY:
+        settings = [model.name, dataclasses.asdict(model.input), dict(model.kwargs)]
+        if known_good.passes("hf config", settings, lambda: _hf_config_error(*settings) is None):
+            return []
+        err = _hf_config_error(*settings)
+        assert err is not None
+        return [ConfigError(at + err.key.removeprefix("model"), err.value, err.allowed)]
+    from hydra.utils import get_method
+
+    try:
+        get_method(target)
+    except Exception as err:
+        reason = " ".join(str(err).split())[:200]
+        return [
+            ConfigError(
+                f"{at}._target_",
+                target,
+                f"a dotted path to an importable factory ({type(err).__name__}: {reason})",
+            )
+        ]
+    return []
+
+
+def _timm_model_exists(name: str | None) -> bool:
+    from models import timm_models
+
+    return timm_models.model_exists(name)
+
+
+def _timm_allowed(name: str | None) -> str:
+    import difflib
+
+    from models import timm_models
+
+    close = difflib.get_close_matches(str(name), timm_models.timm.list_models(), n=3)
+    return "a timm model name (timm.list_models())" + (f"; close: {', '.join(close)}" if close else "")
+
+
+def _hf_config_error(name: str, input_spec: dict[str, Any], kwargs: dict[str, Any]) -> ConfigError | None:
+    from models import hf
+
+    try:
+        hf.make_config(name, input_spec, **kwargs)
+    except ConfigError as err:
+        return err
+    return None
+
+
+def backend_errors(backend: str) -> list[ConfigError]:
+    if known_good.passes("compile.backend", backend, lambda: backend in available_backends()):
+        return []
+    return [ConfigError("compile.backend", backend, "allowed values are " + ", ".join(available_backends()))]
+
+
+def available_backends() -> list[str]:
+    """The backends torch lists (including the debug ones, such as `aot_eager`)."""
+    import torch._dynamo
+
+    return sorted(torch._dynamo.list_backends(exclude_tags=()))

@@ -1,0 +1,430 @@
+"""The typed configuration contract: one dataclass per config node, one field per key.
+
+Every field carries its help text (`make docs` turns them into the README's config reference) and,
+where it has them, its allowed values (`choices`) and bounds (`gt`, `ge`, `within`): declared once,
+here, and checked from this metadata by :mod:`pipeline.config.checks`. Checks that involve several
+fields of a section sit next to those fields, in the section's `check` method.
+
+Hydra composes `conf/` over this schema (types and key names are checked while composing); the job's
+parent turns the composed config into a :class:`Config` object (:func:`to_config`), and the worker
+rebuilds the same object from the resolved JSON it is given (:func:`from_dict`). No torch here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from pipeline.config.errors import ConfigError
+
+COMPILE_MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+COMPILE_SCOPES = ("model", "loss", "model_and_loss", "regional", "step")
+DEVICES = ("auto", "cuda", "cpu")
+INPUT_KINDS = ("image", "tokens")
+TOKEN_TARGETS = ("next_token", "masked_token", "class")
+AUTOCAST_DTYPES = ("bfloat16", "float16")
+PARAM_DTYPES = ("float32", "bfloat16")
+DISTILL_KINDS = ("mse", "kl")
+
+
+def doc(
+    default: Any,
+    help: str,
+    *,
+    choices: tuple[str, ...] | None = None,
+    gt: float | None = None,
+    ge: float | None = None,
+    within: tuple[float, float] | None = None,
+) -> Any:
+    """A dataclass field with its help text and its constraints (read by the checks and `make docs`).
+    A dataclass type or a dict default becomes a default factory."""
+    meta: dict[str, Any] = {"help": help}
+    for key, value in (("choices", choices), ("gt", gt), ("ge", ge), ("within", within)):
+        if value is not None:
+            meta[key] = value
+    if isinstance(default, type) and is_dataclass(default):
+        return field(default_factory=default, metadata=meta)
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(kw_only=True)
+class InputSpec:
+    """What a model eats; fake data is generated to match it."""
+
+    kind: str = doc("image", "`image` (B×C×H×W float) or `tokens` (B×T integer ids)", choices=INPUT_KINDS)
+    channels: int = doc(3, "image channels", gt=0)
+    height: int = doc(224, "image height in pixels", gt=0)
+    width: int = doc(224, "image width in pixels", gt=0)
+    num_classes: int = doc(1000, "classes of an image classifier (the width of its logits)", gt=0)
+    vocab_size: int = doc(50257, "token vocabulary size (the width of an LM's logits)", gt=0)
+    seq_len: int = doc(1024, "tokens per sequence", gt=0)
+    target: str = doc(
+        "class",
+        "what the labels are: `class` (one per image), `next_token` (causal LM, shifted in the loss), "
+        "`masked_token` (masked LM: 15% of positions labelled, the rest ignored)",
+        choices=TOKEN_TARGETS,
+    )
+
+    def check(self, at: str) -> Iterator[ConfigError]:
+        if self.kind == "image" and self.target != "class":
+            yield ConfigError(f"{at}.target", self.target, "image models take `class` targets")
+
+    @property
+    def logits_width(self) -> int:
+        """The width of the model's logits: classes, or the vocabulary of a token-level target."""
+        return self.num_classes if self.kind == "image" or self.target == "class" else self.vocab_size
+
+    @property
+    def tokens_per_sample(self) -> int | None:
+        return self.seq_len if self.kind == "tokens" else None
+
+
+@dataclass(kw_only=True)
+class ModelConfig:
+    """A model: a factory (`_target_`) called with `name` (when set) and `kwargs`."""
+
+    id: str = doc(MISSING, "short label used in run names and tags, e.g. `vit_b16`")
+    _target_: str = doc("models.timm_models.create", "dotted path of the factory that builds the model")
+    name: str | None = doc(
+        None, "the library's model name (timm name, HF config class), passed to the factory"
+    )
+    kwargs: dict[str, Any] = doc({}, "extra keyword arguments of the factory (timm kwargs, HF config fields)")
+    input: InputSpec = doc(InputSpec, "the input spec; data generation follows it")
+    batch_size: int = doc(64, "this model's default batch size (`trainer.batch_size` defaults to it)", gt=0)
+
+
+@dataclass(kw_only=True)
+class LossConfig:
+    """One interface for every loss: `loss(batch, outputs) -> scalar tensor`."""
+
+    id: str = doc(MISSING, "short label used in run names and tags")
+    _target_: str = doc("losses.cross_entropy.CrossEntropy", "dotted path of the loss module's class")
+    kind: str = doc(
+        "mse", "distillation only: `mse` (student vs teacher logits) or `kl`", choices=DISTILL_KINDS
+    )
+    temperature: float = doc(2.0, "distillation `kl` only: softmax temperature", gt=0)
+    alpha: float = doc(
+        0.5,
+        "distillation `kl` only: weight of the KL term; 1-alpha goes to hard-label CE",
+        within=(0.0, 1.0),
+    )
+    teacher: ModelConfig | None = doc(None, "distillation only: the teacher model config (any model config)")
+
+
+@dataclass(kw_only=True)
+class PrecisionConfig:
+    id: str = doc(MISSING, "short label used in run names and tags")
+    autocast_dtype: str | None = doc(None, "autocast dtype, or null for no autocast", choices=AUTOCAST_DTYPES)
+    param_dtype: str = doc("float32", "dtype of weights and inputs", choices=PARAM_DTYPES)
+    tf32: bool = doc(False, "allow TF32 for float32 matmuls and convolutions")
+    grad_scaler: bool = doc(False, "scale the loss with a GradScaler (needed for float16 autocast)")
+
+
+@dataclass(kw_only=True)
+class CompileConfig:
+    mode: str = doc(
+        "default", "`eager` means no torch.compile; the rest are torch.compile modes", choices=COMPILE_MODES
+    )
+    backend: str = doc("inductor", "a torch.compile backend, checked against `torch._dynamo.list_backends()`")
+    fullgraph: bool = doc(False, "fail on any graph break")
+    dynamic: bool | None = doc(None, "dynamic shapes: null lets torch decide, true/false force it")
+    options: dict[str, Any] = doc(
+        {}, "backend options (inductor config keys), merged over the mode's options"
+    )
+    scope: str = doc("model", "what is compiled", choices=COMPILE_SCOPES)
+    optimizer: bool = doc(False, "also compile `optimizer.step`")
+
+    @property
+    def compiled(self) -> bool:
+        return self.mode != "eager"
+
+    @property
+    def compiles_optimizer(self) -> bool:
+        """Whether optimizer.step runs compiled (then the learning rate is a tensor: no recompiles)."""
+        return self.compiled and (self.scope == "step" or self.optimizer)
+
+    def as_eager(self) -> CompileConfig:
+        """These settings with compilation off (the paired eager baseline)."""
+        return dataclasses.replace(self, mode="eager", optimizer=False)
+
+    def check(self, at: str) -> Iterator[ConfigError]:
+        if not self.compiled:
+            for key, neutral in (("fullgraph", False), ("dynamic", None), ("optimizer", False)):
+                if getattr(self, key) != neutral:
+                    yield ConfigError(
+                        f"{at}.{key}",
+                        getattr(self, key),
+                        f"has no effect with compile.mode=eager (no torch.compile); leave it {neutral!r}",
+                    )
+            if self.options:
+                yield ConfigError(
+                    f"{at}.options",
+                    dict(self.options),
+                    "has no effect with compile.mode=eager; leave it empty",
+                )
+        elif self.scope == "step" and self.fullgraph:
+            yield ConfigError(
+                f"{at}.fullgraph",
+                True,
+                "not with compile.scope=step: torch breaks a training step's graph at backward() and in the optimizer "
+                "(zero_grad is skipped, Optimizer.step breaks on purpose), so fullgraph=true always fails there",
+            )
+        elif self.backend != "inductor" and self.mode != "default":
+            yield ConfigError(
+                f"{at}.mode",
+                self.mode,
+                f"only `default` works with compile.backend={self.backend} (modes are inductor's)",
+            )
+
+
+@dataclass(kw_only=True)
+class OptimizerConfig:
+    _target_: str = doc("torch.optim.Adam", "optimizer class (Adam, as in the seed loop)")
+    lr: float = doc(1e-3, "learning rate", gt=0)
+    fused: bool | None = doc(None, "use the fused kernels (CUDA); null leaves torch's default")
+    foreach: bool | None = doc(None, "use the foreach kernels; null leaves torch's default")
+    kwargs: dict[str, Any] = doc({}, "other optimizer arguments (betas, weight_decay, ...)")
+
+
+@dataclass(kw_only=True)
+class TrainerConfig:
+    steps: int = doc(100, "training steps in all, warm-up included", gt=0)
+    warmup_steps: int = doc(10, "steps run before timing starts (compilation happens here)", gt=0)
+    batch_size: int = doc("${model.batch_size}", "samples per step; defaults to the model's batch size", gt=0)  # type: ignore[arg-type]
+    timeout_s: float = doc(3600.0, "the worker is killed after this many seconds (status KILLED)", gt=0)
+    seed: int = doc(0, "seed for weights and fake data")
+    optimizer: OptimizerConfig = doc(OptimizerConfig, "the optimizer")
+
+    @property
+    def measured_steps(self) -> int:
+        return self.steps - self.warmup_steps
+
+    def check(self, at: str) -> Iterator[ConfigError]:
+        if self.warmup_steps >= self.steps > 0:
+            yield ConfigError(
+                f"{at}.warmup_steps",
+                self.warmup_steps,
+                f"must be < trainer.steps={self.steps} (at least one measured step)",
+            )
+
+
+@dataclass(kw_only=True)
+class DataConfig:
+    loader: bool = doc(
+        False,
+        "false: batches made once on the device and rotated; true: a DataLoader makes CPU batches copied every step",
+    )
+    num_batches: int = doc(4, "distinct on-device batches rotated among (loader=false)", gt=0)
+    num_workers: int = doc(4, "DataLoader workers (loader=true)", ge=0)
+    pin_memory: bool = doc(False, "pin host batches (loader=true)")
+    non_blocking: bool = doc(False, "asynchronous host-to-device copies (loader=true, needs pin_memory)")
+
+    def check(self, at: str) -> Iterator[ConfigError]:
+        if self.non_blocking and not self.pin_memory:
+            yield ConfigError(
+                f"{at}.non_blocking",
+                True,
+                "needs data.pin_memory=true (copies from pageable memory are synchronous)",
+            )
+
+
+@dataclass(kw_only=True)
+class MlflowConfig:
+    tracking_uri: str = doc(
+        "${oc.env:MLFLOW_TRACKING_URI,${default_store:}}",
+        "tracking URI; `MLFLOW_TRACKING_URI` wins; default `sqlite:///<cwd>/outputs/mlflow.db` (absolute path)",
+    )
+    experiment: str = doc("compile-sweeps", "MLflow experiment name")
+    artifact_location: str | None = doc(
+        None,
+        "artifact root for a new experiment; null: outputs/mlartifacts beside a sqlite store, the server's default otherwise",
+    )
+
+
+@dataclass(kw_only=True)
+class BenchmarkConfig:
+    paired_eager: bool = doc(
+        True, "also measure eager in the same worker, interleaved in rounds, for `speedup_vs_eager`"
+    )
+    rounds: int = doc(3, "measurement rounds per variant when paired (measured steps are split evenly)", gt=0)
+    loss_rtol: float = doc(
+        0.05,
+        "loss parity tolerance: max relative gap between compiled and eager losses over the first `parity_steps`",
+        gt=0,
+    )
+    parity_steps: int = doc(
+        3,
+        "steps over which loss parity is judged (later steps on rotated random batches diverge chaotically;"
+        " on an H200, HF BERT and Llama curves at amp separated from step 4 on)",
+        gt=0,
+    )
+    noisy_spread_pct: float = doc(
+        10.0,
+        "flag a job as noisy (`measurement_noisy`, a warning in its last line) when the p10-p90 spread of its measured steps exceeds this percentage of the median",
+        gt=0,
+    )
+
+
+@dataclass(kw_only=True)
+class DiagnoseConfig:
+    explain: bool = doc(False, "run torch._dynamo.explain before training and log its report")
+    trace: bool = doc(False, "record the compiler's structured trace (TORCH_TRACE) and tlparse's report")
+    sync_check: bool = doc(True, "count host-device syncs during one extra step after measuring (CUDA only)")
+    flops: bool = doc(True, "count FLOPs of one step with torch.utils.flop_counter, for MFU")
+    cache_dir: str | None = doc(None, "inductor cache dir; null: shared per sweep under outputs/")
+    cold_cache: bool = doc(False, "start from an empty inductor cache (cold-start compile time)")
+
+
+@dataclass(kw_only=True)
+class SweepConfig:
+    id: str | None = doc(None, "sweep id (tag `sweep_id`); null: made up at multirun start")
+    resume: bool = doc(False, "skip jobs whose configuration already has a FINISHED run in sweep `sweep.id`")
+    name: str | None = doc(None, "name of the named sweep file used, if any")
+    objective: str | None = doc(
+        None,
+        "a metric the job returns to a search sweeper (sweep=compile_search: Optuna), e.g. step_time_ms_p50; a job that fails returns its outcome: a failed trial",
+    )
+
+    def check(self, at: str) -> Iterator[ConfigError]:
+        from pipeline.measure.registry import METRICS  # torch-free
+
+        if self.objective is not None and self.objective not in METRICS:
+            yield ConfigError(
+                f"{at}.objective",
+                self.objective,
+                "a metric name such as step_time_ms_p50 (the list: pipeline/measure/registry.py METRICS)",
+            )
+
+
+@dataclass(kw_only=True)
+class Config:
+    model: ModelConfig = doc(MISSING, "model group: vit_b16, vit_tiny, resnet50, gpt2, ...")
+    loss: LossConfig = doc(MISSING, "loss group: cross_entropy, distillation")
+    precision: PrecisionConfig = doc(MISSING, "precision group: amp, fp32, tf32, amp_fp16, bf16")
+    compile: CompileConfig = doc(CompileConfig, "torch.compile settings")
+    trainer: TrainerConfig = doc(TrainerConfig, "the fixed-step training loop")
+    data: DataConfig = doc(DataConfig, "fake data")
+    device: str = doc("auto", "`auto` (cuda if present, else cpu), `cuda` or `cpu`", choices=DEVICES)
+    profile: bool = doc(False, "record a torch.profiler trace of a few steps after warm-up")
+    gpu_pool: Any = doc(
+        None,
+        "GPUs that concurrent jobs on one machine share, one per job at a time: `all` or a list of indices like `[0,1]` "
+        "(a list, so a multirun does not sweep it); each job's worker sees only its GPU. hydra/launcher=local_gpus uses `all` unless this says otherwise; "
+        "null: the worker sees what the launcher gives",
+    )
+    mlflow: MlflowConfig = doc(MlflowConfig, "where runs are logged")
+    benchmark: BenchmarkConfig = doc(BenchmarkConfig, "paired eager baseline")
+    diagnose: DiagnoseConfig = doc(DiagnoseConfig, "graph breaks, syncs, traces, FLOPs")
+    sweep: SweepConfig = doc(SweepConfig, "multirun bookkeeping")
+
+    @property
+    def paired(self) -> bool:
+        """Whether the worker also measures an eager copy (a compiled job with the paired baseline on)."""
+        return self.compile.compiled and self.benchmark.paired_eager
+
+    def check(self, at: str) -> Iterator[ConfigError]:
+        pool = self.gpu_pool
+        if not (
+            pool is None
+            or pool == "all"
+            or (isinstance(pool, int) and not isinstance(pool, bool))
+            or (isinstance(pool, list) and pool and all(isinstance(i, int) and i >= 0 for i in pool))
+        ):
+            yield ConfigError("gpu_pool", pool, "`all`, or a list of GPU indices such as [0,1], or null")
+        if self.loss.teacher is not None:
+            yield from _teacher_fits_student(self.model.input, self.loss.teacher.input)
+
+
+def _teacher_fits_student(student: InputSpec, teacher: InputSpec) -> Iterator[ConfigError]:
+    at = "loss.teacher.input"
+    width = "num_classes" if student.kind == "image" or student.target == "class" else "vocab_size"
+    if teacher.kind != student.kind:
+        yield ConfigError(
+            f"{at}.kind", teacher.kind, f"must match the student's model.input.kind={student.kind!r}"
+        )
+        return
+    if getattr(teacher, width) != getattr(student, width):
+        yield ConfigError(
+            f"{at}.{width}",
+            getattr(teacher, width),
+            f"must equal the student's model.input.{width}={getattr(student, width)} (logits are compared)",
+        )
+        return
+    for dim in ("channels", "height", "width") if student.kind == "image" else ("seq_len",):
+        if getattr(teacher, dim) != getattr(student, dim):
+            yield ConfigError(
+                f"{at}.{dim}",
+                getattr(teacher, dim),
+                f"must equal model.input.{dim}={getattr(student, dim)} (the teacher sees the student's batch)",
+            )
+
+
+# ------------------------------------------------------------------------------------ composing
+def default_store() -> str:
+    """`sqlite:///<where the command runs>/outputs/mlflow.db`: the one definition of the default store.
+    A resolver of the project's own rather than `${hydra:runtime.cwd}`, which needs Hydra's runtime
+    config and fails where Hydra has not set it (multirun callbacks, jobs on other launchers). Jobs do
+    not change directory (hydra.job.chdir=false)."""
+    return f"sqlite:///{(Path.cwd() / 'outputs' / 'mlflow.db').resolve()}"
+
+
+OmegaConf.register_new_resolver("default_store", default_store, replace=True)
+
+
+def register_configs() -> None:
+    """Register the schema so `conf/config.yaml` can extend it."""
+    ConfigStore.instance().store(name="base_config", node=Config)
+
+
+def to_config(cfg: DictConfig) -> Config:
+    """The composed config as a :class:`Config` object, interpolations resolved."""
+    return typing.cast(Config, OmegaConf.to_object(cfg))
+
+
+def to_dict(cfg: Config) -> dict[str, Any]:
+    """Plain data (what the worker receives as JSON and MLflow logs as params)."""
+    return dataclasses.asdict(cfg)
+
+
+def from_dict(data: dict[str, Any], cls: type = Config) -> Any:
+    """Rebuild a config object from :func:`to_dict`'s output (the worker, `--sync`, `--results`)."""
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        value, node = data[f.name], _dataclass_in(hints[f.name])
+        values[f.name] = from_dict(value, node) if node is not None and isinstance(value, dict) else value
+    return cls(**values)
+
+
+def _dataclass_in(tp: Any) -> type | None:
+    """The dataclass of a field typed `X` or `X | None`, else None."""
+    if isinstance(tp, type) and is_dataclass(tp):
+        return tp
+    for arg in typing.get_args(tp):
+        if isinstance(arg, type) and is_dataclass(arg):
+            return arg
+    return None
+
+
+def schema_node(path: list[str]) -> Any:
+    """The type at a dotted path of the schema (a dataclass, or a field's type), or None."""
+    node: Any = Config
+    for part in path:
+        if not (isinstance(node, type) and is_dataclass(node)):
+            return None
+        hints = typing.get_type_hints(node)
+        if part not in hints:
+            return None
+        node = _dataclass_in(hints[part]) or hints[part]
+    return node

@@ -1,0 +1,183 @@
+"""What torch recorded about compilation in this process: frames, graphs, graph breaks, recompiles,
+compile seconds by phase, inductor cache hits, failed frames (`torch._dynamo.utils`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+def _field(entry: Any, name: str) -> float:
+    return getattr(entry, name, None) or 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompileStats:
+    """torch's own compile records so far in this process (`torch._dynamo.utils`)."""
+
+    frames_compiled: int  # forward entries (first compiles and recompiles); a backward is its own entry
+    graph_breaks: int
+    graph_break_reasons: dict[str, int]
+    unique_graphs: int
+    torch_compile_time_s: float  # Dynamo frame compiles plus the backward compiles AOTAutograd runs lazily
+    recompile_reasons: list[str]
+
+    @classmethod
+    def now(cls) -> CompileStats:
+        from torch._dynamo.utils import counters, get_compilation_metrics
+
+        entries = get_compilation_metrics()
+        forward = [e for e in entries if getattr(e, "is_forward", True) is not False]
+        backward = [e for e in entries if getattr(e, "is_forward", True) is False]
+        breaks = dict(counters["graph_break"])
+        return cls(
+            frames_compiled=len(forward),
+            graph_breaks=sum(breaks.values()),
+            graph_break_reasons=breaks,
+            unique_graphs=counters["stats"].get("unique_graphs", 0),
+            torch_compile_time_s=sum(_field(e, "entire_frame_compile_time_s") for e in forward)
+            + sum(_field(e, "backward_cumulative_compile_time_us") for e in backward) / 1e6,
+            recompile_reasons=[e.recompile_reason for e in forward if getattr(e, "recompile_reason", None)],
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompileDiagnosis:
+    """What compilation did in a job: statistics after the warm-up and at the end (recompiles in
+    between), seconds by phase, the inductor cache, and torch's own log records."""
+
+    after_warmup: CompileStats
+    final: CompileStats
+    phases: dict[str, float]
+    cache: CacheState
+    logged: dict[str, Any]  # graph breaks with lines, recompiles, CUDA-graph skips (CompileLogRecorder)
+    failed: list[dict[str, str]]
+
+    @classmethod
+    def collect(cls, *, after_warmup: CompileStats, logged: dict[str, Any]) -> CompileDiagnosis:
+        return cls(
+            after_warmup=after_warmup,
+            final=CompileStats.now(),
+            phases=compile_phases(),
+            cache=CacheState.now(),
+            logged=logged,
+            failed=frames_failed(),
+        )
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "torch_compile_time_s": self.after_warmup.torch_compile_time_s,
+            "graph_breaks": self.final.graph_breaks,
+            "unique_graphs": self.final.unique_graphs,
+            "frames_compiled": self.final.frames_compiled,
+            "recompiles_after_warmup": self.final.frames_compiled - self.after_warmup.frames_compiled,
+            **self.phases,
+            "inductor_cache_hits": self.cache.hits,
+            "inductor_cache_misses": self.cache.misses,
+            "cudagraph_skips": len(self.logged["cudagraph_skips"]),
+            "frames_failed": len(self.failed),
+        }
+
+    def diagnostics(self) -> dict[str, Any]:
+        return {
+            **self.logged,
+            "graph_break_reasons": self.final.graph_break_reasons,
+            "recompile_reasons": self.final.recompile_reasons,
+            "frames_failed": self.failed,
+        }
+
+
+def compile_phases() -> dict[str, float]:
+    """Compile seconds by phase, from torch's CompilationMetrics (where this torch version has them):
+    Dynamo tracing, AOTAutograd, inductor (of which code generation and Triton compilation), autotuning
+    and CUDA-graph recording."""
+    from torch._dynamo.utils import get_compilation_metrics
+
+    def total(name: str, forward_only: bool | None = None) -> float:
+        s = 0.0
+        for e in get_compilation_metrics():
+            is_forward = getattr(e, "is_forward", True) is not False
+            if forward_only is None or forward_only == is_forward:
+                s += getattr(e, name, None) or 0
+        return s
+
+    frame = total("entire_frame_compile_time_s", True)
+    backend = total("backend_compile_time_s", True)
+    aot_us = total("aot_autograd_cumulative_compile_time_us", True)
+    inductor_fwd_us = total("inductor_cumulative_compile_time_us", True)
+    inductor_bwd_us = total("inductor_cumulative_compile_time_us", False)
+    return {
+        "compile_dynamo_s": max(0.0, frame - backend),
+        "compile_aot_autograd_s": max(0.0, (aot_us - inductor_fwd_us) / 1e6),
+        "compile_inductor_s": (inductor_fwd_us + inductor_bwd_us) / 1e6,
+        "compile_codegen_s": total("inductor_code_gen_cumulative_compile_time_us") / 1e6,
+        "compile_triton_s": total("triton_compile_time_us") / 1e6,
+        "compile_autotune_s": (
+            total("compile_time_autotune_time_us") + total("runtime_triton_autotune_time_us")
+        )
+        / 1e6,
+        "compile_backward_s": total("backward_cumulative_compile_time_us", False) / 1e6,
+        "cudagraph_record_s": total("runtime_cudagraphify_time_us") / 1e6,
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheState:
+    hits: int
+    misses: int
+    state: str  # warm, cold or unused
+
+    @classmethod
+    def now(cls) -> CacheState:
+        """Inductor FX-graph and AOTAutograd cache hits and misses in this process. The state says what the
+        on-disk cache held when the job started, judged by the first graph that used it: `warm` (found),
+        `cold` (not found; later graphs of the same job may hit what it wrote), `unused` (no inductor)."""
+        from torch._dynamo.utils import counters, get_compilation_metrics
+
+        hits = counters["inductor"].get("fxgraph_cache_hit", 0) + counters["aot_autograd"].get(
+            "autograd_cache_hit", 0
+        )
+        misses = counters["inductor"].get("fxgraph_cache_miss", 0) + counters["aot_autograd"].get(
+            "autograd_cache_miss", 0
+        )
+        first = next(
+            (
+                e
+                for e in get_compilation_metrics()
+                if getattr(e, "inductor_fx_local_cache_hit_count", None)
+                or getattr(e, "inductor_fx_local_cache_miss_count", None)
+            ),
+            None,
+        )
+        if not hits and not misses:
+            state = "unused"
+        elif first is not None:
+            state = "cold" if first.inductor_fx_local_cache_miss_count else "warm"
+        else:
+            state = "cold" if misses else "warm"
+        return cls(hits=hits, misses=misses, state=state)
+
+
+def frames_failed() -> list[dict[str, str]]:
+    """Frames whose compilation failed (torch ran them eagerly, or raised)."""
+    from torch._dynamo.utils import get_compilation_metrics
+
+    return [
+        {
+            "frame": f"{e.co_filename}:{e.co_firstlineno} {e.co_name}",
+            "fail": f"{e.fail_type}: {e.fail_reason}"[:400],
+        }
+        for e in get_compilation_metrics()
+        if getattr(e, "fail_type", None)
+    ]
+
+
+def reset_compile_state() -> None:
+    """Forget what an analysis compiled, so the job's own statistics start from zero."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    if hasattr(torch._dynamo.utils, "clear_compilation_metrics"):
+        torch._dynamo.utils.clear_compilation_metrics()

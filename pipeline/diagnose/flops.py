@@ -1,0 +1,110 @@
+"""FLOPs of one training step (counted on tensors without data) and MFU against the GPU's datasheet peak."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+from pipeline.config.schema import LossConfig, ModelConfig, PrecisionConfig
+
+# Dense peak TFLOP/s from the vendors' datasheets (no sparsity), by precision. An unknown GPU gets no MFU.
+PEAK_TFLOPS: list[tuple[str, dict[str, float]]] = [
+    (r"H100.*PCIe", {"bf16": 756.0, "fp16": 756.0, "tf32": 378.0, "fp32": 51.2}),
+    (r"H100 NVL", {}),
+    (r"GH200|H200|H100", {"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9}),
+    (r"A100", {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5}),
+    (r"L40S", {"bf16": 362.05, "fp16": 362.05, "tf32": 183.0, "fp32": 91.6}),
+    (r"\bL4\b", {"bf16": 121.0, "fp16": 121.0, "tf32": 60.0, "fp32": 30.3}),
+    (r"V100", {"fp16": 125.0, "fp32": 15.7}),
+]
+
+
+def precision_key(precision: PrecisionConfig) -> str:
+    """Which peak applies: the dtype the matmuls run in."""
+    if precision.autocast_dtype == "float16":
+        return "fp16"
+    if precision.autocast_dtype == "bfloat16" or precision.param_dtype == "bfloat16":
+        return "bf16"
+    return "tf32" if precision.tf32 else "fp32"
+
+
+def peak_tflops(gpu_name: str | None, precision: PrecisionConfig) -> tuple[float | None, str]:
+    """(peak TFLOP/s, note). The note says why there is no peak when there is none."""
+    key = precision_key(precision)
+    if not gpu_name:
+        return None, "no MFU: not a GPU run"
+    for pattern, peaks in PEAK_TFLOPS:
+        if re.search(pattern, gpu_name):
+            if key in peaks:
+                return peaks[key], f"peak {peaks[key]} TFLOP/s ({key}, dense, datasheet) for {gpu_name}"
+            return None, f"no MFU: no {key} peak known for {gpu_name}"
+    return None, f"no MFU: {gpu_name} is not in the peak table (pipeline/diagnose/flops.py PEAK_TFLOPS)"
+
+
+def count_flops(model: ModelConfig, loss: LossConfig, batch_size: int) -> int:
+    """FLOPs of one training step's forward and backward (teacher included), counted by
+    torch.utils.flop_counter on tensors without data: shapes only, no memory, no time. Meta tensors
+    first; where model code asks a tensor for a value (HF's causal-mask code calls `.all()` on the
+    position ids), fake tensors, for which such code skips its data checks. timm's models need meta:
+    they read values while building (drop-path rates) that fake tensors cannot give."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    try:
+        with torch.device("meta"):
+            return _count_step_flops(model, loss, batch_size)
+    except RuntimeError as meta_error:
+        try:
+            with FakeTensorMode(allow_non_fake_inputs=True):
+                return _count_step_flops(model, loss, batch_size)
+        except Exception as fake_error:
+            raise RuntimeError(f"meta: {meta_error}; fake: {fake_error}") from fake_error
+
+
+def _count_step_flops(model_cfg: ModelConfig, loss_cfg: LossConfig, batch_size: int) -> int:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from losses import build_loss
+    from models import build_model
+
+    spec = model_cfg.input
+    model = build_model(model_cfg).train()
+    loss = build_loss(loss_cfg, spec)
+    if spec.kind == "image":
+        inputs = torch.randn(batch_size, spec.channels, spec.height, spec.width)
+        targets = torch.randint(spec.num_classes, (batch_size,))
+    elif spec.target == "class":
+        inputs = torch.randint(spec.vocab_size, (batch_size, spec.seq_len))
+        targets = torch.randint(spec.num_classes, (batch_size,))
+    else:
+        inputs = torch.randint(spec.vocab_size, (batch_size, spec.seq_len))
+        targets = torch.randint(spec.vocab_size, (batch_size, spec.seq_len))
+    batch = {"inputs": inputs, "targets": targets}
+    with FlopCounterMode(display=False) as counter:
+        loss(batch, model(inputs)).backward()
+    return int(counter.get_total_flops())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mfu:
+    """Model FLOPs utilization of one step: its FLOPs, the rate achieved, and the share of the peak."""
+
+    flops_per_step: int
+    achieved_tflops: float
+    mfu: float | None  # None where no peak is known (note says why)
+    note: str
+
+    @classmethod
+    def of(cls, *, flops: int, step_time_ms: float, gpu_name: str | None, precision: PrecisionConfig) -> Mfu:
+        achieved = flops / (step_time_ms / 1000) / 1e12
+        peak, note = peak_tflops(gpu_name, precision)
+        return cls(
+            flops_per_step=flops, achieved_tflops=achieved, mfu=achieved / peak if peak else None, note=note
+        )
+
+    def metrics(self) -> dict[str, float]:
+        m = {"flops_per_step": float(self.flops_per_step), "achieved_tflops": self.achieved_tflops}
+        if self.mfu is not None:
+            m["mfu"] = self.mfu
+        return m

@@ -1,0 +1,298 @@
+"""Stage 2: the parent of one job. It never trains and never initializes CUDA.
+
+It checks that the store can be used (or, resuming, asks it whether the job already finished), spawns
+the worker (:mod:`pipeline.job.supervisor`) and opens the job's MLflow run while the worker imports
+its libraries, shows progress, and logs whatever comes back (a result, a failure, a crash, an
+interrupt) before closing the run. The result is kept on disk first, so a store lost mid-job loses
+nothing.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from pipeline.config.errors import ConfigError
+from pipeline.config.schema import Config, to_dict
+from pipeline.identity import config_hash, identity, run_name
+from pipeline.job.gpu_pool import gpu_slot, pool_lock_dir
+from pipeline.job.progress import JobProgress, sweep_status
+from pipeline.job.result import RESULT_FILE, JobResult
+from pipeline.job.signals import SchedulerSignals, in_submitit_job, signals_held
+from pipeline.job.supervisor import WorkerLaunch, run_worker
+from pipeline.provenance import PROJECT_ROOT, command_line
+from pipeline.redaction import redacted
+from pipeline.status import FAILED, FINISHED, KILLED, NOT_SYNCED, SKIPPED
+from pipeline.sweep.state import SweepContext
+from pipeline.tracking import Tracker, TrackingUnavailable, check_reachable
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobPlace:
+    """Where a job runs: its folder, its number in a sweep, and the sweep (None for a single job)."""
+
+    job_dir: Path
+    sweep: SweepContext | None = None
+    job_num: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"job {self.job_num}" if self.sweep is not None else "job"
+
+
+class JobRun:
+    """The job's MLflow run, opened once, as late as possible: the worker is already importing its
+    libraries while this process imports MLflow and creates the run."""
+
+    def __init__(
+        self, *, tracker: Tracker | None, config: Config, name: str, tags: dict[str, str], parent: str | None
+    ):
+        self.tracker, self.config, self.name, self.tags, self.parent = tracker, config, name, tags, parent
+        self.run_id: str | None = None  # set by open()
+
+    def open(self) -> str:
+        """The run's id, creating the run (and the tracker) the first time."""
+        if self.run_id is None:
+            try:
+                if self.tracker is None:
+                    self.tracker = Tracker.from_config(self.config.mlflow)
+                self.run_id = self.tracker.start_run(self.name, self.tags, parent_run_id=self.parent)
+            except TrackingUnavailable:
+                raise
+            except Exception as exc:  # the store answered, but not with a run
+                raise TrackingUnavailable(
+                    f"could not open the job's run: {type(exc).__name__}: {exc}"
+                ) from exc
+        return self.run_id
+
+
+class JobParent:
+    """One job, start to finish. `run()` returns its outcome and never raises for a failed job (an
+    interrupt outside a submitit job is re-raised, to stop the sweep)."""
+
+    def __init__(self, config: Config, place: JobPlace, signals: SchedulerSignals):
+        self.config, self.place, self.signals = config, place, signals
+        self.job_dir = place.job_dir
+        self.name = run_name(config)
+        self.config_hash = config_hash(config)
+        self.display = JobProgress(self.name)
+        self.job_run: JobRun | None = None  # made once the store is known to answer
+        self.started = 0.0  # when the worker was asked for (job_wall_s counts from there)
+
+    def run(self) -> str:
+        self.job_dir.mkdir(parents=True, exist_ok=True)
+        (self.job_dir / "config.yaml").write_text(OmegaConf.to_yaml(redacted(to_dict(self.config))))
+        try:
+            tracker = self.check_store()
+        except TrackingUnavailable as err:
+            print(f"mlflow error: {err}", file=sys.stderr, flush=True)
+            return FAILED
+        except AlreadyFinished as done:
+            print(f"{self.name}: {done}", flush=True)
+            return SKIPPED
+        self.job_run = JobRun(
+            tracker=tracker,
+            config=self.config,
+            name=self.name,
+            tags=self.tags(),
+            parent=self.place.sweep.parent_run_id if self.place.sweep else None,
+        )
+        self.started = time.monotonic()
+        try:
+            with self.signals.interruptible():
+                result = self.supervise()
+        except TrackingUnavailable as err:  # the store went away after the check; the worker was stopped
+            self.display.close()
+            print(f"mlflow error: {err}", file=sys.stderr, flush=True)
+            return FAILED
+        except BaseException as interrupt:  # Ctrl-C, SIGTERM, a scheduler's signal: the job is KILLED
+            return self.interrupted(interrupt)
+        self.display.close()
+        outcome = self.finish(result)
+        print(one_line(self.name, result), flush=True)
+        if self.place.sweep is not None:
+            print(sweep_status(Path(self.place.sweep.sweep_dir), self.place.sweep.total_jobs), flush=True)
+        return outcome
+
+    # ----------------------------------------------------------------------------- phases
+    def check_store(self) -> Tracker | None:
+        """A store that cannot be used stops the job before anything starts; resuming, the store
+        decides whether this job runs at all. Returns the tracker when one had to be made."""
+        sweep = self.place.sweep
+        if sweep is None or not sweep.resume:
+            check_reachable(self.config.mlflow.tracking_uri)
+            return None
+        tracker = Tracker.from_config(self.config.mlflow)
+        done = tracker.finished_run_for(sweep.sweep_id, self.config_hash)
+        if done is not None:
+            raise AlreadyFinished(f"already FINISHED in sweep {sweep.sweep_id} (run {done.run_id}), skipped")
+        return tracker
+
+    def tags(self) -> dict[str, str]:
+        tags = {**identity(self.config), "config_hash": self.config_hash, "job_dir": str(self.job_dir)}
+        if self.place.sweep is not None:
+            tags.update({"sweep_id": self.place.sweep.sweep_id, "job_num": str(self.place.job_num)})
+        for key in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"):
+            if key in os.environ:
+                tags[key.lower()] = os.environ[key]
+        return tags
+
+    def open_run(self) -> None:
+        """While the worker imports its libraries: a Ctrl-C or scancel now lands once the run exists."""
+        assert self.job_run is not None
+        with signals_held():
+            run_id = self.job_run.open()
+        print(f"{self.place.label} {self.name}: run {run_id}, output {self.job_dir}", flush=True)
+
+    def supervise(self) -> JobResult:
+        """The worker's run, on a GPU of the pool when there is one."""
+        launch = WorkerLaunch(
+            config=self.config,
+            job_dir=self.job_dir,
+            cache_dir=inductor_cache_dir(self.config, self.job_dir, self.place.sweep),
+            on_progress=self.display.update,
+            on_line=self.display.line,
+            on_started=self.open_run,
+            extra_env={"PIPELINE_COMMAND": command_line()},
+        )
+        pool = self.config.gpu_pool or os.environ.get("PIPELINE_GPU_POOL")  # set by hydra/launcher=local_gpus
+        if not pool:
+            return run_worker(launch)
+        with gpu_slot(pool, pool_lock_dir(), on_wait=self.display.line) as env:
+            self.display.line(f"using GPU {env['PIPELINE_GPU_INDEX']} of gpu_pool={pool}")
+            launch.extra_env.update(env)
+            result = run_worker(launch)
+        result.info["gpu_pool_index"] = int(env["PIPELINE_GPU_INDEX"])
+        return result
+
+    def interrupted(self, interrupt: BaseException) -> str:
+        self.display.close()
+        result = JobResult()
+        result.fail(KILLED, "Interrupted", f"interrupted ({type(interrupt).__name__}: {interrupt})")
+        assert self.job_run is not None
+        try:
+            self.job_run.open()  # stopped before its run was opened: the run records that too
+        except Exception as exc:
+            print(f"mlflow error: could not record the interrupted job ({exc})", file=sys.stderr, flush=True)
+        else:
+            self.finish(result)
+        if in_submitit_job():  # only this job was stopped: the sweep collects its outcome and goes on
+            print(one_line(self.name, result), flush=True)
+            return KILLED
+        raise interrupt
+
+    def finish(self, result: JobResult) -> str:
+        """Keep the result on disk first, then log it; a store lost mid-job loses nothing."""
+        assert self.job_run is not None
+        run_id = self.job_run.open()
+        result.mlflow_run_id = run_id
+        result.metrics["job_wall_s"] = time.monotonic() - self.started
+        result.info["parent_pid"] = os.getpid()
+        write_job_files(result, self.job_dir, self.config.trainer.warmup_steps)
+        result.write(self.job_dir / RESULT_FILE)
+        logging_started = time.monotonic()
+        try:
+            assert self.job_run.tracker is not None
+            self.job_run.tracker.log_result(run_id, self.config, result, self.job_dir)
+        except Exception as exc:
+            print(
+                f"mlflow error: could not log run {run_id} ({type(exc).__name__}: {exc}); the result is kept in {self.job_dir / RESULT_FILE}; upload it later with `python -m pipeline.report --sync {self.job_dir}`",
+                file=sys.stderr,
+                flush=True,
+            )
+            return NOT_SYNCED
+        result.mlflow_synced = True
+        result.info["mlflow_log_s"] = time.monotonic() - logging_started  # local copy only: MLflow has it
+        result.write(self.job_dir / RESULT_FILE)
+        return result.status
+
+
+class AlreadyFinished(Exception):
+    """Resuming: this configuration already has a FINISHED run in the sweep."""
+
+
+def inductor_cache_dir(config: Config, job_dir: Path, sweep: SweepContext | None) -> Path:
+    """Shared by a sweep's jobs by default; per job with `diagnose.cold_cache=true`; or as configured."""
+    if config.diagnose.cold_cache:
+        return job_dir / "inductor_cache"
+    if config.diagnose.cache_dir:
+        return Path(config.diagnose.cache_dir).resolve()
+    return Path(sweep.sweep_dir if sweep else job_dir) / "inductor_cache"
+
+
+def write_job_files(result: JobResult, job_dir: Path, warmup_steps: int) -> None:
+    """Per-step times as CSV, and the error with its traceback, beside the result."""
+    with open(job_dir / "step_times.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["variant", "step", "step_time_ms"])
+        for variant, key in (("compiled_or_eager", "step_time_ms"), ("paired_eager", "eager_step_time_ms")):
+            for i, ms in enumerate(result.series.get(key, [])):
+                writer.writerow([variant, warmup_steps + i, f"{ms:.6f}"])
+    if result.diagnostics:
+        (job_dir / "diagnostics.json").write_text(json.dumps(result.diagnostics, indent=1, default=str))
+    if result.error:
+        (job_dir / "error.txt").write_text(
+            f"{result.error.type}: {result.error.message}\n\n{result.error.traceback}"
+        )
+
+
+def one_line(name: str, result: JobResult) -> str:
+    """The job's last line: its result, or why it has none."""
+    if result.status != FINISHED:
+        assert result.error is not None
+        return f"{name}: {result.status}: {result.error.type}: {result.error.message}"
+    m = result.metrics
+    parts = [f"step {m['step_time_ms_p50']:.2f} ms (p50)"]
+    if "compile_time_s" in m:
+        parts.append(f"compile {m['compile_time_s']:.1f} s")
+    if "speedup_vs_eager" in m:
+        parts.append(f"{m['speedup_vs_eager']:.2f}x vs eager")
+    if "peak_mem_reserved_gib" in m:
+        parts.append(
+            f"peak {m['peak_mem_reserved_gib']:.2f} GiB reserved ({m['peak_mem_allocated_gib']:.2f} allocated)"
+        )
+    if m.get("graph_breaks"):
+        parts.append(graph_break_note(int(m["graph_breaks"]), result.diagnostics.get("graph_breaks") or []))
+    if result.info.get("measurement_note"):
+        parts.append(result.info["measurement_note"])
+    return f"{name}: FINISHED: " + ", ".join(parts)
+
+
+def graph_break_note(count: int, breaks: list[dict[str, str]]) -> str:
+    """`3 graph breaks (first at models/x.py:31: Unsupported Tensor.item() call ...); compile.fullgraph=false let them through`."""
+    note = f"{count} graph break{'s' if count != 1 else ''}"
+    if breaks:
+        where = breaks[0]["location"]
+        if where.startswith(str(PROJECT_ROOT) + "/"):
+            where = where[len(str(PROJECT_ROOT)) + 1 :]
+        note += f" (e.g. {where}: {breaks[0]['reason'][:80]}; all in diagnostics.json)"
+    return note + ", compile.fullgraph=false let them through"
+
+
+def record_bad_job(sweep: SweepContext, err: ConfigError, overrides: list[str]) -> None:
+    """A job of a sweep with bad values is still listed in the sweep, as FAILED with the error."""
+    try:
+        tracker = Tracker(sweep.tracking_uri, sweep.experiment)
+        tags = {
+            "sweep_id": sweep.sweep_id,
+            "error_type": "ConfigError",
+            "error_message": str(err),
+            "overrides": " ".join(overrides),
+        }
+        name = f"bad input: {err.key}={err.value}"[:250]
+        run_id = tracker.start_run(name, tags, parent_run_id=sweep.parent_run_id)
+        tracker.end_run(run_id, FAILED)
+    except Exception as exc:
+        print(f"mlflow error: could not record the bad job ({exc})", file=sys.stderr, flush=True)
+
+
+def report_config_error(err: ConfigError) -> None:
+    for e in err.errors:
+        print(f"config error: {e}", file=sys.stderr, flush=True)

@@ -1,0 +1,99 @@
+"""Signals a job must survive: Ctrl-C and SIGTERM (the job's run ends KILLED with the reason), SLURM's
+SIGTERM and SIGUSR2 under submitit, and the short critical sections where a signal is held until the
+job's MLflow run exists, so that the stopped job is always recorded."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+
+@contextlib.contextmanager
+def signals_held(
+    signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2),
+) -> Iterator[None]:
+    """Hold these signals during a short critical section, then deliver them to their own handlers.
+    Python takes signals in the main thread only; elsewhere (a launcher's thread) nothing is held."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {
+        signum: signal.signal(signum, lambda signum, frame: caught.append(signum)) for signum in signums
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(caught):
+            signal.raise_signal(signum)
+
+
+# What SLURM's signals mean for a job running under submitit (hydra/launcher=slurm). slurmstepd sends
+# them to every process of the job step, the worker included.
+SCHEDULER_SIGNALS = {
+    signal.SIGTERM: "the scheduler stopped the job (scancel, or its time limit was reached)",
+    signal.SIGUSR2: "the scheduler's warning: the job's time limit is near (hydra.launcher.signal_delay_s), or it is preempted",
+}
+
+
+def in_submitit_job() -> bool:
+    return bool(os.environ.get("SUBMITIT_EXECUTOR"))
+
+
+class SchedulerSignal(KeyboardInterrupt):
+    """A scheduler's signal stopped the job."""
+
+
+class SchedulerSignals:
+    """SLURM's SIGTERM (scancel, time limit) and SIGUSR2 (the warning before the limit) in a submitit
+    job. Submitit only logs SIGTERM ("Bypassing signal SIGTERM"), so the job would run on until
+    SIGKILL, and answers SIGUSR2 by requeuing the job or raising UncompletedJobError. Installed first
+    thing in the job, these handlers remember a signal that comes while the job is starting (before its
+    MLflow run exists) and raise SchedulerSignal as soon as the worker would start, or at once while
+    it runs; the job then kills its worker and ends its run KILLED with the reason, within SLURM's
+    KillWait. A signal that comes while the result is being logged only is remembered, so the logging
+    completes. Outside submitit this does nothing: `main` handles SIGTERM."""
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._armed = False
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.received = f"{signal.Signals(signum).name}: {SCHEDULER_SIGNALS[signum]}"
+        if self._armed:
+            self._armed = False
+            raise SchedulerSignal(self.received)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        if not in_submitit_job():
+            yield
+            return
+        previous = {signum: signal.signal(signum, self._on_signal) for signum in SCHEDULER_SIGNALS}
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    @contextlib.contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """The worker's span: a signal already received, or one that comes now, raises SchedulerSignal."""
+        if self.received:
+            raise SchedulerSignal(self.received)
+        self._armed = True
+        try:
+            yield
+        finally:
+            self._armed = False
+
+
+def raise_interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM as Ctrl-C: the job stops the same way (installed by `pipeline.run`)."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)

@@ -1,0 +1,159 @@
+"""The worker: a fresh Python process that turns one resolved config into one result file.
+
+    python -m pipeline.job.worker --config job_config.json --result result.json
+
+It never talks to MLflow (its parent does, so a crash here is still recorded). It reports progress as
+`@@progress {json}` lines on stdout and writes the result file at the end, failed or not. What it
+runs is the config's scenario; everything around it (device, environment, timeline, errors, the
+result file) is the same for every scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+STARTED_AT = time.time()  # the interpreter reached this module (spawn + interpreter start are before it)
+
+from pipeline.config.errors import ConfigError  # noqa: E402 - after STARTED_AT; no torch here
+from pipeline.config.schema import Config, from_dict  # noqa: E402
+from pipeline.job.progress import Progress  # noqa: E402
+from pipeline.job.result import JobResult  # noqa: E402
+from pipeline.status import FAILED, FINISHED  # noqa: E402
+
+
+def resolve_device(name: str) -> Any:
+    import torch
+
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                "device",
+                name,
+                "no CUDA device is visible to this worker (torch.cuda.is_available() is False); use device=cpu or auto",
+            )
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device(name)
+
+
+def classify_error(exc: BaseException, cfg: Config) -> tuple[str, str]:
+    """(error_type, message) for a failure inside the worker."""
+    import torch
+
+    if isinstance(exc, KeyboardInterrupt):
+        return "Interrupted", "interrupted"
+    if isinstance(exc, ConfigError):
+        return "ConfigError", str(exc)
+    if isinstance(exc, torch.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
+    ):
+        return "OutOfMemoryError", str(exc)  # a CUDA OOM, or the CPU allocator refusing
+    name = type(exc).__name__
+    module = type(exc).__module__ or ""
+    if (
+        module.startswith("torch._dynamo")
+        and cfg.compile.fullgraph
+        and name in ("Unsupported", "UserError", "UncapturedHigherOrderOpError")
+    ):
+        return "GraphBreakInFullgraph", f"compile.fullgraph=true but Dynamo hit a graph break: {exc}"
+    if module.startswith(("torch._dynamo", "torch._inductor")):
+        return f"CompileError.{name}", str(exc)
+    return name, str(exc)
+
+
+def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
+    """Run the config's scenario and fill `result` with its figures (raises on failure; what was
+    known before the failure, such as the environment, stays in `result`)."""
+    # Imported here, not at the top: the timeline's first phase is what these imports cost (torch).
+    from pipeline.measure.environment import environment, init_device_libraries
+    from pipeline.scenarios import scenario_class
+    from pipeline.scenarios.base import Timeline, WorkerContext
+
+    timeline = Timeline(started=STARTED_AT)
+    result.info["worker_module_loaded_at"] = STARTED_AT
+    try:
+        scenario_type = scenario_class(cfg)
+        timeline.mark("imports")
+        device = resolve_device(cfg.device)
+        if device.type == "cuda":
+            import torch
+
+            torch.cuda.set_device(device)
+        result.environment = environment(device)
+        ctx = WorkerContext(device=device, progress=Progress(), out_dir=out_dir, timeline=timeline)
+        scenario = scenario_type(cfg, ctx)
+        result.method = scenario.method()
+        init_device_libraries(device)
+        timeline.mark("device_init")
+        report = scenario.run()
+        result.metrics.update(report.metrics())
+        result.series.update(report.series)
+        result.diagnostics.update(report.diagnostics)
+        result.info.update(report.info)
+    finally:
+        result.info["timeline"] = {k: round(v, 3) for k, v in timeline.phases.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--config", required=True, help="resolved job config (JSON)")
+    parser.add_argument("--result", required=True, help="where to write the result file")
+    args = parser.parse_args(argv)
+    faulthandler.enable()  # a segfault still leaves a Python stack in the worker log
+    # SLURM's time-limit warning reaches every process of the job; the job's parent decides what it means.
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+
+    cfg = from_dict(json.loads(Path(args.config).read_text()))
+    result = JobResult()
+    result.info["worker_pid"] = os.getpid()
+    try:
+        run_job(cfg, result, Path(args.result).parent)
+        result.status = FINISHED
+    except BaseException as exc:
+        error_type, message = classify_error(exc, cfg)
+        result.fail(FAILED, error_type, message, traceback.format_exc())
+        _record_memory_at_failure(result)
+    finally:
+        result.write(args.result)
+    print(
+        f"worker: {result.status}"
+        + (f" ({result.error.type}: {result.error.message})" if result.error else ""),
+        flush=True,
+    )
+    return 0 if result.status == FINISHED else 1
+
+
+def _record_memory_at_failure(result: JobResult) -> None:
+    """Peak memory up to the failure (an out-of-memory error is only useful with it)."""
+    try:
+        import torch
+
+        from pipeline.measure.memory import cpu_rss_peak_gib, gib
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            result.metrics["job_peak_mem_allocated_gib"] = gib(torch.cuda.max_memory_allocated())
+            result.metrics["job_peak_mem_reserved_gib"] = gib(torch.cuda.max_memory_reserved())
+        result.metrics["cpu_rss_peak_gib"] = cpu_rss_peak_gib()
+    except Exception:
+        pass
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The result file is written: skip interpreter teardown (CUDA context, inductor's compile-worker
+    # pool), which can take seconds and measures nothing. The parent cleans up the process group.
+    os._exit(code)

@@ -1,0 +1,46 @@
+"""Compile time: the torch.compile call itself plus the warm-up's wall time in excess of the
+steady-state median, i.e. everything from asking for compilation to compiled code at full speed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def compile_excess_s(warmup_s: list[float], steady_ms: float) -> float:
+    """Warm-up wall time beyond what the same number of steady-state steps takes."""
+    return sum(max(0.0, w - steady_ms / 1000) for w in warmup_s)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Warmup:
+    """A variant's warm-up steps, each synced and wall-clocked."""
+
+    first_step_s: float
+    total_s: float
+    excess_s: float  # beyond the steady-state median: compilation, autotuning, CUDA-graph recording
+
+    @classmethod
+    def from_steps(cls, warmup_s: list[float], steady_ms: float) -> Warmup:
+        return cls(
+            first_step_s=warmup_s[0], total_s=sum(warmup_s), excess_s=compile_excess_s(warmup_s, steady_ms)
+        )
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "first_step_s": self.first_step_s,
+            "warmup_time_s": self.total_s,
+            "warmup_excess_s": self.excess_s,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompileTime:
+    setup_s: float  # the torch.compile call(s): backend imports and set-up, before any step
+    warmup_excess_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.setup_s + self.warmup_excess_s
+
+    def metrics(self) -> dict[str, float]:
+        return {"compile_setup_s": self.setup_s, "compile_time_s": self.total_s}

@@ -1,0 +1,44 @@
+"""How a job was measured, in words: written into every run's description."""
+
+from __future__ import annotations
+
+import torch
+
+
+def describe_method(
+    *, device: torch.device, warmup: int, measured: int, rounds: int, paired: bool, data_loader: bool
+) -> str:
+    clock = (
+        "CUDA events recorded at every step boundary on the compute stream, read after the loop"
+        if device.type == "cuda"
+        else "time.perf_counter at every step boundary (CPU ops are synchronous)"
+    )
+    lines = [
+        f"Step time: {measured} measured steps after {warmup} warm-up steps; {clock}; no host sync inside the timed loop.",
+        "Statistics: median (p50), mean, p10, p90, std, and a distribution-free 95% CI of the median. A job whose p10-p90 spread exceeds "
+        "benchmark.noisy_spread_pct of the median is flagged (measurement_noisy), with the host's CPU steal over the measured steps (cpu_steal_pct).",
+        "Compile time: the torch.compile call(s) (compile_setup_s) plus the warm-up wall time (each warm-up step synced) in excess of the steady-state median; torch's own compile totals are logged beside it as torch_compile_time_s.",
+        "Data: "
+        + (
+            "a DataLoader making CPU batches, copied to the device inside every step (the copy is measured)."
+            if data_loader
+            else "batches generated once on the device and rotated (no host work in the step)."
+        ),
+    ]
+    if device.type == "cuda":
+        lines.append(
+            "Memory: CUDA caching-allocator peaks (allocated, reserved) over the warm-up including compilation (job_*) and over the measured steps; NVML per-process usage; CPU peak RSS."
+        )
+    else:
+        lines.append("Memory: CPU peak RSS only (no device allocator on the CPU).")
+    if paired:
+        lines.append(
+            f"Paired eager baseline: an eager copy with the same initial weights and batches, in the same worker, timed in {rounds} rounds alternating with the compiled variant "
+            "(C1 E1 C2 E2 ...) so drift hits both alike; speedup = eager median / compiled median. Memory figures come from solo phases only: an eager probe runs alone "
+            "first and is freed, then the compiled variant warms up and runs round 1 before the eager copy exists; memory_ratio_vs_eager compares reserved peaks "
+            "(CUDA-graph pools show as reserved, not allocated)."
+        )
+    lines.append(
+        "Isolation: every job runs in a fresh spawned Python process; nothing (compile caches in memory, CUDA context, peak counters) carries over between jobs."
+    )
+    return "\n".join(lines)

@@ -1,0 +1,19 @@
+"""Stage 4: what a job runs and measures. A scenario owns its step and its figures; the worker around it
+is shared. `train` is the training step (`train_step`) measured by `train.TrainScenario`."""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipeline.config.schema import Config
+    from pipeline.scenarios.base import Scenario
+
+# scenario name -> "module:class"; imported only in the worker (they import torch)
+SCENARIOS = {"train": "pipeline.scenarios.train:TrainScenario"}
+
+
+def scenario_class(cfg: Config) -> type[Scenario]:
+    module, _, name = SCENARIOS["train"].partition(":")
+    return getattr(import_module(module), name)
