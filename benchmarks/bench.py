@@ -88,7 +88,7 @@ def pipeline(args: list[str], out: Path, name: str, multirun: bool = False) -> l
     (out / f"{name}.log").write_text(proc.stdout[-20000:] + proc.stderr[-20000:])
     results = []
     for path in sorted(job_dir.glob("**/result.json"), key=lambda p: p.stat().st_mtime):
-        data = json.loads(path.read_text())
+        data = with_old_names(json.loads(path.read_text()))
         data["config"] = json.loads((path.parent / "job_config.json").read_text())
         results.append(data)
     print(
@@ -96,6 +96,16 @@ def pipeline(args: list[str], out: Path, name: str, multirun: bool = False) -> l
         flush=True,
     )
     return results
+
+
+def with_old_names(result: dict[str, Any]) -> dict[str, Any]:
+    """A job's result file with the metric names this script reads (those of its earlier raw results:
+    `step_time_ms_p50` for `step/p50_ms`, see pipeline/measure/registry.py OLD_NAMES)."""
+    from pipeline.measure.registry import OLD_NAMES
+
+    for key in ("metrics", "series"):
+        result[key] = {OLD_NAMES.get(k, k): v for k, v in (result.get(key) or {}).items()}
+    return result
 
 
 def save(out: Path, section: str, data: dict[str, Any]) -> None:

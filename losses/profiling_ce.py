@@ -1,6 +1,6 @@
 """The profiling article's hand-written cross-entropy, kept exactly as inefficient as it was: every step
 it syncs host and device three times. Select it with `loss=profiling_ce` to see the pipeline count the
-syncs and name their lines (`host_syncs_per_step`, diagnostics.json); `loss=cross_entropy` is the fix.
+syncs and name their lines (`diagnose/host_syncs_per_step`, diagnostics.json); `loss=cross_entropy` is the fix.
 
   1. `assert target.max() < n`: the assert needs the value on the host;
   2. `pred[range(batch), target]`: a Python range becomes a host tensor, copied to the device;

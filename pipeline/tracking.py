@@ -235,7 +235,7 @@ def series_points(cfg: Config, result: JobResult) -> dict[str, list[tuple[int, f
     warmup = cfg.trainer.warmup_steps
     points: dict[str, list[tuple[int, float]]] = {}
     for name, values in result.series.items():
-        offset = warmup if name.endswith("step_time_ms") else 0
+        offset = warmup if name.endswith("step_ms") else 0
         points[name] = [(offset + i, v) for i, v in enumerate(values) if v == v]  # NaN-free
     return points
 

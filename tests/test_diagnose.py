@@ -26,8 +26,8 @@ def test_the_articles_graph_breaks_are_reported_with_reasons_and_lines(tmp_path:
     proc = run_cli([*BREAKY, "diagnose.explain=true"], tmp_path, store)
     assert proc.returncode == 0, output(proc)
     (run,) = runs(store)
-    assert run.data.metrics["graph_breaks"] >= 3
-    assert run.data.metrics["unique_graphs"] >= 3
+    assert run.data.metrics["diagnose/graph_breaks"] >= 3
+    assert run.data.metrics["diagnose/unique_graphs"] >= 3
     diagnostics = json.loads((tmp_path / "run" / "diagnostics.json").read_text())
     located = {b["location"].rsplit("/", 1)[-1]: b["reason"] for b in diagnostics["graph_breaks"]}
     source = (Path(__file__).parent.parent / "models" / "graph_breaks.py").read_text().splitlines()
@@ -45,7 +45,7 @@ def test_the_articles_graph_breaks_are_reported_with_reasons_and_lines(tmp_path:
         a.path for a in client(store).list_artifacts(run.info.run_id)
     }
     # explain ran on a throwaway copy and its compile state was forgotten: the job's counts are its own
-    assert run.data.metrics["recompiles_after_warmup"] == 0
+    assert run.data.metrics["diagnose/recompiles_after_warmup"] == 0
 
 
 def test_fullgraph_turns_a_graph_break_into_a_clear_failure(tmp_path: Path, store: str):
@@ -115,10 +115,10 @@ def test_unknown_gpu_gets_no_mfu_and_a_note():
     amp = PrecisionConfig(id="amp", autocast_dtype="bfloat16", param_dtype="float32", tf32=False)
     unknown = Mfu.of(flops=10**12, step_time_ms=100.0, gpu_name="Imaginary GPU 9000", precision=amp)
     metrics = unknown.metrics()
-    assert "mfu" not in metrics and metrics["achieved_tflops"] == pytest.approx(10.0)
+    assert "flops/mfu" not in metrics and metrics["flops/achieved_tflops"] == pytest.approx(10.0)
     assert "not in the peak table" in unknown.note
     known = Mfu.of(flops=10**12, step_time_ms=100.0, gpu_name="NVIDIA H100 80GB HBM3", precision=amp)
-    assert known.metrics()["mfu"] == pytest.approx(10.0 / 989.4)
+    assert known.metrics()["flops/mfu"] == pytest.approx(10.0 / 989.4)
 
 
 def test_syncs_are_counted_on_cuda_only():
@@ -149,9 +149,9 @@ def test_profile_and_compiler_trace_are_logged(tmp_path: Path, store: str):
     c = client(store)
     assert {"profile", "tlparse"} <= {a.path for a in c.list_artifacts(run.info.run_id)}
     assert run.data.tags["info.tlparse"] == "ok"
-    for name in ("compile_dynamo_s", "compile_aot_autograd_s", "compile_backward_s"):
+    for name in ("compile/dynamo_s", "compile/aot_autograd_s", "compile/backward_s"):
         assert name in run.data.metrics
-    assert run.data.metrics["compile_dynamo_s"] > 0 and run.data.metrics["compile_aot_autograd_s"] > 0
+    assert run.data.metrics["compile/dynamo_s"] > 0 and run.data.metrics["compile/aot_autograd_s"] > 0
 
 
 @pytest.mark.slow
@@ -176,7 +176,7 @@ def test_inductor_cache_is_shared_in_a_sweep_and_cold_on_request(tmp_path: Path,
     assert (
         first.data.tags["info.inductor_cache"] == "cold" and second.data.tags["info.inductor_cache"] == "warm"
     )
-    assert second.data.metrics["inductor_cache_hits"] > 0
+    assert second.data.metrics["compile/cache_hits"] > 0
     cold = run_cli(
         [*small, "trainer.seed=0,1", "diagnose.cold_cache=true"], tmp_path / "cold", store, multirun=True
     )

@@ -90,7 +90,9 @@ def test_out_of_memory_is_recorded_with_peak_memory(tmp_path: Path, store: str):
     assert run.info.status == "FAILED"
     assert run.data.tags["error_type"] == "OutOfMemoryError"
     assert "allocate" in run.data.tags["error_message"]
-    assert run.data.metrics["cpu_rss_peak_gib"] > 0  # the peak up to the failure (GPU peaks too on a GPU)
+    assert (
+        run.data.metrics["memory/cpu_rss_peak_gib"] > 0
+    )  # the peak up to the failure (GPU peaks too on a GPU)
     assert "FAILED: OutOfMemoryError" in proc.stdout
     error = (tmp_path / "run" / "error.txt").read_text()
     assert "Traceback" in error and "fault_models.py" in error
@@ -249,7 +251,7 @@ def test_store_lost_mid_job_keeps_the_result_and_sync_uploads_it(tmp_path: Path)
         assert (
             result["status"] == "FINISHED"
             and result["mlflow_synced"] is False
-            and result["metrics"]["step_time_ms_p50"] > 0
+            and result["metrics"]["step/p50_ms"] > 0
         )
     finally:
         server.stop()
@@ -273,8 +275,8 @@ def test_store_lost_mid_job_keeps_the_result_and_sync_uploads_it(tmp_path: Path)
         assert sync.returncode == 0, sync.stdout + sync.stderr
         (run,) = runs(server.url)
         assert run.info.run_id == result["mlflow_run_id"]  # the job's own run, left RUNNING, now complete
-        assert run.info.status == "FINISHED" and run.data.metrics["step_time_ms_p50"] == pytest.approx(
-            result["metrics"]["step_time_ms_p50"]
+        assert run.info.status == "FINISHED" and run.data.metrics["step/p50_ms"] == pytest.approx(
+            result["metrics"]["step/p50_ms"]
         )
         assert json.loads((tmp_path / "run" / "result.json").read_text())["mlflow_synced"] is True
         again = subprocess.run(
@@ -317,10 +319,10 @@ def check_eight(store: str, done: list[subprocess.CompletedProcess]) -> None:
     assert len(finished) == 8 and all(r.info.status == "FINISHED" for r in finished)
     c = client(store)
     for run in finished:
-        assert {"step_time_ms_p50", "loss_final", "throughput_samples_per_s", "cpu_rss_peak_gib"} <= set(
+        assert {"step/p50_ms", "loss/final", "throughput/samples_per_s", "memory/cpu_rss_peak_gib"} <= set(
             run.data.metrics
         )
-        assert len(c.get_metric_history(run.info.run_id, "loss")) == 4
+        assert len(c.get_metric_history(run.info.run_id, "curve/loss")) == 4
         assert "config.yaml" in {a.path for a in c.list_artifacts(run.info.run_id)}
 
 

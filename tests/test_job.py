@@ -7,25 +7,26 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.measure.registry import unregistered
 from tests.conftest import TINY, client, output, run_cli, runs
 
 CORE_METRICS = {
-    "step_time_ms_p50",
-    "step_time_ms_mean",
-    "step_time_ms_p10",
-    "step_time_ms_p90",
-    "step_time_ms_std",
-    "step_time_ms_p50_ci95_low",
-    "step_time_ms_p50_ci95_high",
-    "throughput_samples_per_s",
-    "first_step_s",
-    "warmup_excess_s",
-    "cpu_rss_peak_gib",
-    "loss_first",
-    "loss_final",
-    "measured_steps",
-    "step_time_spread_pct",
-    "measurement_noisy",
+    "step/p50_ms",
+    "step/mean_ms",
+    "step/p10_ms",
+    "step/p90_ms",
+    "step/std_ms",
+    "step/p50_ci95_low_ms",
+    "step/p50_ci95_high_ms",
+    "throughput/samples_per_s",
+    "warmup/first_step_s",
+    "warmup/excess_s",
+    "memory/cpu_rss_peak_gib",
+    "loss/first",
+    "loss/final",
+    "step/count",
+    "step/spread_pct",
+    "step/noisy",
 }
 
 
@@ -37,19 +38,16 @@ def check_finished_run(store: str, run, mode: str) -> None:
     assert run.info.status == "FINISHED", run.data.tags.get("error_message")
     metrics = run.data.metrics
     assert set(metrics) >= CORE_METRICS, CORE_METRICS - set(metrics)
-    assert metrics["measured_steps"] == 3
-    assert metrics["step_time_ms_p10"] <= metrics["step_time_ms_p50"] <= metrics["step_time_ms_p90"]
-    assert (
-        metrics["step_time_ms_p50_ci95_low"]
-        <= metrics["step_time_ms_p50"]
-        <= metrics["step_time_ms_p50_ci95_high"]
-    )
-    assert metrics["throughput_samples_per_s"] == pytest.approx(2 / (metrics["step_time_ms_p50"] / 1000))
+    assert not unregistered(metrics), "every logged metric is in pipeline/measure/registry.py"
+    assert metrics["step/count"] == 3
+    assert metrics["step/p10_ms"] <= metrics["step/p50_ms"] <= metrics["step/p90_ms"]
+    assert metrics["step/p50_ci95_low_ms"] <= metrics["step/p50_ms"] <= metrics["step/p50_ci95_high_ms"]
+    assert metrics["throughput/samples_per_s"] == pytest.approx(2 / (metrics["step/p50_ms"] / 1000))
     c = client(store)
-    step_times = c.get_metric_history(run.info.run_id, "step_time_ms")
+    step_times = c.get_metric_history(run.info.run_id, "curve/step_ms")
     assert [p.step for p in step_times] == [1, 2, 3]  # measured steps only, numbered as training steps
-    assert sum(p.value for p in step_times) / 3 == pytest.approx(metrics["step_time_ms_mean"])
-    assert [p.step for p in c.get_metric_history(run.info.run_id, "loss")] == [0, 1, 2, 3]
+    assert sum(p.value for p in step_times) / 3 == pytest.approx(metrics["step/mean_ms"])
+    assert [p.step for p in c.get_metric_history(run.info.run_id, "curve/loss")] == [0, 1, 2, 3]
     params = run.data.params
     assert (
         params["trainer.steps"] == "4"
@@ -71,7 +69,7 @@ def test_one_eager_job_finishes_with_its_metrics(tmp_path: Path, store: str):
     (run,) = runs(store)
     check_finished_run(store, run, "eager")
     assert run.info.run_name == "vit_tiny·amp·eager"
-    assert "compile_time_s" not in run.data.metrics  # nothing was compiled
+    assert "compile/total_s" not in run.data.metrics  # nothing was compiled
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert (
         result["status"] == "FINISHED"
@@ -89,7 +87,7 @@ def test_a_job_whose_steps_spread_beyond_the_limit_is_flagged_noisy(tmp_path: Pa
     assert proc.returncode == 0, output(proc)
     (run,) = runs(store)
     m, tags = run.data.metrics, run.data.tags
-    assert m["step_time_spread_pct"] > 1e-9 and m["measurement_noisy"] == 1.0
+    assert m["step/spread_pct"] > 1e-9 and m["step/noisy"] == 1.0
     assert tags["info.measurement_note"].startswith("noisy: p10-p90 of the measured steps spans")
     assert "benchmark.noisy_spread_pct=1e-09" in tags["info.measurement_note"]
     last_line = proc.stdout.strip().splitlines()[-1]
@@ -104,14 +102,14 @@ def test_one_inductor_job_reports_compile_time_apart_from_step_time(tmp_path: Pa
     m = run.data.metrics
     assert run.info.run_name == "vit_tiny·amp·default·inductor"
     # Compilation happens in the warm-up: seconds, while a measured step takes milliseconds.
-    assert m["compile_time_s"] > 1.0 and m["torch_compile_time_s"] > 1.0
+    assert m["compile/total_s"] > 1.0 and m["compile/torch_total_s"] > 1.0
     # The torch.compile call itself (backend imports, set-up) counts too: from asking to running.
-    assert 0 < m["compile_setup_s"] < m["compile_time_s"]
-    assert m["compile_time_s"] == pytest.approx(m["compile_setup_s"] + m["warmup_excess_s"])
-    assert m["step_time_ms_max"] < 1000 * m["compile_time_s"] / 10
-    assert m["frames_compiled"] >= 1 and m["recompiles_after_warmup"] == 0
-    assert {"speedup_vs_eager", "eager_step_time_ms_p50", "loss_divergence_max_rel", "loss_parity"} <= set(m)
-    assert m["loss_parity"] == 1.0
+    assert 0 < m["compile/setup_s"] < m["compile/total_s"]
+    assert m["compile/total_s"] == pytest.approx(m["compile/setup_s"] + m["warmup/excess_s"])
+    assert m["step/max_ms"] < 1000 * m["compile/total_s"] / 10
+    assert m["diagnose/frames_compiled"] >= 1 and m["diagnose/recompiles_after_warmup"] == 0
+    assert {"speedup/vs_eager", "eager/p50_ms", "parity/max_rel", "parity/ok"} <= set(m)
+    assert m["parity/ok"] == 1.0
 
 
 @pytest.mark.slow
@@ -144,8 +142,8 @@ def test_compile_state_never_carries_over_between_jobs(tmp_path: Path, store: st
     proc = run_cli(args, tmp_path, store, multirun=True)
     assert proc.returncode == 0, output(proc)
     jobs = children(store)
-    assert [r.data.metrics["frames_compiled"] for r in jobs] == [1.0, 1.0]
-    assert all(r.data.metrics["torch_compile_time_s"] > 0.2 for r in jobs)
+    assert [r.data.metrics["diagnose/frames_compiled"] for r in jobs] == [1.0, 1.0]
+    assert all(r.data.metrics["compile/torch_total_s"] > 0.2 for r in jobs)
 
 
 @pytest.mark.parametrize(

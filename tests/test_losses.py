@@ -211,8 +211,8 @@ def test_every_loss_runs_under_every_scope(loss_scope_sweeps, loss: str, scope: 
     assert (loss, scope) in jobs, "\n".join(output(p) for p in procs)
     run = jobs[(loss, scope)]
     assert run.info.status == "FINISHED", run.data.tags.get("error_message")
-    assert run.data.metrics["measured_steps"] == 1
-    assert math.isfinite(run.data.metrics["loss_first"])
+    assert run.data.metrics["step/count"] == 1
+    assert math.isfinite(run.data.metrics["loss/first"])
     if scope == "regional":
         assert run.data.tags["info.compiled_regions"] == "2"  # vit_tiny's 2 blocks
     if loss != "ce":
@@ -229,8 +229,8 @@ def test_distillation_compiles_with_inductor(tmp_path: Path, store: str):
     assert proc.returncode == 0, output(proc)
     (run,) = runs(store)
     assert run.info.status == "FINISHED", run.data.tags.get("error_message")
-    assert run.data.tags["backend"] == "inductor" and run.data.metrics["torch_compile_time_s"] > 0
-    assert run.data.metrics["graph_breaks"] == 0
+    assert run.data.tags["backend"] == "inductor" and run.data.metrics["compile/torch_total_s"] > 0
+    assert run.data.metrics["diagnose/graph_breaks"] == 0
 
 
 @pytest.mark.slow
@@ -240,4 +240,4 @@ def test_a_language_model_compiles_regionally_with_inductor(tmp_path: Path, stor
     assert proc.returncode == 0, output(proc)
     (run,) = runs(store)
     assert run.info.status == "FINISHED", run.data.tags.get("error_message")
-    assert run.data.tags["info.compiled_regions"] == "2" and run.data.metrics["graph_breaks"] == 0
+    assert run.data.tags["info.compiled_regions"] == "2" and run.data.metrics["diagnose/graph_breaks"] == 0

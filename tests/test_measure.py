@@ -31,7 +31,7 @@ def test_summarize_against_numpy():
     assert s.min == min(values) and s.max == max(values) and s.count == 90
     assert s.ci95_low <= s.p50 <= s.ci95_high
     m = s.metrics()  # the registry's names, all registered
-    assert m["step_time_ms_p50"] == s.p50 and not registry.unregistered(m)
+    assert m["step/p50_ms"] == s.p50 and not registry.unregistered(m)
 
 
 @pytest.mark.parametrize("n", [8, 20, 50, 90, 200])
@@ -73,12 +73,12 @@ def test_loss_parity_is_judged_on_the_first_steps():
     out = parity.loss_divergence(close, eager, rtol=0.05, parity_steps=3)
     assert out.ok and out.max_rel == pytest.approx(0.01 / 6.8)
     assert out.onset_step == 3  # reported where the curves part, not judged
-    assert out.metrics()["loss_parity"] == 1.0 and out.metrics()["loss_divergence_onset_step"] == 3
+    assert out.metrics()["parity/ok"] == 1.0 and out.metrics()["parity/onset_step"] == 3
     assert parity.loss_divergence(eager, eager, rtol=0.05, parity_steps=3).onset_step == -1
     broken = [7.0, 8.0, 9.0, 9.0, 9.0, 9.0]
     assert not parity.loss_divergence(broken, eager, rtol=0.05, parity_steps=3).ok
     assert (
-        parity.loss_divergence([float("nan")] * 6, eager, rtol=0.05, parity_steps=3).metrics()["loss_parity"]
+        parity.loss_divergence([float("nan")] * 6, eager, rtol=0.05, parity_steps=3).metrics()["parity/ok"]
         == 0.0
     )
 
@@ -138,20 +138,20 @@ def test_step_time_spread_and_cpu_steal_come_from_the_measured_steps():
     m = noise.Noise(spread_pct=v.latency().spread_pct, cpu_steal_pct=v.cpu_steal_pct, limit_pct=10).metrics()
     s = sorted(v.step_ms)
     expected = 100 * (stats.percentile(s, 0.9) - stats.percentile(s, 0.1)) / stats.percentile(s, 0.5)
-    assert m["step_time_spread_pct"] == pytest.approx(expected)
-    assert m["cpu_steal_pct"] == pytest.approx(7.5)
+    assert m["step/spread_pct"] == pytest.approx(expected)
+    assert m["step/cpu_steal_pct"] == pytest.approx(7.5)
     v.cpu_jiffies = 0  # no /proc/stat: no steal figure rather than a made-up 0
     assert v.cpu_steal_pct is None
-    assert "cpu_steal_pct" not in noise.Noise(spread_pct=1.0, cpu_steal_pct=None, limit_pct=10).metrics()
+    assert "step/cpu_steal_pct" not in noise.Noise(spread_pct=1.0, cpu_steal_pct=None, limit_pct=10).metrics()
 
 
 def test_a_measurement_is_noisy_only_beyond_the_spread_limit():
     steady = noise.Noise(spread_pct=4.3, cpu_steal_pct=0.0, limit_pct=10.0)  # ViT-B/16 amp on a quiet H200
     noisy = noise.Noise(spread_pct=23.2, cpu_steal_pct=6.25, limit_pct=10.0)  # the same job, host busy
-    assert steady.note is None and not steady.noisy and steady.metrics()["measurement_noisy"] == 0.0
+    assert steady.note is None and not steady.noisy and steady.metrics()["step/noisy"] == 0.0
     note = noisy.note
     assert note is not None and note.startswith("noisy: p10-p90") and "23%" in note and "steal 6.2%" in note
-    assert noisy.metrics()["measurement_noisy"] == 1.0
+    assert noisy.metrics()["step/noisy"] == 1.0
     assert "steal" not in (noise.Noise(spread_pct=23.2, cpu_steal_pct=None, limit_pct=10.0).note or "")
     assert noise.Noise(spread_pct=23.2, cpu_steal_pct=6.25, limit_pct=25.0).note is None
 

@@ -248,7 +248,7 @@ def test_small_model_trains_two_steps_through_the_cli(small_models_sweep, name: 
     assert name in jobs, output(proc)
     run = jobs[name]
     assert run.info.status == "FINISHED", run.data.tags.get("error_message") or output(proc)
-    assert run.data.metrics["measured_steps"] == 1 and run.data.metrics["frames_compiled"] >= 1
+    assert run.data.metrics["step/count"] == 1 and run.data.metrics["diagnose/frames_compiled"] >= 1
     assert run.data.params["model._target_"] == compose_model(name).model._target_
     assert int(run.data.tags["info.parameters"]) > 0
 

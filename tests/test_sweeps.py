@@ -36,7 +36,7 @@ def test_2x2_sweep_gives_one_parent_four_children_summary_and_plots(tmp_path: Pa
     assert len(kids) == 4 and parent.info.status == "FINISHED"
     # The sweep's wall time spans every job: from the parent's start to after the last child's end.
     last_child_end = max(k.info.end_time for k in kids) / 1000
-    sweep_wall = parent.data.metrics["sweep_wall_s"]
+    sweep_wall = parent.data.metrics["sweep/wall_s"]
     assert last_child_end - parent.info.start_time / 1000 <= sweep_wall < time.time() - started
     assert all(k.data.tags["mlflow.parentRunId"] == parent.info.run_id for k in kids)  # nested in the UI
     assert {k.data.tags["sweep_id"] for k in kids} == {parent.data.tags["sweep_id"]}
@@ -56,17 +56,17 @@ def test_2x2_sweep_gives_one_parent_four_children_summary_and_plots(tmp_path: Pa
 
     # The aggregates, recomputed here from the children's own metrics.
     compiled = [k for k in kids if k.data.tags["mode"] != "eager"]
-    speedups = {k.data.tags["precision"]: k.data.metrics["speedup_vs_eager"] for k in compiled}
-    assert all(k.data.metrics["loss_parity"] == 1.0 for k in compiled)
+    speedups = {k.data.tags["precision"]: k.data.metrics["speedup/vs_eager"] for k in compiled}
+    assert all(k.data.metrics["parity/ok"] == 1.0 for k in compiled)
     geomean = math.sqrt(speedups["amp"] * speedups["fp32"])
-    assert math.isclose(parent.data.metrics["geomean_speedup"], geomean, rel_tol=1e-9)
+    assert math.isclose(parent.data.metrics["sweep/geomean_speedup"], geomean, rel_tol=1e-9)
     assert math.isclose(
-        parent.data.metrics["weighted_speedup"],
+        parent.data.metrics["sweep/weighted_speedup"],
         0.75 * speedups["amp"] + 0.25 * speedups["fp32"],
         rel_tol=1e-9,
     )
-    assert parent.data.metrics["pass_rate"] == 1.0
-    fastest = min(kids, key=lambda k: k.data.metrics["step_time_ms_p50"])
+    assert parent.data.metrics["sweep/pass_rate"] == 1.0
+    fastest = min(kids, key=lambda k: k.data.metrics["step/p50_ms"])
     assert parent.data.tags["fastest_config"] == fastest.info.run_name
     # The summary is printed as a table at the end.
     assert "geometric-mean speedup" in proc.stdout and "vit_tiny" in proc.stdout.split("sweep ")[-1]
@@ -243,9 +243,9 @@ def test_named_sweep_files_hold_the_sweep_params():
 
 def test_summary_uses_the_latest_run_of_each_config_and_counts_failures():
     def row(name, status, h, t, speedup=None, precision="amp", parity=1.0):
-        metrics = {"step_time_ms_p50": 10.0}
+        metrics = {"step/p50_ms": 10.0}
         if speedup:
-            metrics.update(speedup_vs_eager=speedup, loss_parity=parity)
+            metrics.update({"speedup/vs_eager": speedup, "parity/ok": parity})
         return Row(
             name=name,
             status=status,
@@ -263,9 +263,11 @@ def test_summary_uses_the_latest_run_of_each_config_and_counts_failures():
     ]
     s = summarize("x", rows)
     assert [r.name for r in s.rows] == ["a", "b", "c"]
-    assert math.isclose(s.aggregates["geomean_speedup"], 4.0)  # sqrt(2 * 8): c diverged, so it does not pass
-    assert math.isclose(s.aggregates["pass_rate"], 2 / 3)
-    assert math.isclose(s.aggregates["weighted_speedup"], 0.75 * 2.0 + 0.25 * 8.0)
+    assert math.isclose(
+        s.aggregates["sweep/geomean_speedup"], 4.0
+    )  # sqrt(2 * 8): c diverged, so it does not pass
+    assert math.isclose(s.aggregates["sweep/pass_rate"], 2 / 3)
+    assert math.isclose(s.aggregates["sweep/weighted_speedup"], 0.75 * 2.0 + 0.25 * 8.0)
     assert s.fastest is not None and s.fastest.name == "a"
     assert not any("noisy" in n for n in s.notes)
 
@@ -275,13 +277,13 @@ def test_summary_marks_noisy_jobs_in_the_table_and_says_what_to_trust():
         name="a",
         status="FINISHED",
         config={"model": "m"},
-        metrics={"step_time_ms_p50": 10.0, "measurement_noisy": 0.0},
+        metrics={"step/p50_ms": 10.0, "step/noisy": 0.0},
     )
     noisy = Row(
         name="b",
         status="FINISHED",
         config={"model": "m"},
-        metrics={"step_time_ms_p50": 11.0, "measurement_noisy": 1.0},
+        metrics={"step/p50_ms": 11.0, "step/noisy": 1.0},
     )
     s = summarize("x", [steady, noisy])
     statuses = [row[-1] for row in table_rows(s)]
@@ -314,4 +316,4 @@ def test_optuna_search_records_failed_trials_and_goes_on(tmp_path: Path, store: 
     assert finished and len(finished) + len(failed) == 4
     assert all(k.info.run_name == "bad input: trainer.batch_size=0" for k in failed)
     best_value = float(best.split("best_value:")[1].split()[0])
-    assert best_value == min(k.data.metrics["step_time_ms_p50"] for k in finished)
+    assert best_value == min(k.data.metrics["step/p50_ms"] for k in finished)

@@ -192,7 +192,7 @@ def test_child_run_page_shows_its_step_time(page, server: Server, sweep: dict):
     from playwright.sync_api import expect
 
     child = next(r for r in sweep["children"] if r.data.tags["mode"] != "eager")
-    value = child.data.metrics["step_time_ms_p50"]
+    value = child.data.metrics["step/p50_ms"]
     page.goto(ui_url(server, f"experiments/{sweep['experiment_id']}/runs/{child.info.run_id}"))
     try:
         expect(page.get_by_text(child.info.run_name, exact=True).first).to_be_visible(timeout=TIMEOUT_MS)
@@ -206,17 +206,17 @@ def test_child_run_page_shows_its_step_time(page, server: Server, sweep: dict):
     close_assistant_panel(page)
     assert int(re.search(r"\d+", heading.inner_text()).group()) == len(child.data.metrics)
 
-    page.get_by_placeholder("Search metrics").fill("step_time_ms_p50")
+    page.get_by_placeholder("Search metrics").fill("step/p50_ms")
     table = page.get_by_role("table").filter(has=page.get_by_role("columnheader", name="Metric"))
-    row = table.get_by_role("row").filter(has=page.get_by_role("cell", name="step_time_ms_p50", exact=True))
+    row = table.get_by_role("row").filter(has=page.get_by_role("cell", name="step/p50_ms", exact=True))
     expect(row).to_have_count(1)
     cells = row.get_by_role("cell")
-    expect(cells.nth(0)).to_have_text("step_time_ms_p50")
+    expect(cells.nth(0)).to_have_text("step/p50_ms")
     shown = cells.nth(1).inner_text().strip()
     assert float(shown) == pytest.approx(value, rel=1e-5), f"UI shows {shown}, the store has {value}"
     row.scroll_into_view_if_needed()
     shot = screenshot(page, "ui-child-run.png")
-    print(f"\n{child.info.run_name}: step_time_ms_p50 = {shown} in the UI; {shot}")
+    print(f"\n{child.info.run_name}: step/p50_ms = {shown} in the UI; {shot}")
 
 
 def test_artifacts_went_through_the_server(server: Server, sweep: dict):

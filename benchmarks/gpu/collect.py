@@ -25,11 +25,19 @@ KEYS = [
 ]
 
 
+def with_old_names(result: dict) -> dict:
+    """Metric names as this script reads them (pipeline/measure/registry.py OLD_NAMES)."""
+    from pipeline.measure.registry import OLD_NAMES
+
+    result["metrics"] = {OLD_NAMES.get(k, k): v for k, v in (result.get("metrics") or {}).items()}
+    return result
+
+
 def main(out: str, roots: list[str]) -> None:
     rows = []
     for root in roots:
         for path in sorted(glob.glob(f"{root}/**/result.json", recursive=True)):
-            r = json.loads(Path(path).read_text())
+            r = with_old_names(json.loads(Path(path).read_text()))
             cfg_path = Path(path).parent / "job_config.json"
             cfg = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
             ident = {

@@ -253,7 +253,7 @@ class MlflowConfig:
 @dataclass(kw_only=True)
 class BenchmarkConfig:
     paired_eager: bool = doc(
-        True, "also measure eager in the same worker, interleaved in rounds, for `speedup_vs_eager`"
+        True, "also measure eager in the same worker, interleaved in rounds, for `speedup/vs_eager`"
     )
     rounds: int = doc(3, "measurement rounds per variant when paired (measured steps are split evenly)", gt=0)
     loss_rtol: float = doc(
@@ -269,7 +269,7 @@ class BenchmarkConfig:
     )
     noisy_spread_pct: float = doc(
         10.0,
-        "flag a job as noisy (`measurement_noisy`, a warning in its last line) when the p10-p90 spread of its measured steps exceeds this percentage of the median",
+        "flag a job as noisy (`step/noisy`, a warning in its last line) when the p10-p90 spread of its measured steps exceeds this percentage of the median",
         gt=0,
     )
 
@@ -291,7 +291,7 @@ class SweepConfig:
     name: str | None = doc(None, "name of the named sweep file used, if any")
     objective: str | None = doc(
         None,
-        "a metric the job returns to a search sweeper (sweep=compile_search: Optuna), e.g. step_time_ms_p50; a job that fails returns its outcome: a failed trial",
+        "a metric the job returns to a search sweeper (sweep=compile_search: Optuna), e.g. step/p50_ms; a job that fails returns its outcome: a failed trial",
     )
 
     def check(self, at: str) -> Iterator[ConfigError]:
@@ -301,7 +301,7 @@ class SweepConfig:
             yield ConfigError(
                 f"{at}.objective",
                 self.objective,
-                "a metric name such as step_time_ms_p50 (the list: pipeline/measure/registry.py METRICS)",
+                "a metric name such as step/p50_ms (the list: pipeline/measure/registry.py METRICS)",
             )
 
 

@@ -54,11 +54,19 @@ class CompileDiagnosis:
     failed: list[dict[str, str]]
 
     @classmethod
-    def collect(cls, *, after_warmup: CompileStats, logged: dict[str, Any]) -> CompileDiagnosis:
+    def collect(
+        cls, *, after_warmup: CompileStats, logged: dict[str, Any], applies: set[str]
+    ) -> CompileDiagnosis:
+        """`applies`: what this job's device and mode can have (`triton`, `autotune`, `cudagraphs`);
+        the phases and counts of the others are left out rather than logged as zeros."""
+        phases = compile_phases()
+        for phase, needs in PHASE_NEEDS.items():
+            if needs not in applies:
+                phases.pop(phase, None)
         return cls(
             after_warmup=after_warmup,
             final=CompileStats.now(),
-            phases=compile_phases(),
+            phases=phases,
             cache=CacheState.now(),
             logged=logged,
             failed=frames_failed(),
@@ -66,17 +74,23 @@ class CompileDiagnosis:
 
     def metrics(self) -> dict[str, float]:
         return {
-            "torch_compile_time_s": self.after_warmup.torch_compile_time_s,
-            "graph_breaks": self.final.graph_breaks,
-            "unique_graphs": self.final.unique_graphs,
-            "frames_compiled": self.final.frames_compiled,
-            "recompiles_after_warmup": self.final.frames_compiled - self.after_warmup.frames_compiled,
+            "compile/torch_total_s": self.after_warmup.torch_compile_time_s,
+            "diagnose/graph_breaks": self.final.graph_breaks,
+            "diagnose/unique_graphs": self.final.unique_graphs,
+            "diagnose/frames_compiled": self.final.frames_compiled,
+            "diagnose/recompiles_after_warmup": self.final.frames_compiled
+            - self.after_warmup.frames_compiled,
             **self.phases,
-            "inductor_cache_hits": self.cache.hits,
-            "inductor_cache_misses": self.cache.misses,
-            "cudagraph_skips": len(self.logged["cudagraph_skips"]),
-            "frames_failed": len(self.failed),
+            "compile/cache_hits": self.cache.hits,
+            "compile/cache_misses": self.cache.misses,
+            "diagnose/frames_failed": len(self.failed),
+            **self.cudagraph_metrics(),
         }
+
+    def cudagraph_metrics(self) -> dict[str, float]:
+        if "compile/cudagraph_record_s" not in self.phases:  # a mode without CUDA graphs
+            return {}
+        return {"diagnose/cudagraph_skips": len(self.logged["cudagraph_skips"])}
 
     def diagnostics(self) -> dict[str, Any]:
         return {
@@ -85,6 +99,15 @@ class CompileDiagnosis:
             "recompile_reasons": self.final.recompile_reasons,
             "frames_failed": self.failed,
         }
+
+
+# Phases that only some jobs can have: Triton kernels (CUDA), autotuning (max-autotune modes), CUDA-graph
+# recording (modes with CUDA graphs).
+PHASE_NEEDS = {
+    "compile/triton_s": "triton",
+    "compile/autotune_s": "autotune",
+    "compile/cudagraph_record_s": "cudagraphs",
+}
 
 
 def compile_phases() -> dict[str, float]:
@@ -107,17 +130,17 @@ def compile_phases() -> dict[str, float]:
     inductor_fwd_us = total("inductor_cumulative_compile_time_us", True)
     inductor_bwd_us = total("inductor_cumulative_compile_time_us", False)
     return {
-        "compile_dynamo_s": max(0.0, frame - backend),
-        "compile_aot_autograd_s": max(0.0, (aot_us - inductor_fwd_us) / 1e6),
-        "compile_inductor_s": (inductor_fwd_us + inductor_bwd_us) / 1e6,
-        "compile_codegen_s": total("inductor_code_gen_cumulative_compile_time_us") / 1e6,
-        "compile_triton_s": total("triton_compile_time_us") / 1e6,
-        "compile_autotune_s": (
+        "compile/dynamo_s": max(0.0, frame - backend),
+        "compile/aot_autograd_s": max(0.0, (aot_us - inductor_fwd_us) / 1e6),
+        "compile/inductor_s": (inductor_fwd_us + inductor_bwd_us) / 1e6,
+        "compile/codegen_s": total("inductor_code_gen_cumulative_compile_time_us") / 1e6,
+        "compile/triton_s": total("triton_compile_time_us") / 1e6,
+        "compile/autotune_s": (
             total("compile_time_autotune_time_us") + total("runtime_triton_autotune_time_us")
         )
         / 1e6,
-        "compile_backward_s": total("backward_cumulative_compile_time_us", False) / 1e6,
-        "cudagraph_record_s": total("runtime_cudagraphify_time_us") / 1e6,
+        "compile/backward_s": total("backward_cumulative_compile_time_us", False) / 1e6,
+        "compile/cudagraph_record_s": total("runtime_cudagraphify_time_us") / 1e6,
     }
 
 

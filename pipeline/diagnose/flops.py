@@ -104,7 +104,7 @@ class Mfu:
         )
 
     def metrics(self) -> dict[str, float]:
-        m = {"flops_per_step": float(self.flops_per_step), "achieved_tflops": self.achieved_tflops}
+        m = {"flops/per_step": float(self.flops_per_step), "flops/achieved_tflops": self.achieved_tflops}
         if self.mfu is not None:
-            m["mfu"] = self.mfu
+            m["flops/mfu"] = self.mfu
         return m

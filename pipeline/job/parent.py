@@ -193,7 +193,7 @@ class JobParent:
         assert self.job_run is not None
         run_id = self.job_run.open()
         result.mlflow_run_id = run_id
-        result.metrics["job_wall_s"] = time.monotonic() - self.started
+        result.metrics["job/wall_s"] = time.monotonic() - self.started
         result.info["parent_pid"] = os.getpid()
         write_job_files(result, self.job_dir, self.config.trainer.warmup_steps)
         result.write(self.job_dir / RESULT_FILE)
@@ -232,7 +232,7 @@ def write_job_files(result: JobResult, job_dir: Path, warmup_steps: int) -> None
     with open(job_dir / "step_times.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["variant", "step", "step_time_ms"])
-        for variant, key in (("compiled_or_eager", "step_time_ms"), ("paired_eager", "eager_step_time_ms")):
+        for variant, key in (("compiled_or_eager", "curve/step_ms"), ("paired_eager", "curve/eager_step_ms")):
             for i, ms in enumerate(result.series.get(key, [])):
                 writer.writerow([variant, warmup_steps + i, f"{ms:.6f}"])
     if result.diagnostics:
@@ -249,17 +249,18 @@ def one_line(name: str, result: JobResult) -> str:
         assert result.error is not None
         return f"{name}: {result.status}: {result.error.type}: {result.error.message}"
     m = result.metrics
-    parts = [f"step {m['step_time_ms_p50']:.2f} ms (p50)"]
-    if "compile_time_s" in m:
-        parts.append(f"compile {m['compile_time_s']:.1f} s")
-    if "speedup_vs_eager" in m:
-        parts.append(f"{m['speedup_vs_eager']:.2f}x vs eager")
-    if "peak_mem_reserved_gib" in m:
+    parts = [f"step {m['step/p50_ms']:.2f} ms (p50)"]
+    if "compile/total_s" in m:
+        parts.append(f"compile {m['compile/total_s']:.1f} s")
+    if "speedup/vs_eager" in m:
+        parts.append(f"{m['speedup/vs_eager']:.2f}x vs eager")
+    if "memory/peak_reserved_gib" in m:
         parts.append(
-            f"peak {m['peak_mem_reserved_gib']:.2f} GiB reserved ({m['peak_mem_allocated_gib']:.2f} allocated)"
+            f"peak {m['memory/peak_reserved_gib']:.2f} GiB reserved ({m['memory/peak_allocated_gib']:.2f} allocated)"
         )
-    if m.get("graph_breaks"):
-        parts.append(graph_break_note(int(m["graph_breaks"]), result.diagnostics.get("graph_breaks") or []))
+    if m.get("diagnose/graph_breaks"):
+        breaks = result.diagnostics.get("graph_breaks") or []
+        parts.append(graph_break_note(int(m["diagnose/graph_breaks"]), breaks))
     if result.info.get("measurement_note"):
         parts.append(result.info["measurement_note"])
     return f"{name}: FINISHED: " + ", ".join(parts)

@@ -105,7 +105,7 @@ def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
         except (OSError, ValueError):
             continue
         metrics = data.get("metrics", {})
-        walls.append(float(metrics.get("job_wall_s") or metrics.get("worker_wall_s") or 0.0))
+        walls.append(float(metrics.get("job/wall_s") or metrics.get("job/worker_wall_s") or 0.0))
         failed += data.get("status") != FINISHED
     done = len(walls)
     text = f"sweep: {done}/{total_jobs if total_jobs else '?'} jobs done, {failed} failed"

@@ -161,7 +161,7 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
         result.fail(FAILED, "WorkerCrashed", f"worker {how} before writing its result", _log_tail(log_path))
     if trace_dir is not None:
         result.info["tlparse"] = run_tlparse(trace_dir, job_dir / "tlparse")
-    result.metrics["worker_wall_s"] = wall_s
+    result.metrics["job/worker_wall_s"] = wall_s
     result.info["worker_started_at"], result.info["worker_ended_at"] = started_at, time.time()
     result.info["worker_exit"] = (
         signal_description(proc.returncode) if proc.returncode is not None else "killed"

@@ -143,9 +143,9 @@ def _record_memory_at_failure(result: JobResult) -> None:
         from pipeline.measure.memory import cpu_rss_peak_gib, gib
 
         if torch.cuda.is_available() and torch.cuda.is_initialized():
-            result.metrics["job_peak_mem_allocated_gib"] = gib(torch.cuda.max_memory_allocated())
-            result.metrics["job_peak_mem_reserved_gib"] = gib(torch.cuda.max_memory_reserved())
-        result.metrics["cpu_rss_peak_gib"] = cpu_rss_peak_gib()
+            result.metrics["memory/job_peak_allocated_gib"] = gib(torch.cuda.max_memory_allocated())
+            result.metrics["memory/job_peak_reserved_gib"] = gib(torch.cuda.max_memory_reserved())
+        result.metrics["memory/cpu_rss_peak_gib"] = cpu_rss_peak_gib()
     except Exception:
         pass
 

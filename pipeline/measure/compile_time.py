@@ -27,9 +27,9 @@ class Warmup:
 
     def metrics(self) -> dict[str, float]:
         return {
-            "first_step_s": self.first_step_s,
-            "warmup_time_s": self.total_s,
-            "warmup_excess_s": self.excess_s,
+            "warmup/first_step_s": self.first_step_s,
+            "warmup/total_s": self.total_s,
+            "warmup/excess_s": self.excess_s,
         }
 
 
@@ -43,4 +43,4 @@ class CompileTime:
         return self.setup_s + self.warmup_excess_s
 
     def metrics(self) -> dict[str, float]:
-        return {"compile_setup_s": self.setup_s, "compile_time_s": self.total_s}
+        return {"compile/setup_s": self.setup_s, "compile/total_s": self.total_s}

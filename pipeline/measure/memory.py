@@ -48,10 +48,10 @@ class MemoryPeaks:
 
     def metrics(self) -> dict[str, float]:
         return {
-            "peak_mem_allocated_gib": gib(self.allocated),
-            "peak_mem_reserved_gib": gib(self.reserved),
-            "job_peak_mem_allocated_gib": gib(self.job_allocated),
-            "job_peak_mem_reserved_gib": gib(self.job_reserved),
+            "memory/peak_allocated_gib": gib(self.allocated),
+            "memory/peak_reserved_gib": gib(self.reserved),
+            "memory/job_peak_allocated_gib": gib(self.job_allocated),
+            "memory/job_peak_reserved_gib": gib(self.job_reserved),
         }
 
 

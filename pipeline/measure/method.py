@@ -16,8 +16,8 @@ def describe_method(
     lines = [
         f"Step time: {measured} measured steps after {warmup} warm-up steps; {clock}; no host sync inside the timed loop.",
         "Statistics: median (p50), mean, p10, p90, std, and a distribution-free 95% CI of the median. A job whose p10-p90 spread exceeds "
-        "benchmark.noisy_spread_pct of the median is flagged (measurement_noisy), with the host's CPU steal over the measured steps (cpu_steal_pct).",
-        "Compile time: the torch.compile call(s) (compile_setup_s) plus the warm-up wall time (each warm-up step synced) in excess of the steady-state median; torch's own compile totals are logged beside it as torch_compile_time_s.",
+        "benchmark.noisy_spread_pct of the median is flagged (step/noisy), with the host's CPU steal over the measured steps (step/cpu_steal_pct).",
+        "Compile time: the torch.compile call(s) (compile/setup_s) plus the warm-up wall time (each warm-up step synced) in excess of the steady-state median; torch's own compile totals are logged beside it as compile/torch_total_s.",
         "Data: "
         + (
             "a DataLoader making CPU batches, copied to the device inside every step (the copy is measured)."
@@ -35,7 +35,7 @@ def describe_method(
         lines.append(
             f"Paired eager baseline: an eager copy with the same initial weights and batches, in the same worker, timed in {rounds} rounds alternating with the compiled variant "
             "(C1 E1 C2 E2 ...) so drift hits both alike; speedup = eager median / compiled median. Memory figures come from solo phases only: an eager probe runs alone "
-            "first and is freed, then the compiled variant warms up and runs round 1 before the eager copy exists; memory_ratio_vs_eager compares reserved peaks "
+            "first and is freed, then the compiled variant warms up and runs round 1 before the eager copy exists; memory/ratio_vs_eager compares reserved peaks "
             "(CUDA-graph pools show as reserved, not allocated)."
         )
     lines.append(

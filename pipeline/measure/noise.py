@@ -28,7 +28,7 @@ class Noise:
         )
 
     def metrics(self) -> dict[str, float]:
-        m = {"step_time_spread_pct": self.spread_pct, "measurement_noisy": float(self.noisy)}
+        m = {"step/spread_pct": self.spread_pct, "step/noisy": float(self.noisy)}
         if self.cpu_steal_pct is not None:
-            m["cpu_steal_pct"] = self.cpu_steal_pct
+            m["step/cpu_steal_pct"] = self.cpu_steal_pct
         return m

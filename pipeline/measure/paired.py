@@ -22,17 +22,17 @@ class PairedComparison:
 
     def metrics(self) -> dict[str, float]:
         m = {
-            "eager_step_time_ms_p50": self.eager.p50,
-            "eager_step_time_ms_p10": self.eager.p10,
-            "eager_step_time_ms_p90": self.eager.p90,
-            "speedup_vs_eager": self.speedup,
-            "speedup_vs_eager_round_min": min(self.round_speedups),
-            "speedup_vs_eager_round_max": max(self.round_speedups),
+            "eager/p50_ms": self.eager.p50,
+            "eager/p10_ms": self.eager.p10,
+            "eager/p90_ms": self.eager.p90,
+            "speedup/vs_eager": self.speedup,
+            "speedup/round_min": min(self.round_speedups),
+            "speedup/round_max": max(self.round_speedups),
         }
         if self.eager_peaks is not None and self.memory_ratio is not None:
-            m["eager_peak_mem_allocated_gib"] = gib(self.eager_peaks.allocated)
-            m["eager_peak_mem_reserved_gib"] = gib(self.eager_peaks.reserved)
-            m["memory_ratio_vs_eager"] = self.memory_ratio
+            m["eager/peak_allocated_gib"] = gib(self.eager_peaks.allocated)
+            m["eager/peak_reserved_gib"] = gib(self.eager_peaks.reserved)
+            m["memory/ratio_vs_eager"] = self.memory_ratio
         return {**m, **self.parity.metrics()}
 
 

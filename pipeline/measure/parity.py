@@ -15,11 +15,11 @@ class LossParity:
     ok: bool
 
     def metrics(self) -> dict[str, float]:
-        m = {"loss_divergence_max_rel": self.max_rel, "loss_parity": float(self.ok)}
+        m = {"parity/max_rel": self.max_rel, "parity/ok": float(self.ok)}
         if self.final_rel is not None:
-            m["loss_divergence_final_rel"] = self.final_rel
+            m["parity/final_rel"] = self.final_rel
         if self.onset_step is not None:
-            m["loss_divergence_onset_step"] = float(self.onset_step)
+            m["parity/onset_step"] = float(self.onset_step)
         return m
 
 

@@ -17,118 +17,212 @@ class Metric(NamedTuple):
 
 # One place defines the metrics: name -> (unit, meaning).
 METRICS: dict[str, Metric] = {
-    "step_time_ms_p50": Metric("ms", "median step time over the measured steps"),
-    "step_time_ms_mean": Metric("ms", "mean step time over the measured steps"),
-    "step_time_ms_p10": Metric("ms", "10th percentile step time"),
-    "step_time_ms_p90": Metric("ms", "90th percentile step time"),
-    "step_time_ms_std": Metric("ms", "standard deviation of step time"),
-    "step_time_ms_min": Metric("ms", "fastest measured step"),
-    "step_time_ms_max": Metric("ms", "slowest measured step"),
-    "step_time_ms_p50_ci95_low": Metric(
-        "ms", "95% confidence interval of the median (order statistics), low end"
-    ),
-    "step_time_ms_p50_ci95_high": Metric("ms", "95% confidence interval of the median, high end"),
-    "measured_steps": Metric("steps", "steps in the step-time statistics"),
-    "step_time_spread_pct": Metric(
+    "step/p50_ms": Metric("ms", "median step time over the measured steps"),
+    "step/mean_ms": Metric("ms", "mean step time over the measured steps"),
+    "step/p10_ms": Metric("ms", "10th percentile step time"),
+    "step/p90_ms": Metric("ms", "90th percentile step time"),
+    "step/std_ms": Metric("ms", "standard deviation of step time"),
+    "step/min_ms": Metric("ms", "fastest measured step"),
+    "step/max_ms": Metric("ms", "slowest measured step"),
+    "step/p50_ci95_low_ms": Metric("ms", "95% confidence interval of the median (order statistics), low end"),
+    "step/p50_ci95_high_ms": Metric("ms", "95% confidence interval of the median, high end"),
+    "step/count": Metric("steps", "steps in the step-time statistics"),
+    "step/spread_pct": Metric(
         "%", "(p90 - p10) / p50 of the measured steps: how much steady-state steps vary"
     ),
-    "measurement_noisy": Metric(
+    "step/noisy": Metric(
         "bool",
-        "1 if step_time_spread_pct > benchmark.noisy_spread_pct: trust paired speedups more than step times",
+        "1 if step/spread_pct > benchmark.noisy_spread_pct: trust paired speedups more than step times",
     ),
-    "cpu_steal_pct": Metric(
+    "step/cpu_steal_pct": Metric(
         "%",
         "host CPU time stolen by the hypervisor during the measured steps (/proc/stat, all CPUs; Linux guests)",
     ),
-    "throughput_samples_per_s": Metric("samples/s", "batch size / median step time"),
-    "throughput_tokens_per_s": Metric(
+    "throughput/samples_per_s": Metric("samples/s", "batch size / median step time"),
+    "throughput/tokens_per_s": Metric(
         "tokens/s", "batch size x sequence length / median step time (token models)"
     ),
-    "compile_time_s": Metric(
+    "compile/total_s": Metric(
         "s",
         "the torch.compile call(s) plus the warm-up wall time in excess of the steady-state median (compiled modes)",
     ),
-    "compile_setup_s": Metric(
+    "compile/setup_s": Metric(
         "s",
         "the torch.compile call(s) themselves, before any step: backend imports and set-up (compiled modes)",
     ),
-    "warmup_excess_s": Metric("s", "warm-up wall time in excess of the steady-state median (every mode)"),
-    "first_step_s": Metric("s", "wall time of the first step, synced"),
-    "warmup_time_s": Metric("s", "wall time of all warm-up steps"),
-    "torch_compile_time_s": Metric("s", "torch's own total: Dynamo frame compiles plus backward compiles"),
-    "peak_mem_allocated_gib": Metric("GiB", "peak allocated by tensors over the measured steps"),
-    "peak_mem_reserved_gib": Metric("GiB", "peak reserved by the caching allocator over the measured steps"),
-    "job_peak_mem_allocated_gib": Metric("GiB", "peak allocated over the whole job, compilation included"),
-    "job_peak_mem_reserved_gib": Metric("GiB", "peak reserved over the whole job, compilation included"),
-    "nvml_process_mem_gib": Metric("GiB", "GPU memory of this process as NVML reports it (context included)"),
-    "cpu_rss_peak_gib": Metric("GiB", "peak resident set size of the worker process"),
-    "worker_wall_s": Metric(
+    "warmup/excess_s": Metric("s", "warm-up wall time in excess of the steady-state median (every mode)"),
+    "warmup/first_step_s": Metric("s", "wall time of the first step, synced"),
+    "warmup/total_s": Metric("s", "wall time of all warm-up steps"),
+    "compile/torch_total_s": Metric("s", "torch's own total: Dynamo frame compiles plus backward compiles"),
+    "memory/peak_allocated_gib": Metric("GiB", "peak allocated by tensors over the measured steps"),
+    "memory/peak_reserved_gib": Metric(
+        "GiB", "peak reserved by the caching allocator over the measured steps"
+    ),
+    "memory/job_peak_allocated_gib": Metric("GiB", "peak allocated over the whole job, compilation included"),
+    "memory/job_peak_reserved_gib": Metric("GiB", "peak reserved over the whole job, compilation included"),
+    "memory/nvml_process_gib": Metric(
+        "GiB", "GPU memory of this process as NVML reports it (context included)"
+    ),
+    "memory/cpu_rss_peak_gib": Metric("GiB", "peak resident set size of the worker process"),
+    "job/worker_wall_s": Metric(
         "s", "the worker process from spawn to exit (imports, build, compile, steps, diagnostics)"
     ),
-    "job_wall_s": Metric("s", "the whole job as its parent saw it: worker plus MLflow logging"),
-    "loss_first": Metric("loss", "loss of the first step"),
-    "loss_final": Metric("loss", "loss of the last step"),
-    "graph_breaks": Metric("count", "graph breaks Dynamo recorded"),
-    "unique_graphs": Metric("count", "distinct graphs Dynamo compiled"),
-    "frames_compiled": Metric("count", "Dynamo frame compilations (first compiles and recompiles)"),
-    "recompiles_after_warmup": Metric("count", "frame compilations during the measured steps"),
-    "flops_per_step": Metric(
+    "job/wall_s": Metric("s", "the whole job as its parent saw it: worker plus MLflow logging"),
+    "loss/first": Metric("loss", "loss of the first step"),
+    "loss/final": Metric("loss", "loss of the last step"),
+    "diagnose/graph_breaks": Metric("count", "graph breaks Dynamo recorded"),
+    "diagnose/unique_graphs": Metric("count", "distinct graphs Dynamo compiled"),
+    "diagnose/frames_compiled": Metric("count", "Dynamo frame compilations (first compiles and recompiles)"),
+    "diagnose/recompiles_after_warmup": Metric("count", "frame compilations during the measured steps"),
+    "flops/per_step": Metric(
         "FLOP", "forward + backward FLOPs of one step (torch.utils.flop_counter, meta device)"
     ),
-    "achieved_tflops": Metric("TFLOP/s", "flops_per_step / median step time"),
-    "mfu": Metric("ratio", "achieved_tflops / the GPU's dense datasheet peak for the precision in use"),
-    "host_syncs_per_step": Metric(
+    "flops/achieved_tflops": Metric("TFLOP/s", "flops/per_step / median step time"),
+    "flops/mfu": Metric(
+        "ratio", "flops/achieved_tflops / the GPU's dense datasheet peak for the precision in use"
+    ),
+    "diagnose/host_syncs_per_step": Metric(
         "count", "host-device syncs in one training step (torch.cuda.set_sync_debug_mode)"
     ),
-    "compile_dynamo_s": Metric("s", "compile phase: Dynamo bytecode tracing"),
-    "compile_aot_autograd_s": Metric("s", "compile phase: AOTAutograd (joint graph, partitioning)"),
-    "compile_inductor_s": Metric("s", "compile phase: inductor, forward and backward"),
-    "compile_codegen_s": Metric("s", "of which inductor code generation"),
-    "compile_triton_s": Metric("s", "of which Triton kernel compilation"),
-    "compile_autotune_s": Metric("s", "autotuning (max-autotune), at compile time and at run time"),
-    "compile_backward_s": Metric("s", "backward graph compilation (lazily, at the first backward)"),
-    "cudagraph_record_s": Metric("s", "CUDA-graph recording"),
-    "inductor_cache_hits": Metric("count", "FX-graph and AOTAutograd cache hits (a warm cache)"),
-    "inductor_cache_misses": Metric("count", "FX-graph and AOTAutograd cache misses"),
-    "cudagraph_skips": Metric("count", "graphs that did not get CUDA graphs (reasons in diagnostics.json)"),
-    "frames_failed": Metric("count", "frames whose compilation failed"),
-    "eager_step_time_ms_p50": Metric("ms", "paired eager baseline: median step time"),
-    "eager_step_time_ms_p10": Metric("ms", "paired eager baseline: 10th percentile"),
-    "eager_step_time_ms_p90": Metric("ms", "paired eager baseline: 90th percentile"),
-    "eager_peak_mem_allocated_gib": Metric(
+    "compile/dynamo_s": Metric("s", "compile phase: Dynamo bytecode tracing"),
+    "compile/aot_autograd_s": Metric("s", "compile phase: AOTAutograd (joint graph, partitioning)"),
+    "compile/inductor_s": Metric("s", "compile phase: inductor, forward and backward"),
+    "compile/codegen_s": Metric("s", "of which inductor code generation"),
+    "compile/triton_s": Metric("s", "of which Triton kernel compilation"),
+    "compile/autotune_s": Metric("s", "autotuning (max-autotune), at compile time and at run time"),
+    "compile/backward_s": Metric("s", "backward graph compilation (lazily, at the first backward)"),
+    "compile/cudagraph_record_s": Metric("s", "CUDA-graph recording"),
+    "compile/cache_hits": Metric("count", "FX-graph and AOTAutograd cache hits (a warm cache)"),
+    "compile/cache_misses": Metric("count", "FX-graph and AOTAutograd cache misses"),
+    "diagnose/cudagraph_skips": Metric(
+        "count", "graphs that did not get CUDA graphs (reasons in diagnostics.json)"
+    ),
+    "diagnose/frames_failed": Metric("count", "frames whose compilation failed"),
+    "eager/p50_ms": Metric("ms", "paired eager baseline: median step time"),
+    "eager/p10_ms": Metric("ms", "paired eager baseline: 10th percentile"),
+    "eager/p90_ms": Metric("ms", "paired eager baseline: 90th percentile"),
+    "eager/peak_allocated_gib": Metric(
         "GiB", "paired eager baseline: peak allocated over its measured steps (solo probe)"
     ),
-    "eager_peak_mem_reserved_gib": Metric(
+    "eager/peak_reserved_gib": Metric(
         "GiB", "paired eager baseline: peak reserved over its measured steps (solo probe)"
     ),
-    "speedup_vs_eager": Metric("x", "eager median / compiled median, same worker, interleaved rounds"),
-    "speedup_vs_eager_round_min": Metric("x", "lowest per-round speedup"),
-    "speedup_vs_eager_round_max": Metric("x", "highest per-round speedup"),
-    "memory_ratio_vs_eager": Metric(
+    "speedup/vs_eager": Metric("x", "eager median / compiled median, same worker, interleaved rounds"),
+    "speedup/round_min": Metric("x", "lowest per-round speedup"),
+    "speedup/round_max": Metric("x", "highest per-round speedup"),
+    "memory/ratio_vs_eager": Metric(
         "x",
         "compiled / eager peak reserved over the measured steps (each alone on the device; CUDA-graph pools are reserved)",
     ),
-    "loss_divergence_max_rel": Metric(
+    "parity/max_rel": Metric(
         "ratio", "max |compiled - eager| / |eager| loss over the first benchmark.parity_steps steps"
     ),
-    "loss_divergence_final_rel": Metric(
+    "parity/final_rel": Metric(
         "ratio", "gap between the mean losses of the last 10% of steps (not judged: chaotic)"
     ),
-    "loss_divergence_onset_step": Metric(
+    "parity/onset_step": Metric(
         "step", "first step whose relative loss gap exceeds benchmark.loss_rtol, -1 if none (not judged)"
     ),
-    "loss_parity": Metric("bool", "1 if loss_divergence_max_rel <= benchmark.loss_rtol"),
+    "parity/ok": Metric("bool", "1 if parity/max_rel <= benchmark.loss_rtol"),
 }
 
 # Per-step curves, logged as metric histories (the step is the training step).
 SERIES: dict[str, Metric] = {
-    "step_time_ms": Metric("ms", "per measured step (step index = training step)"),
-    "loss": Metric("loss", "per training step, warm-up included"),
-    "eager_step_time_ms": Metric("ms", "paired eager baseline, per measured step"),
-    "eager_loss": Metric("loss", "paired eager baseline, per training step"),
+    "curve/step_ms": Metric("ms", "per measured step (step index = training step)"),
+    "curve/loss": Metric("loss", "per training step, warm-up included"),
+    "curve/eager_step_ms": Metric("ms", "paired eager baseline, per measured step"),
+    "curve/eager_loss": Metric("loss", "paired eager baseline, per training step"),
+}
+
+
+# The sweep's parent run: aggregates over its jobs (pipeline/sweep/summary.py).
+SWEEP_METRICS: dict[str, Metric] = {
+    "sweep/pass_rate": Metric(
+        "ratio", "passing compiled jobs / compiled jobs (finished, loss parity within tolerance)"
+    ),
+    "sweep/geomean_speedup": Metric("x", "geometric mean of speedup/vs_eager over passing compiled jobs"),
+    "sweep/weighted_speedup": Metric(
+        "x", "0.75 * geomean(AMP) + 0.25 * geomean(FP32) speedup (the PyTorch 2.0 launch's)"
+    ),
+    "sweep/wall_s": Metric("s", "from the parent run's start to the end of the last job"),
 }
 
 
 def unregistered(names: object) -> list[str]:
     """The names among `names` that the registry does not list (a bug: every logged metric is here)."""
-    return sorted(n for n in names if n not in METRICS and n not in SERIES)  # type: ignore[attr-defined]
+    known = {**METRICS, **SERIES, **SWEEP_METRICS}
+    return sorted(n for n in names if n not in known)  # type: ignore[attr-defined]
+
+
+# Names before metrics were grouped by concern (`step/p50_ms` was `step_time_ms_p50`): the raw results
+# of earlier benchmark runs (benchmarks/results/) use them; benchmarks/bench.py reads both.
+OLD_NAMES: dict[str, str] = {
+    "step/p50_ci95_low_ms": "step_time_ms_p50_ci95_low",
+    "step/p50_ci95_high_ms": "step_time_ms_p50_ci95_high",
+    "step/p50_ms": "step_time_ms_p50",
+    "step/mean_ms": "step_time_ms_mean",
+    "step/p10_ms": "step_time_ms_p10",
+    "step/p90_ms": "step_time_ms_p90",
+    "step/std_ms": "step_time_ms_std",
+    "step/min_ms": "step_time_ms_min",
+    "step/max_ms": "step_time_ms_max",
+    "step/count": "measured_steps",
+    "step/spread_pct": "step_time_spread_pct",
+    "step/noisy": "measurement_noisy",
+    "step/cpu_steal_pct": "cpu_steal_pct",
+    "throughput/samples_per_s": "throughput_samples_per_s",
+    "throughput/tokens_per_s": "throughput_tokens_per_s",
+    "compile/total_s": "compile_time_s",
+    "compile/setup_s": "compile_setup_s",
+    "warmup/excess_s": "warmup_excess_s",
+    "warmup/first_step_s": "first_step_s",
+    "warmup/total_s": "warmup_time_s",
+    "compile/torch_total_s": "torch_compile_time_s",
+    "memory/peak_allocated_gib": "peak_mem_allocated_gib",
+    "memory/peak_reserved_gib": "peak_mem_reserved_gib",
+    "memory/job_peak_allocated_gib": "job_peak_mem_allocated_gib",
+    "memory/job_peak_reserved_gib": "job_peak_mem_reserved_gib",
+    "memory/nvml_process_gib": "nvml_process_mem_gib",
+    "memory/cpu_rss_peak_gib": "cpu_rss_peak_gib",
+    "job/worker_wall_s": "worker_wall_s",
+    "job/wall_s": "job_wall_s",
+    "loss/first": "loss_first",
+    "loss/final": "loss_final",
+    "diagnose/unique_graphs": "unique_graphs",
+    "diagnose/frames_compiled": "frames_compiled",
+    "diagnose/recompiles_after_warmup": "recompiles_after_warmup",
+    "flops/per_step": "flops_per_step",
+    "flops/achieved_tflops": "achieved_tflops",
+    "diagnose/host_syncs_per_step": "host_syncs_per_step",
+    "compile/dynamo_s": "compile_dynamo_s",
+    "compile/aot_autograd_s": "compile_aot_autograd_s",
+    "compile/inductor_s": "compile_inductor_s",
+    "compile/codegen_s": "compile_codegen_s",
+    "compile/triton_s": "compile_triton_s",
+    "compile/autotune_s": "compile_autotune_s",
+    "compile/backward_s": "compile_backward_s",
+    "compile/cudagraph_record_s": "cudagraph_record_s",
+    "compile/cache_hits": "inductor_cache_hits",
+    "compile/cache_misses": "inductor_cache_misses",
+    "diagnose/cudagraph_skips": "cudagraph_skips",
+    "eager/p50_ms": "eager_step_time_ms_p50",
+    "eager/p10_ms": "eager_step_time_ms_p10",
+    "eager/p90_ms": "eager_step_time_ms_p90",
+    "eager/peak_allocated_gib": "eager_peak_mem_allocated_gib",
+    "eager/peak_reserved_gib": "eager_peak_mem_reserved_gib",
+    "speedup/round_min": "speedup_vs_eager_round_min",
+    "speedup/round_max": "speedup_vs_eager_round_max",
+    "speedup/vs_eager": "speedup_vs_eager",
+    "memory/ratio_vs_eager": "memory_ratio_vs_eager",
+    "parity/max_rel": "loss_divergence_max_rel",
+    "parity/final_rel": "loss_divergence_final_rel",
+    "parity/onset_step": "loss_divergence_onset_step",
+    "parity/ok": "loss_parity",
+    "curve/step_ms": "step_time_ms",
+    "curve/loss": "loss",
+    "curve/eager_step_ms": "eager_step_time_ms",
+    "curve/eager_loss": "eager_loss",
+    "diagnose/graph_breaks": "graph_breaks",
+    "diagnose/frames_failed": "frames_failed",
+    "flops/mfu": "mfu",
+}

@@ -62,18 +62,18 @@ class Latency:
         """(p90 - p10) / p50, in percent: how much steady-state durations vary."""
         return 100 * (self.p90 - self.p10) / self.p50
 
-    def metrics(self, prefix: str = "step_time_ms") -> dict[str, float]:
-        """The registry's names for these statistics (`step_time_ms_p50`, ...)."""
+    def metrics(self, section: str = "step") -> dict[str, float]:
+        """The registry's names for these statistics (`step/p50_ms`, ...)."""
         return {
-            f"{prefix}_p50": self.p50,
-            f"{prefix}_mean": self.mean,
-            f"{prefix}_p10": self.p10,
-            f"{prefix}_p90": self.p90,
-            f"{prefix}_std": self.std,
-            f"{prefix}_min": self.min,
-            f"{prefix}_max": self.max,
-            f"{prefix}_p50_ci95_low": self.ci95_low,
-            f"{prefix}_p50_ci95_high": self.ci95_high,
+            f"{section}/p50_ms": self.p50,
+            f"{section}/mean_ms": self.mean,
+            f"{section}/p10_ms": self.p10,
+            f"{section}/p90_ms": self.p90,
+            f"{section}/std_ms": self.std,
+            f"{section}/min_ms": self.min,
+            f"{section}/max_ms": self.max,
+            f"{section}/p50_ci95_low_ms": self.ci95_low,
+            f"{section}/p50_ci95_high_ms": self.ci95_high,
         }
 
 
@@ -93,7 +93,7 @@ class Throughput:
         )
 
     def metrics(self) -> dict[str, float]:
-        m = {"throughput_samples_per_s": self.samples_per_s}
+        m = {"throughput/samples_per_s": self.samples_per_s}
         if self.tokens_per_s is not None:
-            m["throughput_tokens_per_s"] = self.tokens_per_s
+            m["throughput/tokens_per_s"] = self.tokens_per_s
         return m

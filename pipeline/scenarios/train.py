@@ -18,7 +18,7 @@ from torch import nn
 
 from losses import build_loss
 from models import build_model
-from pipeline.axes.compile import Compiled, ModelWithLoss, apply_compile
+from pipeline.axes.compile import Compiled, ModelWithLoss, apply_compile, uses_cudagraphs
 from pipeline.axes.data import make_batches
 from pipeline.axes.precision import Precision
 from pipeline.config.schema import CompileConfig, Config
@@ -71,21 +71,21 @@ class TrainReport(ScenarioReport):
     def metrics(self) -> dict[str, float]:
         m = {
             **self.step.metrics(),
-            "measured_steps": float(self.step.count),
+            "step/count": float(self.step.count),
             **self.noise.metrics(),
             **self.throughput.metrics(),
             **self.warmup.metrics(),
-            "loss_first": self.losses[0],
-            "loss_final": self.losses[-1],
-            "cpu_rss_peak_gib": self.cpu_rss_peak_gib,
+            "loss/first": self.losses[0],
+            "loss/final": self.losses[-1],
+            "memory/cpu_rss_peak_gib": self.cpu_rss_peak_gib,
         }
         for record in (self.compile_time, self.memory, self.compile, self.paired, self.mfu):
             if record is not None:
                 m.update(record.metrics())
         if self.nvml_gib is not None:
-            m["nvml_process_mem_gib"] = self.nvml_gib
+            m["memory/nvml_process_gib"] = self.nvml_gib
         if self.host_syncs_per_step is not None:
-            m["host_syncs_per_step"] = float(self.host_syncs_per_step)
+            m["diagnose/host_syncs_per_step"] = float(self.host_syncs_per_step)
         return {**m, **self.extra}
 
 
@@ -232,11 +232,13 @@ class TrainScenario:
             cpu_rss_peak_gib=cpu_rss_peak_gib(),
             info=self.info,
         )
-        report.series = {"loss": report.losses, "step_time_ms": main.step_ms}
+        report.series = {"curve/loss": report.losses, "curve/step_ms": main.step_ms}
         if compiled:
             report.compile_time = CompileTime(setup_s=main.setup_s, warmup_excess_s=report.warmup.excess_s)
             assert measured.stats_after_warmup is not None
-            report.compile = CompileDiagnosis.collect(after_warmup=measured.stats_after_warmup, logged=logged)
+            report.compile = CompileDiagnosis.collect(
+                after_warmup=measured.stats_after_warmup, logged=logged, applies=self.compile_applies()
+            )
             report.diagnostics.update(report.compile.diagnostics())
             self.info["inductor_cache"] = report.compile.cache.state
         if self.device.type == "cuda":
@@ -250,8 +252,8 @@ class TrainScenario:
                 loss_rtol=cfg.benchmark.loss_rtol,
                 parity_steps=cfg.benchmark.parity_steps,
             )
-            report.series["eager_loss"] = measured.eager.losses.tolist()
-            report.series["eager_step_time_ms"] = measured.eager.step_ms
+            report.series["curve/eager_loss"] = measured.eager.losses.tolist()
+            report.series["curve/eager_step_ms"] = measured.eager.step_ms
         if flops:
             report.mfu = Mfu.of(
                 flops=flops,
@@ -263,6 +265,17 @@ class TrainScenario:
         if report.noise.note:
             self.info["measurement_note"] = report.noise.note
         return report
+
+    def compile_applies(self) -> set[str]:
+        """What compilation can involve for this device and mode (pipeline.diagnose.compile_stats)."""
+        settings, cuda = self.cfg.compile, self.device.type == "cuda"
+        inductor = settings.backend == "inductor"
+        applies = {"triton"} if cuda and inductor else set()
+        if inductor and settings.mode.startswith("max-autotune"):
+            applies.add("autotune")
+        if cuda and uses_cudagraphs(settings):
+            applies.add("cudagraphs")
+        return applies
 
     def count_flops(self) -> int | None:
         if not self.cfg.diagnose.flops:

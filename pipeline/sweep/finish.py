@@ -95,7 +95,7 @@ def finish_sweep(sweep: SweepContext) -> list[str]:
     tracker = Tracker(sweep.tracking_uri, sweep.experiment)
     close_orphans(tracker, sweep.sweep_id)
     summary = build_summary(tracker, sweep.sweep_id)
-    summary.aggregates["sweep_wall_s"] = sweep_wall_s(tracker, sweep.parent_run_id)
+    summary.aggregates["sweep/wall_s"] = sweep_wall_s(tracker, sweep.parent_run_id)
     print_table(summary)
     files = publish(tracker, sweep.parent_run_id, summary, Path(sweep.sweep_dir))
     print(

@@ -20,7 +20,7 @@ def make_plots(summary: Summary, out_dir: Path) -> list[Path]:
 
     matplotlib.use("Agg")
     out_dir.mkdir(parents=True, exist_ok=True)
-    done = [r for r in summary.rows if r.status == FINISHED and "step_time_ms_p50" in r.metrics]
+    done = [r for r in summary.rows if r.status == FINISHED and "step/p50_ms" in r.metrics]
     speed = [r for r in done if r.compiled and r.speedup]
     plots: list[tuple[str, Callable[..., Any], list[Row]]] = [
         ("step_time.png", step_time_plot, done),
@@ -43,9 +43,9 @@ def step_time_plot(rows: list[Row], summary: Summary) -> Any:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(11, max(3.0, 0.35 * len(rows) + 1.5)))
-    p50 = [r.metrics["step_time_ms_p50"] for r in rows]
-    low = [p - r.metrics.get("step_time_ms_p10", p) for p, r in zip(p50, rows, strict=True)]
-    high = [r.metrics.get("step_time_ms_p90", p) - p for p, r in zip(p50, rows, strict=True)]
+    p50 = [r.metrics["step/p50_ms"] for r in rows]
+    low = [p - r.metrics.get("step/p10_ms", p) for p, r in zip(p50, rows, strict=True)]
+    high = [r.metrics.get("step/p90_ms", p) - p for p, r in zip(p50, rows, strict=True)]
     ax.barh([r.name for r in rows], p50, xerr=[low, high], color=_colors(rows), capsize=3)
     ax.invert_yaxis()
     ax.set_xlabel("step time, ms (median; whiskers p10-p90)")
@@ -87,7 +87,7 @@ def compile_vs_speedup_plot(rows: list[Row], summary: Summary) -> Any:
     markers = "osD^vP*Xh<>p"
     for i, r in enumerate(rows):  # a legend, not annotations: labels of nearby points would overlap
         ax.scatter(
-            r.metrics.get("compile_time_s", math.nan),
+            r.metrics.get("compile/total_s", math.nan),
             r.speedup,
             s=45,
             marker=markers[i % len(markers)],

@@ -33,26 +33,22 @@ def table_rows(summary: Summary) -> list[list[str]]:
     out = []
     for r in summary.rows:
         m = r.metrics
-        spread = (
-            f"{_fmt(m.get('step_time_ms_p10'))}–{_fmt(m.get('step_time_ms_p90'))}"
-            if "step_time_ms_p10" in m
-            else "–"
-        )
+        spread = f"{_fmt(m.get('step/p10_ms'))}–{_fmt(m.get('step/p90_ms'))}" if "step/p10_ms" in m else "–"
         parity = "–" if r.parity is None else ("ok" if r.parity else "DIVERGED")
         status = r.status if not r.error else f"{r.status} ({r.error.split(':')[0]})"
-        if m.get("measurement_noisy"):
+        if m.get("step/noisy"):
             status += ", noisy"
-        breaks = m.get("graph_breaks")
+        breaks = m.get("diagnose/graph_breaks")
         config = [r.config.get(k, "?" if k == "model" and not r.config else "–") for k in TABLE_KEYS]
         if not r.config:
             config[0] = r.name
         out.append(
             [
                 *config,
-                _fmt(m.get("step_time_ms_p50")),
+                _fmt(m.get("step/p50_ms")),
                 spread,
                 _fmt(r.speedup),
-                _fmt(m.get("compile_time_s"), 1),
+                _fmt(m.get("compile/total_s"), 1),
                 _fmt(r.peak_gib),
                 "–" if breaks is None else str(int(breaks)),
                 parity,
@@ -65,21 +61,21 @@ def table_rows(summary: Summary) -> list[list[str]]:
 def aggregate_lines(summary: Summary) -> list[str]:
     a = summary.aggregates
     lines = [f"jobs: {int(a['jobs'])}, failed: {int(a['jobs_failed'])}"]
-    if "sweep_wall_s" in a:
-        lines[0] += f", sweep wall time {a['sweep_wall_s']:.1f} s"
-    if "pass_rate" in a:
-        lines.append(f"pass rate (finished, loss parity within tolerance): {a['pass_rate']:.0%}")
-    if "geomean_speedup" in a:
+    if "sweep/wall_s" in a:
+        lines[0] += f", sweep wall time {a['sweep/wall_s']:.1f} s"
+    if "sweep/pass_rate" in a:
+        lines.append(f"pass rate (finished, loss parity within tolerance): {a['sweep/pass_rate']:.0%}")
+    if "sweep/geomean_speedup" in a:
         lines.append(
-            f"geometric-mean speedup vs eager over passing compiled jobs: {a['geomean_speedup']:.3f}x"
+            f"geometric-mean speedup vs eager over passing compiled jobs: {a['sweep/geomean_speedup']:.3f}x"
         )
-    if "weighted_speedup" in a:
+    if "sweep/weighted_speedup" in a:
         lines.append(
-            f"weighted speedup 0.75·AMP + 0.25·FP32 (PyTorch 2.0 launch): {a['weighted_speedup']:.3f}x"
+            f"weighted speedup 0.75·AMP + 0.25·FP32 (PyTorch 2.0 launch): {a['sweep/weighted_speedup']:.3f}x"
         )
     if summary.fastest is not None:
         f = summary.fastest
-        lines.append(f"fastest: {f.name} at {f.metrics['step_time_ms_p50']:.2f} ms/step (p50)")
+        lines.append(f"fastest: {f.name} at {f.metrics['step/p50_ms']:.2f} ms/step (p50)")
     lines.extend(f"note: {n}" for n in summary.notes)
     for r in summary.failures:
         lines.append(f"failed: {r.name}: {r.status}: {r.error or 'no error recorded'}")

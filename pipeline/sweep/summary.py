@@ -40,11 +40,11 @@ class Row:
 
     @property
     def speedup(self) -> float | None:
-        return self.metrics.get("speedup_vs_eager")
+        return self.metrics.get("speedup/vs_eager")
 
     @property
     def parity(self) -> float | None:
-        return self.metrics.get("loss_parity")
+        return self.metrics.get("parity/ok")
 
     @property
     def passing(self) -> bool:
@@ -52,7 +52,7 @@ class Row:
 
     @property
     def peak_gib(self) -> float | None:
-        return self.metrics.get("peak_mem_reserved_gib")
+        return self.metrics.get("memory/peak_reserved_gib")
 
 
 @dataclass(kw_only=True)
@@ -122,27 +122,27 @@ def summarize(sweep_id: str, rows: list[Row]) -> Summary:
     agg["jobs"] = len(summary.rows)
     agg["jobs_failed"] = len(summary.failures)
     if compiled:
-        agg["pass_rate"] = sum(r.passing for r in compiled) / len(compiled)
+        agg["sweep/pass_rate"] = sum(r.passing for r in compiled) / len(compiled)
     if passing:
-        agg["geomean_speedup"] = geomean([r.speedup for r in passing])  # type: ignore[misc]
+        agg["sweep/geomean_speedup"] = geomean([r.speedup for r in passing])  # type: ignore[misc]
         amp = [r.speedup for r in passing if r.config.get("precision") in AMP_PRECISIONS]
         fp32 = [r.speedup for r in passing if r.config.get("precision") in FP32_PRECISIONS]
         if amp and fp32:
-            agg["weighted_speedup"] = 0.75 * geomean(amp) + 0.25 * geomean(fp32)  # type: ignore[arg-type]
+            agg["sweep/weighted_speedup"] = 0.75 * geomean(amp) + 0.25 * geomean(fp32)  # type: ignore[arg-type]
         else:
             summary.notes.append(
                 "weighted speedup (0.75 AMP + 0.25 FP32) needs passing AMP and fp32 jobs with a paired eager baseline"
             )
     elif compiled:
         summary.notes.append("no passing compiled job with a paired eager baseline: no speedup aggregates")
-    finished = [r for r in summary.rows if r.passing and "step_time_ms_p50" in r.metrics]
+    finished = [r for r in summary.rows if r.passing and "step/p50_ms" in r.metrics]
     if finished:
-        summary.fastest = min(finished, key=lambda r: r.metrics["step_time_ms_p50"])
+        summary.fastest = min(finished, key=lambda r: r.metrics["step/p50_ms"])
         if len({(r.config.get("model"), r.config.get("loss")) for r in finished}) > 1:
             summary.notes.append(
                 "the fastest configuration is taken across different models or losses; compare within one model in the table"
             )
-    noisy = sum(1 for r in summary.rows if r.metrics.get("measurement_noisy"))
+    noisy = sum(1 for r in summary.rows if r.metrics.get("step/noisy"))
     if noisy:
         summary.notes.append(
             f"{noisy} job(s) flagged noisy (their measured steps spread beyond benchmark.noisy_spread_pct): "
