@@ -1,5 +1,10 @@
 """What identifies a configuration, defined once: it drives run names, the identity tags a user filters
-on, the summary's columns and the config hash that resume matches on. Torch-free."""
+on, the summary's columns and the hashes that resume and the verdict match on. Torch-free.
+
+The fixed identity keys (model, loss, precision, compile settings) name every run. A sweep may vary
+any other key too (`trainer.seed=0,1`, `model.kwargs.depth=1,8`): those keys (the sweep's axes, from
+`sweep.json`) join the name and the tags, so two runs of one sweep never share a name.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +13,35 @@ import json
 from typing import Any
 
 from pipeline.config.schema import Config, to_dict
+from pipeline.redaction import MASK, looks_secret
 
-# tag name -> how it reads off a config; the summary table shows all but `teacher` (in the loss column).
 IDENTITY_KEYS = ("model", "loss", "precision", "mode", "backend", "fullgraph", "dynamic", "scope", "teacher")
-TABLE_KEYS = IDENTITY_KEYS[:-1]
-# Config sections that say where or how a job is recorded, not what it measures: not in the hash.
+TABLE_KEYS = IDENTITY_KEYS[:-1]  # the summary shows the teacher in the loss column
+# Swept keys the fixed identity already covers (group choices and the compile settings).
+COVERED = {
+    "model": "model",
+    "model.id": "model",
+    "loss": "loss",
+    "loss.id": "loss",
+    "precision": "precision",
+    "precision.id": "precision",
+    "compile.mode": "mode",
+    "compile.backend": "backend",
+    "compile.fullgraph": "fullgraph",
+    "compile.dynamic": "dynamic",
+    "compile.scope": "scope",
+    "model@loss.teacher": "teacher",
+}
+# Config sections that say where or how a job is recorded, not what it measures: not in the hashes.
 NOT_IDENTITY = ("sweep", "mlflow")
+REPEAT_KEY = "benchmark.repeat"  # repeats of one configuration share its pool hash
 
 
-def identity(cfg: Config) -> dict[str, str]:
-    """The tags that identify a configuration (also the summary table's columns)."""
+def identity(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
+    """The tags that identify a configuration (also the summary table's columns): the fixed keys, then
+    each varied key the fixed ones do not cover, by its dotted name."""
     c = cfg.compile
-    return {
+    tags = {
         "model": cfg.model.id,
         "loss": cfg.loss.id,
         "precision": cfg.precision.id,
@@ -30,11 +52,26 @@ def identity(cfg: Config) -> dict[str, str]:
         "scope": c.scope if c.compiled else "-",
         "teacher": cfg.loss.teacher.id if cfg.loss.teacher is not None else "-",
     }
+    data = to_dict(cfg)
+    for key in extra_keys(varied):
+        tags[key] = MASK if looks_secret(key) else _text(_lookup(data, key))
+    return tags
 
 
-def run_name(cfg: Config) -> str:
-    """Readable: `vit_b16·amp·max-autotune·inductor`, plus whatever differs from the defaults."""
-    ident = identity(cfg)
+def extra_keys(varied: list[str] | tuple[str, ...]) -> list[str]:
+    """The swept keys beyond the fixed identity, normalized (`+model.kwargs.depth` -> `model.kwargs.depth`)."""
+    keys = []
+    for key in varied:
+        key = key.lstrip("+~")
+        if key not in COVERED and not key.startswith("hydra.") and key not in keys:
+            keys.append(key)
+    return keys
+
+
+def run_name(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> str:
+    """Readable: `vit_b16·amp·max-autotune·inductor`, plus whatever differs from the defaults and every
+    varied key (`·seed=1`)."""
+    ident = identity(cfg, varied)
     parts = [ident["model"], ident["precision"], ident["mode"]]
     if cfg.compile.compiled:
         parts.append(ident["backend"])
@@ -47,10 +84,46 @@ def run_name(cfg: Config) -> str:
     if ident["loss"] != "ce":
         teacher = ident["teacher"]
         parts.insert(1, f"{ident['loss']}({teacher})" if teacher != "-" else ident["loss"])
+    keys = extra_keys(varied)
+    labels = short_labels(keys)
+    parts.extend(f"{labels[key]}={ident[key]}" for key in keys)
     return "·".join(parts)
 
 
+def short_labels(keys: list[str]) -> dict[str, str]:
+    """`trainer.seed` -> `seed`, unless two keys end alike (then the full key)."""
+    last = [k.rsplit(".", 1)[-1] for k in keys]
+    return {k: (short if last.count(short) == 1 else k) for k, short in zip(keys, last, strict=True)}
+
+
 def config_hash(cfg: Config) -> str:
-    """Identifies a job's configuration across re-runs of a sweep (for `sweep.resume`)."""
-    data: dict[str, Any] = {k: v for k, v in to_dict(cfg).items() if k not in NOT_IDENTITY}
+    """Identifies one job's configuration across re-runs of a sweep (for `sweep.resume`)."""
+    return _hash({k: v for k, v in to_dict(cfg).items() if k not in NOT_IDENTITY})
+
+
+def pool_hash(cfg: Config) -> str:
+    """Identifies a configuration whatever its repeat index: repeats of it share this hash, and the
+    verdict pools them."""
+    data = {k: v for k, v in to_dict(cfg).items() if k not in NOT_IDENTITY}
+    data["benchmark"] = {k: v for k, v in data["benchmark"].items() if k != "repeat"}
+    return _hash(data)
+
+
+def _hash(data: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _lookup(data: Any, key: str) -> Any:
+    for part in key.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return None
+        data = data[part]
+    return data
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value).lower()
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)

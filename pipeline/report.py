@@ -4,6 +4,7 @@
     python -m pipeline.report --list                    # the sweeps in the experiment
     python -m pipeline.report --sync [DIR ...]          # upload job results MLflow never received
     python -m pipeline.report --results DIR             # summarize job folders without MLflow
+    python -m pipeline.report --compare A B             # two sweeps, configuration by configuration
 
 At the end of every multirun the same summary is printed, written as `summary.md` and `summary.csv`
 into the sweep's output folder, and logged (with PNG plots) to the sweep's parent run
@@ -18,10 +19,15 @@ import sys
 from pathlib import Path
 
 from pipeline.config.schema import default_store
+from pipeline.sweep.compare import compare_sweeps
+from pipeline.sweep.compare import lines as comparison_lines
+from pipeline.sweep.compare import write as write_comparison
 from pipeline.sweep.finish import build_summary, publish, write_summary
 from pipeline.sweep.render import print_table
+from pipeline.sweep.state import SweepContext
 from pipeline.sweep.summary import row_from_result, summarize
 from pipeline.sweep.sync import sync_results
+from pipeline.sweep.verdict import Rule
 from pipeline.tracking import Tracker, TrackingUnavailable
 
 
@@ -43,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
         nargs="*",
         metavar="DIR",
         help="upload job results under these folders (default outputs/) that never reached MLflow",
+    )
+    what.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("A", "B"),
+        help="compare sweep B with sweep A: the ratio per matched configuration with its interval, regressions and improvements, what changed",
     )
     what.add_argument(
         "--results",
@@ -72,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.sync is not None:
         return sync_results(tracker, [Path(d) for d in (args.sync or ["outputs"])])
+    if args.compare is not None:
+        return compare(tracker, *args.compare, out_dir=args.out)
     parent = tracker.sweep_parent(args.sweep)
     if parent is None:
         print(
@@ -87,13 +101,33 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def compare(tracker: Tracker, sweep_a: str, sweep_b: str, *, out_dir: Path | None) -> int:
+    """`--compare A B`: print the comparison and write compare.md, .csv and .png."""
+    for sweep_id in (sweep_a, sweep_b):
+        if tracker.sweep_parent(sweep_id) is None:
+            print(f"no sweep with sweep_id={sweep_id!r}; `--list` shows the sweeps", file=sys.stderr)
+            return 1
+    a, b = build_summary(tracker, sweep_a), build_summary(tracker, sweep_b)
+    try:
+        found = compare_sweeps(a, b, Rule())
+    except ValueError as err:
+        print(f"cannot compare: {err}", file=sys.stderr)
+        return 1
+    for line in comparison_lines(found):
+        print(line)
+    files = write_comparison(found, out_dir or Path("outputs") / "compare" / f"{sweep_a}_vs_{sweep_b}")
+    print(f"wrote {', '.join(str(p) for p in files)}")
+    return 0
+
+
 def summarize_folders(root: Path, out_dir: Path) -> int:
     """The summary of the job folders under `root`, read from their result files (no MLflow)."""
     rows = [row for path in sorted(root.rglob("result.json")) if (row := row_from_result(path)) is not None]
     if not rows:
         print(f"no job results under {root}", file=sys.stderr)
         return 1
-    summary = summarize(root.resolve().name, rows)
+    sweep = SweepContext.load(root)
+    summary = summarize(root.resolve().name, rows, varied=sweep.axes if sweep else [])
     print_table(summary)
     files = write_summary(summary, out_dir)
     print(f"wrote {files[0]}, {files[1]} and {len(files) - 2} plots")

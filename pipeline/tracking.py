@@ -132,6 +132,13 @@ class Tracker:
 
         self._client.log_batch(run_id, tags=[RunTag(k, str(v)[:TAG_LIMIT]) for k, v in tags.items()])
 
+    def delete_tags(self, run_id: str, keys: Iterable[str]) -> None:
+        """Remove these tags where the run has them."""
+        run = self._client.get_run(run_id)
+        for key in keys:
+            if key in run.data.tags:
+                self._client.delete_tag(run_id, key)
+
     def end_run(self, run_id: str, status: str) -> None:
         self._client.set_terminated(run_id, status=status)
 

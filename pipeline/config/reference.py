@@ -98,6 +98,13 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
+def group_folders(group: str) -> list[str]:
+    """Options in subfolders, as `timm/<name> (42)` (the suites' entries)."""
+    folder = ROOT / "conf" / group
+    subs = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    return [f"`{p.name}/<name>` ({len(list(p.glob('*.yaml')))})" for p in subs if any(p.glob("*.yaml"))]
+
+
 def render() -> str:
     raw = OmegaConf.to_container(_default_config(), resolve=False)
     lines = [START, "", "| key | default | allowed | meaning |", "|---|---|---|---|"]
@@ -116,6 +123,9 @@ def render() -> str:
             if group == "hydra/launcher"
             else ""
         )
+        folders = group_folders(group)
+        if folders:
+            extra += "; and in subfolders " + ", ".join(folders)
         lines.append(f"- `{group}`: " + ", ".join(f"`{o}`" for o in options) + extra)
     lines += ["", END]
     return "\n".join(lines)

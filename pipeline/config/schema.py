@@ -267,6 +267,11 @@ class BenchmarkConfig:
         " on an H200, HF BERT and Llama curves at amp separated from step 4 on)",
         gt=0,
     )
+    repeat: int = doc(
+        0,
+        "repeat index of this configuration: sweep `benchmark.repeat=0,1,2` to measure it in three separate jobs; the verdict pools repeats",
+        ge=0,
+    )
     noisy_spread_pct: float = doc(
         10.0,
         "flag a job as noisy (`step/noisy`, a warning in its last line) when the p10-p90 spread of its measured steps exceeds this percentage of the median",
@@ -289,6 +294,16 @@ class SweepConfig:
     id: str | None = doc(None, "sweep id (tag `sweep_id`); null: made up at multirun start")
     resume: bool = doc(False, "skip jobs whose configuration already has a FINISHED run in sweep `sweep.id`")
     name: str | None = doc(None, "name of the named sweep file used, if any")
+    min_effect_pct: float = doc(
+        1.0,
+        "the smallest difference the verdict calls a difference: configurations closer than this are a tie, however precise the figures",
+        gt=0,
+    )
+    max_interval_pct: float = doc(
+        2.5,
+        "a figure whose 95% interval is wider than this (half-width, % of the figure) cannot decide a verdict: it is inconclusive",
+        gt=0,
+    )
     objective: str | None = doc(
         None,
         "a metric the job returns to a search sweeper (sweep=compile_search: Optuna), e.g. step/p50_ms; a job that fails returns its outcome: a failed trial",

@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import Config, to_dict
-from pipeline.identity import config_hash, identity, run_name
+from pipeline.identity import config_hash, identity, pool_hash, run_name
 from pipeline.job.gpu_pool import gpu_slot, pool_lock_dir
 from pipeline.job.progress import JobProgress, sweep_status
 from pipeline.job.result import RESULT_FILE, JobResult
@@ -80,7 +80,8 @@ class JobParent:
     def __init__(self, config: Config, place: JobPlace, signals: SchedulerSignals):
         self.config, self.place, self.signals = config, place, signals
         self.job_dir = place.job_dir
-        self.name = run_name(config)
+        self.varied = place.sweep.axes if place.sweep else []
+        self.name = run_name(config, self.varied)
         self.config_hash = config_hash(config)
         self.display = JobProgress(self.name)
         self.job_run: JobRun | None = None  # made once the store is known to answer
@@ -136,7 +137,12 @@ class JobParent:
         return tracker
 
     def tags(self) -> dict[str, str]:
-        tags = {**identity(self.config), "config_hash": self.config_hash, "job_dir": str(self.job_dir)}
+        tags = {
+            **identity(self.config, self.varied),
+            "config_hash": self.config_hash,
+            "pool_hash": pool_hash(self.config),
+            "job_dir": str(self.job_dir),
+        }
         if self.place.sweep is not None:
             tags.update({"sweep_id": self.place.sweep.sweep_id, "job_num": str(self.place.job_num)})
         for key in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"):

@@ -15,7 +15,8 @@ def describe_method(
     )
     lines = [
         f"Step time: {measured} measured steps after {warmup} warm-up steps; {clock}; no host sync inside the timed loop.",
-        "Statistics: median (p50), mean, p10, p90, std, and a distribution-free 95% CI of the median. A job whose p10-p90 spread exceeds "
+        "Statistics: median (p50), mean, p10, p90, std, and a 95% interval of the median that counts the steps' effective number "
+        "(consecutive steps are autocorrelated: n (1 - rho) / (1 + rho) from their lag-1 autocorrelation rho). A job whose p10-p90 spread exceeds "
         "benchmark.noisy_spread_pct of the median is flagged (step/noisy), with the host's CPU steal over the measured steps (step/cpu_steal_pct).",
         "Compile time: the torch.compile call(s) (compile/setup_s) plus the warm-up wall time (each warm-up step synced) in excess of the steady-state median; torch's own compile totals are logged beside it as compile/torch_total_s.",
         "Data: "

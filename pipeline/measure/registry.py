@@ -24,7 +24,9 @@ METRICS: dict[str, Metric] = {
     "step/std_ms": Metric("ms", "standard deviation of step time"),
     "step/min_ms": Metric("ms", "fastest measured step"),
     "step/max_ms": Metric("ms", "slowest measured step"),
-    "step/p50_ci95_low_ms": Metric("ms", "95% confidence interval of the median (order statistics), low end"),
+    "step/p50_ci95_low_ms": Metric(
+        "ms", "95% interval of the median, low end (counts the autocorrelated steps' effective number)"
+    ),
     "step/p50_ci95_high_ms": Metric("ms", "95% confidence interval of the median, high end"),
     "step/count": Metric("steps", "steps in the step-time statistics"),
     "step/spread_pct": Metric(
@@ -101,6 +103,8 @@ METRICS: dict[str, Metric] = {
     "eager/p50_ms": Metric("ms", "paired eager baseline: median step time"),
     "eager/p10_ms": Metric("ms", "paired eager baseline: 10th percentile"),
     "eager/p90_ms": Metric("ms", "paired eager baseline: 90th percentile"),
+    "eager/p50_ci95_low_ms": Metric("ms", "paired eager baseline: 95% interval of the median, low end"),
+    "eager/p50_ci95_high_ms": Metric("ms", "paired eager baseline: 95% interval of the median, high end"),
     "eager/peak_allocated_gib": Metric(
         "GiB", "paired eager baseline: peak allocated over its measured steps (solo probe)"
     ),
@@ -108,6 +112,11 @@ METRICS: dict[str, Metric] = {
         "GiB", "paired eager baseline: peak reserved over its measured steps (solo probe)"
     ),
     "speedup/vs_eager": Metric("x", "eager median / compiled median, same worker, interleaved rounds"),
+    "speedup/ci95_low": Metric(
+        "x",
+        "95% confidence interval of speedup/vs_eager, low end (paired blocks of adjacent compiled and eager rounds)",
+    ),
+    "speedup/ci95_high": Metric("x", "95% confidence interval of speedup/vs_eager, high end"),
     "speedup/round_min": Metric("x", "lowest per-round speedup"),
     "speedup/round_max": Metric("x", "highest per-round speedup"),
     "memory/ratio_vs_eager": Metric(
@@ -145,6 +154,15 @@ SWEEP_METRICS: dict[str, Metric] = {
         "x", "0.75 * geomean(AMP) + 0.25 * geomean(FP32) speedup (the PyTorch 2.0 launch's)"
     ),
     "sweep/wall_s": Metric("s", "from the parent run's start to the end of the last job"),
+    "sweep/geomean_speedup_ci95_low": Metric(
+        "x", "95% bootstrap interval of sweep/geomean_speedup (passing configurations resampled), low end"
+    ),
+    "sweep/geomean_speedup_ci95_high": Metric(
+        "x", "95% bootstrap interval of sweep/geomean_speedup, high end"
+    ),
+    "sweep/jobs_with_graph_breaks": Metric(
+        "count", "passing compiled jobs whose graphs broke (fullgraph=false let them through)"
+    ),
 }
 
 

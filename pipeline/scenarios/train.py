@@ -248,6 +248,7 @@ class TrainScenario:
                 main,
                 measured.eager,
                 measured.probe,
+                rounds=self.rounds,
                 cuda=self.device.type == "cuda",
                 loss_rtol=cfg.benchmark.loss_rtol,
                 parity_steps=cfg.benchmark.parity_steps,

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.config.schema import MlflowConfig
 from pipeline.provenance import command_line
 from pipeline.sweep.finish import close_interrupted, finish_sweep
-from pipeline.sweep.state import SweepContext, count_jobs, new_sweep_id, swept
+from pipeline.sweep.state import SweepContext, count_jobs, new_sweep_id, swept, swept_keys
 from pipeline.tracking import Tracker, TrackingUnavailable
 
 # The sweep this process started (so an interrupted sweep can close its parent run).
@@ -64,6 +64,8 @@ class SweepCallback(Callback):
                 "sweep_dir": sweep_dir,
                 "sweep_axes": " ".join(axes),
                 "command": command_line(),
+                "min_effect_pct": sweep_cfg.min_effect_pct,
+                "max_interval_pct": sweep_cfg.max_interval_pct,
             }
             if sweep_cfg.name:
                 tags["sweep_name"] = sweep_cfg.name
@@ -78,14 +80,17 @@ class SweepCallback(Callback):
             tracker.reopen(parent_id)
             tracker.set_tags(parent_id, {"resumed_in": sweep_dir})
         ACTIVE_SWEEP = SweepContext(
-            sweep_id,
-            parent_id,
-            sweep_dir,
-            mlflow.tracking_uri,
-            mlflow.experiment,
-            count_jobs(config.hydra),
-            bool(sweep_cfg.resume),
-            sweep_cfg.name,
+            sweep_id=sweep_id,
+            parent_run_id=parent_id,
+            sweep_dir=sweep_dir,
+            tracking_uri=mlflow.tracking_uri,
+            experiment=mlflow.experiment,
+            total_jobs=count_jobs(config.hydra),
+            resume=bool(sweep_cfg.resume),
+            name=sweep_cfg.name,
+            axes=swept_keys(config.hydra),
+            min_effect_pct=sweep_cfg.min_effect_pct,
+            max_interval_pct=sweep_cfg.max_interval_pct,
         )
         ACTIVE_SWEEP.save()
         print(

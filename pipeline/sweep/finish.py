@@ -13,13 +13,23 @@ from pipeline.sweep.plots import make_plots
 from pipeline.sweep.render import print_table, to_markdown, write_csv
 from pipeline.sweep.state import SweepContext
 from pipeline.sweep.summary import Summary, row_from_run, summarize
+from pipeline.sweep.verdict import Rule
 from pipeline.tracking import Tracker
 
 SUMMARY_FILES = ("summary.md", "summary.csv")
 
 
 def build_summary(tracker: Tracker, sweep_id: str) -> Summary:
-    return summarize(sweep_id, [row_from_run(run) for run in tracker.sweep_children(sweep_id)])
+    """The sweep's summary from MLflow: its axes and verdict settings from the parent run's tags."""
+    parent = tracker.sweep_parent(sweep_id)
+    tags = parent.tags if parent is not None else {}
+    varied = [axis.split("=", 1)[0].lstrip("+~") for axis in tags.get("sweep_axes", "").split()]
+    rule = Rule(
+        min_effect_pct=float(tags.get("min_effect_pct", Rule.min_effect_pct)),
+        max_interval_pct=float(tags.get("max_interval_pct", Rule.max_interval_pct)),
+    )
+    rows = [row_from_run(run, varied) for run in tracker.sweep_children(sweep_id)]
+    return summarize(sweep_id, rows, varied=varied, rule=rule)
 
 
 def write_summary(summary: Summary, out_dir: Path) -> list[Path]:
@@ -38,16 +48,36 @@ def publish(tracker: Tracker, parent_run_id: str, summary: Summary, out_dir: Pat
     tracker.log_metrics(
         parent_run_id, {k: v for k, v in summary.aggregates.items() if k not in ("jobs", "jobs_failed")}
     )
-    # The parent's description is the summary (the run page renders it); `jobs` stays a tag for --list.
+    # The parent's description leads with the verdict and the compact table (the run page renders it);
+    # `jobs` stays a tag for --list.
     tags: dict[str, Any] = {
         "jobs": int(summary.aggregates["jobs"]),
         "jobs_failed": int(summary.aggregates["jobs_failed"]),
-        "mlflow.note.content": to_markdown(summary),
+        "mlflow.note.content": to_markdown(summary, compact=True),
+        **verdict_tags(summary),
     }
-    if summary.fastest is not None:
-        tags["fastest_config"] = summary.fastest.name
+    stale = {"fastest_config", "fastest_run_id", "tied_configs"} - set(tags)
+    tracker.delete_tags(parent_run_id, stale)  # a resumed sweep's earlier verdict
     tracker.set_tags(parent_run_id, tags)
     return files
+
+
+def verdict_tags(summary: Summary) -> dict[str, str]:
+    """`verdict` (fastest, tie or inconclusive), the objective; `fastest_config` and `fastest_run_id`
+    only for `fastest`, `tied_configs` otherwise."""
+    verdict = summary.verdict
+    if verdict is None:
+        return {}
+    tags = {"verdict": verdict.kind, "verdict_reason": verdict.reason, "objective": summary.objective.metric}
+    fastest = summary.fastest
+    if fastest is not None:
+        objective = summary.objective
+        pick = max if objective.higher_is_better else min
+        best = pick(fastest.rows, key=lambda r: r.metrics[objective.metric])
+        tags.update({"fastest_config": fastest.name, "fastest_run_id": best.run_id})
+    else:
+        tags["tied_configs"] = ", ".join(verdict.tied)
+    return tags
 
 
 def sweep_wall_s(tracker: Tracker, parent_run_id: str) -> float:

@@ -1,5 +1,7 @@
-"""The summary as plots (PNG), one function per plot: step time per configuration, speedup heatmap
-(mode x precision), compile time against speedup, peak memory per configuration."""
+"""The summary as plots (PNG), one function per plot: the objective per configuration with its 95%
+interval as whiskers (winner marked, noisy jobs hatched, a legend), compile time against speedup
+(with the speedup's interval and a labelled no-gain line), peak memory, and the speedup heatmap when
+the sweep has two real axes (several modes and several precisions)."""
 
 from __future__ import annotations
 
@@ -22,9 +24,12 @@ def make_plots(summary: Summary, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     done = [r for r in summary.rows if r.status == FINISHED and "step/p50_ms" in r.metrics]
     speed = [r for r in done if r.compiled and r.speedup]
+    two_axes = (
+        len({r.config.get("mode") for r in speed}) > 1 and len({r.config.get("precision") for r in speed}) > 1
+    )
     plots: list[tuple[str, Callable[..., Any], list[Row]]] = [
         ("step_time.png", step_time_plot, done),
-        ("speedup_heatmap.png", speedup_heatmap, speed),
+        ("speedup_heatmap.png", speedup_heatmap, speed if two_axes else []),
         ("compile_vs_speedup.png", compile_vs_speedup_plot, speed),
         ("peak_memory.png", peak_memory_plot, [r for r in done if r.peak_gib is not None]),
     ]
@@ -40,17 +45,52 @@ def _colors(rows: list[Row]) -> list[str]:
 
 
 def step_time_plot(rows: list[Row], summary: Summary) -> Any:
+    """The objective per job, best first, whiskers = its 95% interval."""
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
-    fig, ax = plt.subplots(figsize=(11, max(3.0, 0.35 * len(rows) + 1.5)))
-    p50 = [r.metrics["step/p50_ms"] for r in rows]
-    low = [p - r.metrics.get("step/p10_ms", p) for p, r in zip(p50, rows, strict=True)]
-    high = [r.metrics.get("step/p90_ms", p) - p for p, r in zip(p50, rows, strict=True)]
-    ax.barh([r.name for r in rows], p50, xerr=[low, high], color=_colors(rows), capsize=3)
+    objective = summary.objective
+    rows = sorted(
+        (r for r in rows if objective.metric in r.metrics),
+        key=lambda r: r.metrics[objective.metric],
+        reverse=objective.higher_is_better,
+    )
+    figures = [objective.estimate(r) for r in rows]
+    fig, ax = plt.subplots(figsize=(12, max(3.0, 0.4 * len(rows) + 1.8)))
+    bars = ax.barh(
+        [_label(summary, r) for r in rows],
+        [f[0] for f in figures],
+        xerr=[[f[0] - f[1] for f in figures], [f[2] - f[0] for f in figures]],
+        color=_colors(rows),
+        capsize=4,
+        hatch=None,
+    )
+    for bar, row in zip(bars, rows, strict=True):
+        if row.noisy:
+            bar.set_hatch("//")
+            bar.set_alpha(0.6)
     ax.invert_yaxis()
-    ax.set_xlabel("step time, ms (median; whiskers p10-p90)")
-    ax.set_title(f"Step time per configuration - sweep {summary.sweep_id}")
+    ax.set_xlabel(f"{objective.label}; whiskers: 95% interval")
+    verdict = summary.verdict.line() if summary.verdict else ""
+    ax.set_title(f"sweep {summary.sweep_id}\n{verdict[:150]}", fontsize=10)
+    ax.legend(
+        handles=[
+            Patch(color=COMPILED_COLOR, label="compiled"),
+            Patch(color=EAGER_COLOR, label="eager"),
+            Patch(facecolor="white", edgecolor="black", hatch="//", label="noisy (decides nothing)"),
+        ],
+        loc="lower right",
+        fontsize=8,
+    )
     return fig
+
+
+def _label(summary: Summary, row: Row) -> str:
+    """The row's name, marked ★ when it is the fastest configuration."""
+    verdict = summary.verdict
+    fastest = verdict.fastest if verdict else None
+    pooled = next((c.name for c in summary.configurations if row in c.rows), row.name)
+    return ("★ " if pooled == fastest else "") + row.name
 
 
 def speedup_heatmap(rows: list[Row], summary: Summary) -> Any:
@@ -81,23 +121,29 @@ def speedup_heatmap(rows: list[Row], summary: Summary) -> Any:
 
 
 def compile_vs_speedup_plot(rows: list[Row], summary: Summary) -> Any:
+    """What each compiled configuration buys (speedup, with its interval) for what it costs (compile s)."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(10, 5))
+    fig, ax = plt.subplots(figsize=(11, 5.5))
     markers = "osD^vP*Xh<>p"
     for i, r in enumerate(rows):  # a legend, not annotations: labels of nearby points would overlap
-        ax.scatter(
-            r.metrics.get("compile/total_s", math.nan),
+        m = r.metrics
+        low, high = m.get("speedup/ci95_low", r.speedup), m.get("speedup/ci95_high", r.speedup)
+        ax.errorbar(
+            m.get("compile/total_s", math.nan),
             r.speedup,
-            s=45,
-            marker=markers[i % len(markers)],
+            yerr=[[r.speedup - low], [high - r.speedup]],  # type: ignore[operator]
+            fmt=markers[i % len(markers)],
+            markersize=7,
+            capsize=3,
             color=plt.get_cmap("tab10")(i % 10),
-            label=r.name,
+            label=_label(summary, r) + (" (noisy)" if r.noisy else ""),
         )
+    ax.axhline(1.0, color="gray", lw=0.8, ls="--", label="1.0x: no gain over eager")
+    ax.margins(x=0.15, y=0.2)  # no point on the frame
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
-    ax.axhline(1.0, color="gray", lw=0.8, ls="--")
-    ax.set_xlabel("compile time, s")
-    ax.set_ylabel("speedup vs eager")
+    ax.set_xlabel("compile time, s (the torch.compile call plus the warm-up excess)")
+    ax.set_ylabel("speedup vs paired eager (whiskers: 95% interval)")
     ax.set_title("Compile time against speedup")
     return fig
 
@@ -106,7 +152,7 @@ def peak_memory_plot(rows: list[Row], summary: Summary) -> Any:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, max(3.0, 0.35 * len(rows) + 1.5)))
-    ax.barh([r.name for r in rows], [r.peak_gib for r in rows], color=_colors(rows))
+    ax.barh([_label(summary, r) for r in rows], [r.peak_gib for r in rows], color=_colors(rows))
     ax.invert_yaxis()
     ax.set_xlabel("peak reserved memory over the measured steps, GiB")
     ax.set_title("Peak memory per configuration")

@@ -1,5 +1,12 @@
-"""The summary as text: a table per configuration and the aggregates, for the terminal, `summary.md`
-and `summary.csv`. Torch-free."""
+"""The summary as text, all saying the same thing: the verdict first, then one row per configuration
+(its figure with the 95% interval, speedup, compile time, memory), then failures and aggregates.
+
+* the terminal and the parent run's description get the compact table: only the identity columns that
+  vary in the sweep (the constant ones on one line above), sorted by the objective, the winner marked,
+  and at most :data:`TERMINAL_WIDTH` columns wide;
+* `summary.md` gets the full table, `summary.csv` every metric and the interval columns.
+Torch-free.
+"""
 
 from __future__ import annotations
 
@@ -10,52 +17,121 @@ import sys
 from pathlib import Path
 
 from pipeline.identity import TABLE_KEYS
-from pipeline.sweep.summary import Summary
+from pipeline.sweep.summary import Row, Summary
 
-COLUMNS = [
-    *TABLE_KEYS,
-    "step p50 ms",
-    "p10-p90 ms",
-    "speedup",
-    "compile s",
-    "peak GiB",
-    "graph breaks",
-    "parity",
-    "status",
-]
+TERMINAL_WIDTH = 120
+DASH = "–"
+MEASURE_COLUMNS = ("figure [95% interval]", "speedup", "compile s", "peak GiB", "graph breaks", "status")
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
-    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+    return (
+        DASH if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+    )
+
+
+def identity_columns(summary: Summary, *, compact: bool) -> list[str]:
+    """The identity keys shown as columns: all of them, or (compact) only those that vary."""
+    keys = [*TABLE_KEYS, *summary.varied]
+    if not compact:
+        return keys
+    varying = [k for k in keys if len({r.config.get(k, DASH) for r in summary.rows}) > 1]
+    return varying or ["model"]
+
+
+def constant_line(summary: Summary) -> str:
+    """The identity values every job shares (`model=vit_tiny, loss=ce, ...`)."""
+    shown = identity_columns(summary, compact=True)
+    same = [
+        f"{k}={summary.rows[0].config.get(k, DASH)}"
+        for k in [*TABLE_KEYS, *summary.varied]
+        if k not in shown and summary.rows
+    ]
+    return "every job: " + ", ".join(same) if same else ""
+
+
+def sorted_rows(summary: Summary) -> list[Row]:
+    """Passing jobs by the objective (best first), then the rest."""
+    objective = summary.objective
+    passing = [r for r in summary.rows if r.passing and objective.metric in r.metrics]
+    passing.sort(key=lambda r: r.metrics[objective.metric], reverse=objective.higher_is_better)
+    return passing + [r for r in summary.rows if r not in passing]
+
+
+def _mark(summary: Summary, row: Row) -> str:
+    verdict = summary.verdict
+    if verdict is None:
+        return ""
+    pooled = [c for c in summary.configurations if row in c.rows]
+    name = pooled[0].name if pooled else row.name
+    if verdict.fastest == name:
+        return "★ "
+    return "= " if name in verdict.tied and verdict.kind == "tie" else ""
+
+
+def _figure(summary: Summary, row: Row) -> str:
+    if not row.passing or summary.objective.metric not in row.metrics:
+        return DASH
+    value, low, high = summary.objective.estimate(row)
+    digits = 2 if summary.objective.metric == "step/p50_ms" else 1
+    return f"{_fmt(value, digits)} [{_fmt(low, digits)}, {_fmt(high, digits)}]"
+
+
+def _speedup(row: Row) -> str:
+    m = row.metrics
+    if row.speedup is None:
+        return DASH
+    if "speedup/ci95_low" in m:
+        return f"{row.speedup:.2f}x [{m['speedup/ci95_low']:.2f}, {m['speedup/ci95_high']:.2f}]"
+    return f"{row.speedup:.2f}x"
+
+
+def _status(row: Row) -> str:
+    status = row.status if not row.error else f"{row.status} ({row.error_type or row.error.split(':')[0]})"
+    if row.parity == 0.0:
+        status += ", DIVERGED"
+    if row.noisy:
+        status += ", noisy"
+    return status
+
+
+def table(summary: Summary, *, compact: bool) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the configuration table."""
+    keys = identity_columns(summary, compact=compact)
+    header = [*keys, *MEASURE_COLUMNS]
+    out = []
+    for row in sorted_rows(summary):
+        m = row.metrics
+        cells = [row.config.get(k, DASH) for k in keys]
+        if not row.config:
+            cells[0] = row.name
+        cells[0] = _mark(summary, row) + cells[0]
+        breaks = m.get("diagnose/graph_breaks")
+        peak = row.peak_gib if row.peak_gib is not None else m.get("memory/cpu_rss_peak_gib")
+        out.append(
+            [
+                *cells,
+                _figure(summary, row),
+                _speedup(row),
+                _fmt(m.get("compile/total_s"), 1),
+                _fmt(peak),
+                DASH if breaks is None else str(int(breaks)),
+                _status(row),
+            ]
+        )
+    return header, out
 
 
 def table_rows(summary: Summary) -> list[list[str]]:
-    out = []
-    for r in summary.rows:
-        m = r.metrics
-        spread = f"{_fmt(m.get('step/p10_ms'))}–{_fmt(m.get('step/p90_ms'))}" if "step/p10_ms" in m else "–"
-        parity = "–" if r.parity is None else ("ok" if r.parity else "DIVERGED")
-        status = r.status if not r.error else f"{r.status} ({r.error.split(':')[0]})"
-        if m.get("step/noisy"):
-            status += ", noisy"
-        breaks = m.get("diagnose/graph_breaks")
-        config = [r.config.get(k, "?" if k == "model" and not r.config else "–") for k in TABLE_KEYS]
-        if not r.config:
-            config[0] = r.name
-        out.append(
-            [
-                *config,
-                _fmt(m.get("step/p50_ms")),
-                spread,
-                _fmt(r.speedup),
-                _fmt(m.get("compile/total_s"), 1),
-                _fmt(r.peak_gib),
-                "–" if breaks is None else str(int(breaks)),
-                parity,
-                status,
-            ]
-        )
-    return out
+    return table(summary, compact=False)[1]
+
+
+def verdict_lines(summary: Summary) -> list[str]:
+    lines = [summary.verdict.line()] if summary.verdict else []
+    if summary.failure_classes:
+        classes = ", ".join(f"{n} {kind}" for kind, n in sorted(summary.failure_classes.items()))
+        lines.append(f"failures by class: {classes}")
+    return lines
 
 
 def aggregate_lines(summary: Summary) -> list[str]:
@@ -66,63 +142,106 @@ def aggregate_lines(summary: Summary) -> list[str]:
     if "sweep/pass_rate" in a:
         lines.append(f"pass rate (finished, loss parity within tolerance): {a['sweep/pass_rate']:.0%}")
     if "sweep/geomean_speedup" in a:
+        interval = (
+            f" [95% bootstrap {a['sweep/geomean_speedup_ci95_low']:.3f}, {a['sweep/geomean_speedup_ci95_high']:.3f}]"
+            if "sweep/geomean_speedup_ci95_low" in a
+            else ""
+        )
         lines.append(
-            f"geometric-mean speedup vs eager over passing compiled jobs: {a['sweep/geomean_speedup']:.3f}x"
+            f"geometric-mean speedup vs eager over passing compiled jobs: {a['sweep/geomean_speedup']:.3f}x{interval}"
         )
     if "sweep/weighted_speedup" in a:
         lines.append(
             f"weighted speedup 0.75·AMP + 0.25·FP32 (PyTorch 2.0 launch): {a['sweep/weighted_speedup']:.3f}x"
         )
-    if summary.fastest is not None:
-        f = summary.fastest
-        lines.append(f"fastest: {f.name} at {f.metrics['step/p50_ms']:.2f} ms/step (p50)")
+    if a.get("sweep/jobs_with_graph_breaks"):
+        lines.append(f"passing compiled jobs with graph breaks: {int(a['sweep/jobs_with_graph_breaks'])}")
     lines.extend(f"note: {n}" for n in summary.notes)
     for r in summary.failures:
         lines.append(f"failed: {r.name}: {r.status}: {r.error or 'no error recorded'}")
     return lines
 
 
-def to_markdown(summary: Summary) -> str:
-    rows = table_rows(summary)
+HOW = (
+    "Figures: {objective}, with its 95% interval (batch means over contiguous blocks of steps: steps are "
+    "autocorrelated; repeats pooled). Speedup: paired eager median / compiled median in the same worker, "
+    "with its interval. Peak: reserved GiB over the measured steps (CPU: the worker's peak RSS). "
+    "★ fastest, = tied. The rule: docs/verdicts.md."
+)
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def to_markdown(summary: Summary, *, compact: bool = False) -> str:
+    """summary.md (full table) or the parent run's description (compact: verdict first, varying columns)."""
     out = io.StringIO()
     out.write(f"# Sweep {summary.sweep_id}\n\n")
-    out.write("| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS) + "\n")
-    for row in rows:
-        out.write("| " + " | ".join(row) + " |\n")
-    out.write("\n" + "\n".join(f"- {line}" for line in aggregate_lines(summary)) + "\n")
-    out.write(
-        "\nStep times are medians over the measured steps; speedup = paired eager median / compiled median; peak = reserved GiB over the measured steps.\n"
-    )
+    for line in verdict_lines(summary):
+        out.write(f"**{line}**\n\n" if line.startswith("verdict") else f"{line}\n\n")
+    if compact and constant_line(summary):
+        out.write(constant_line(summary) + "\n\n")
+    out.write(markdown_table(*table(summary, compact=compact)) + "\n\n")
+    out.write("\n".join(f"- {line}" for line in aggregate_lines(summary)) + "\n\n")
+    out.write(HOW.format(objective=summary.objective.label) + "\n")
+    if compact:
+        out.write("\nThe full table: summary.md and summary.csv in this run's artifacts.\n")
     return out.getvalue()
 
 
 def write_csv(summary: Summary, path: Path) -> None:
     metric_names = sorted({k for r in summary.rows for k in r.metrics})
+    keys = [*TABLE_KEYS, *summary.varied]
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["run_name", *TABLE_KEYS, "status", "error", *metric_names])
+        writer.writerow(
+            [
+                "run_name",
+                *keys,
+                "status",
+                "error",
+                "objective",
+                "figure",
+                "figure_ci95_low",
+                "figure_ci95_high",
+                *metric_names,
+            ]
+        )
         for r in summary.rows:
+            figure = summary.objective.estimate(r) if r.passing else ("", "", "")
             writer.writerow(
                 [
                     r.name,
-                    *(r.config.get(k, "") for k in TABLE_KEYS),
+                    *(r.config.get(k, "") for k in keys),
                     r.status,
                     r.error,
+                    summary.objective.metric,
+                    *figure,
                     *(r.metrics.get(k, "") for k in metric_names),
                 ]
             )
 
 
 def print_table(summary: Summary) -> None:
+    """The compact table and the lines around it; rich on a terminal, plain text in logs, never wider
+    than TERMINAL_WIDTH (wider tables go to the files only)."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=None if sys.stdout.isatty() else 220)
-    table = Table(title=f"sweep {summary.sweep_id}", show_lines=False)
-    for col in COLUMNS:
-        table.add_column(col, justify="right" if col[0].isdigit() or " " in col else "left", overflow="fold")
-    for row in table_rows(summary):
-        table.add_row(*row)
-    console.print(table)
-    for line in aggregate_lines(summary):
+    console = Console(width=TERMINAL_WIDTH, no_color=not sys.stdout.isatty())
+    for line in verdict_lines(summary):
         console.print(line, markup=False, highlight=False)
+    if constant_line(summary):
+        console.print(constant_line(summary), markup=False, highlight=False)
+    header, rows = table(summary, compact=True)
+    view = Table(title=f"sweep {summary.sweep_id}: {summary.objective.label}", show_lines=False, box=None)
+    for col in header:
+        view.add_column(col, overflow="fold")
+    for row in rows:
+        view.add_row(*row)
+    console.print(view)
+    for line in aggregate_lines(summary):
+        console.print(line, markup=False, highlight=False, soft_wrap=False)

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 SWEEP_FILE = "sweep.json"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SweepContext:
     sweep_id: str
     parent_run_id: str
@@ -27,6 +27,9 @@ class SweepContext:
     total_jobs: int | None = None
     resume: bool = False
     name: str | None = None
+    axes: list[str] = field(default_factory=list)  # the swept keys, e.g. ["compile.mode", "trainer.seed"]
+    min_effect_pct: float = 1.0  # the verdict's settings (sweep.min_effect_pct, sweep.max_interval_pct)
+    max_interval_pct: float = 2.5
 
     def save(self) -> None:
         path = Path(self.sweep_dir) / SWEEP_FILE
@@ -40,11 +43,18 @@ class SweepContext:
         path = Path(sweep_dir) / SWEEP_FILE
         if not path.exists():
             return None
-        return cls(**json.loads(path.read_text()))
+        data = json.loads(path.read_text())
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 def new_sweep_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def swept_keys(hydra_cfg: Any) -> list[str]:
+    """The keys the sweep varies (`compile.mode`, `trainer.seed`, `+model.kwargs.depth` as `model.kwargs.depth`)."""
+    return [axis.split("=", 1)[0].lstrip("+~") for axis in swept(hydra_cfg)]
 
 
 def swept(hydra_cfg: Any) -> list[str]:

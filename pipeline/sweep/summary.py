@@ -1,25 +1,33 @@
-"""A sweep's summary: one row per configuration (the latest run of each), the aggregates, and the
-fastest passing configuration. Read from MLflow's records or from job folders; torch-free.
+"""A sweep's summary: one row per job (the latest run of each), configurations with their intervals
+(repeats pooled), the verdict (pipeline/sweep/verdict.py), the failures by class and the aggregates.
+Read from MLflow's records or from job folders; torch-free.
 
-Aggregates: the geometric-mean speedup over passing compiled jobs (passing = FINISHED and loss parity
-within tolerance where it was measured), the pass rate, the PyTorch 2.0 launch's weighted speedup
-0.75 * geomean(AMP) + 0.25 * geomean(FP32), and the fastest passing configuration.
+Aggregates: the pass rate over compiled jobs (passing = FINISHED and loss parity within tolerance where
+it was measured), the geometric-mean speedup over passing compiled jobs with a bootstrap interval, and
+the PyTorch 2.0 launch's weighted speedup 0.75 * geomean(AMP) + 0.25 * geomean(FP32).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import random
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.config.schema import from_dict
-from pipeline.identity import TABLE_KEYS, config_hash, identity, run_name
+from pipeline.identity import TABLE_KEYS, config_hash, extra_keys, identity, pool_hash, run_name
+from pipeline.measure.stats import t975
 from pipeline.status import FINISHED
+from pipeline.sweep.state import SweepContext
+from pipeline.sweep.verdict import Estimate, Rule, Verdict, decide
 from pipeline.tracking import RunRecord
 
 AMP_PRECISIONS = ("amp", "amp_fp16")
 FP32_PRECISIONS = ("fp32",)
+COMPILE_KEYS = ("mode", "backend", "fullgraph", "dynamic", "scope")
+BOOTSTRAP_SAMPLES = 2000
 
 
 @dataclass(kw_only=True)
@@ -28,11 +36,17 @@ class Row:
 
     name: str
     status: str
-    config: dict[str, str]  # the identity keys (pipeline.identity)
+    config: dict[str, str]  # identity tags (pipeline.identity), varied keys included
     metrics: dict[str, float]
     error: str = ""
+    error_type: str = ""
     config_hash: str = ""
+    pool_hash: str = ""  # shared by the repeats of one configuration
     start_time: int = 0  # ms since the epoch
+    batch_size: int | None = None
+    tokens_per_sample: int | None = None  # token models: sequence length
+    run_id: str = ""
+    environment: dict[str, str] = field(default_factory=dict)  # env.* tags: versions, GPU, driver
 
     @property
     def compiled(self) -> bool:
@@ -48,85 +62,307 @@ class Row:
 
     @property
     def passing(self) -> bool:
-        return self.status == FINISHED and self.parity != 0.0
+        return self.status == FINISHED and self.parity != 0.0 and "step/p50_ms" in self.metrics
+
+    @property
+    def noisy(self) -> bool:
+        return bool(self.metrics.get("step/noisy"))
 
     @property
     def peak_gib(self) -> float | None:
         return self.metrics.get("memory/peak_reserved_gib")
 
 
+@dataclass(frozen=True, kw_only=True)
+class Objective:
+    metric: str
+    label: str
+    higher_is_better: bool
+
+    def estimate(self, row: Row) -> tuple[float, float, float]:
+        """(figure, low, high) of one job: the median step time's interval, or the throughput's, which
+        is the step time's turned over."""
+        m = row.metrics
+        p50 = m["step/p50_ms"]
+        low, high = m.get("step/p50_ci95_low_ms", p50), m.get("step/p50_ci95_high_ms", p50)
+        if self.metric == "step/p50_ms":
+            return p50, low, high
+        value = m[self.metric]
+        return value, value * p50 / high, value * p50 / low
+
+
+STEP_TIME = Objective(
+    metric="step/p50_ms", label="median step time, ms (lower is better)", higher_is_better=False
+)
+SAMPLES = Objective(
+    metric="throughput/samples_per_s", label="throughput, samples/s (higher is better)", higher_is_better=True
+)
+TOKENS = Objective(
+    metric="throughput/tokens_per_s", label="throughput, tokens/s (higher is better)", higher_is_better=True
+)
+
+
+def choose_objective(rows: list[Row]) -> Objective:
+    """Step time while every job does the same work per step; throughput once batch sizes or sequence
+    lengths differ (tokens/s when every job is a token model)."""
+    work = {(r.batch_size, r.tokens_per_sample) for r in rows}
+    if len(work) <= 1:
+        return STEP_TIME
+    if all(r.tokens_per_sample for r in rows) and all("throughput/tokens_per_s" in r.metrics for r in rows):
+        return TOKENS
+    return SAMPLES
+
+
+@dataclass(kw_only=True)
+class Configuration:
+    """The jobs of one configuration (its repeats) and their pooled estimate."""
+
+    name: str
+    rows: list[Row]
+    estimate: Estimate
+
+
 @dataclass(kw_only=True)
 class Summary:
     sweep_id: str
     rows: list[Row]
+    varied: list[str] = field(default_factory=list)
+    objective: Objective = STEP_TIME
+    configurations: list[Configuration] = field(default_factory=list)
+    verdict: Verdict | None = None
     aggregates: dict[str, float] = field(default_factory=dict)
-    fastest: Row | None = None
+    failure_classes: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property
     def failures(self) -> list[Row]:
         return [r for r in self.rows if r.status != FINISHED]
 
+    @property
+    def fastest(self) -> Configuration | None:
+        if self.verdict is None or self.verdict.fastest is None:
+            return None
+        return next(c for c in self.configurations if c.name == self.verdict.fastest)
 
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
-
-def row_from_run(run: RunRecord) -> Row:
-    tags = run.tags
+# ------------------------------------------------------------------------------------ rows
+def row_from_run(run: RunRecord, varied: list[str] | tuple[str, ...] = ()) -> Row:
+    tags, params = run.tags, run.params
     error = f"{tags['error_type']}: {tags.get('error_message', '')}" if "error_type" in tags else ""
+    keys = [*TABLE_KEYS, *extra_keys(varied)]
     return Row(
         name=run.name,
         status=run.status,
-        config={k: tags[k] for k in TABLE_KEYS if k in tags},
+        config={k: tags[k] for k in keys if k in tags},
         metrics=dict(run.metrics),
         error=error,
+        error_type=tags.get("error_type", ""),
         config_hash=tags.get("config_hash", ""),
+        pool_hash=tags.get("pool_hash") or tags.get("config_hash", ""),
         start_time=run.start_time_ms,
+        batch_size=_int(params.get("trainer.batch_size")),
+        tokens_per_sample=_int(params.get("model.input.seq_len"))
+        if params.get("model.input.kind") == "tokens"
+        else None,
+        run_id=run.run_id,
+        environment={k.removeprefix("env."): v for k, v in tags.items() if k.startswith("env.")},
     )
 
 
 def row_from_result(path: Path) -> Row | None:
-    """A job from its folder (result.json + job_config.json), for summaries without MLflow."""
+    """A job from its folder (result.json + job_config.json, and the sweep's sweep.json beside it), for
+    summaries without MLflow."""
     try:
         result = json.loads(path.read_text())
         cfg = from_dict(json.loads((path.parent / "job_config.json").read_text()))
     except (OSError, ValueError, TypeError):
         return None
+    sweep = SweepContext.load(path.parent.parent)
+    varied = sweep.axes if sweep else []
     error = result.get("error") or {}
     started = int(1000 * (result.get("info", {}).get("worker_started_at") or path.stat().st_mtime))
+    ident = identity(cfg, varied)
     return Row(
-        name=run_name(cfg),
+        name=run_name(cfg, varied),
         status=result["status"],
-        config={k: v for k, v in identity(cfg).items() if k in TABLE_KEYS},
+        config={k: v for k, v in ident.items() if k != "teacher"},
         metrics=result.get("metrics", {}),
         error=f"{error['type']}: {error['message']}" if error else "",
+        error_type=error.get("type", ""),
         config_hash=config_hash(cfg),
+        pool_hash=pool_hash(cfg),
         start_time=started,
+        batch_size=cfg.trainer.batch_size,
+        tokens_per_sample=cfg.model.input.tokens_per_sample,
+        environment={k: str(v) for k, v in (result.get("environment") or {}).items()},
     )
 
 
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
 def latest_per_config(rows: list[Row]) -> list[Row]:
-    """A resumed sweep may hold a failed and a finished run of one config: keep the latest of each."""
+    """A resumed sweep may hold a failed and a finished run of one job: keep the latest of each."""
     latest: dict[str, Row] = {}
     for row in sorted(rows, key=lambda r: r.start_time):
         latest[row.config_hash or row.name] = row
     return sorted(latest.values(), key=lambda r: r.start_time)
 
 
-def summarize(sweep_id: str, rows: list[Row]) -> Summary:
-    summary = Summary(sweep_id=sweep_id, rows=latest_per_config(rows))
-    compiled = [r for r in summary.rows if r.compiled]
-    passing = [r for r in compiled if r.passing and r.speedup]
+# ------------------------------------------------------------------------------------ configurations
+def configurations(rows: list[Row], objective: Objective) -> list[Configuration]:
+    """Passing jobs grouped by configuration (repeats together), each with its pooled estimate."""
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.passing and objective.metric in row.metrics:
+            groups.setdefault(row.pool_hash or row.name, []).append(row)
+    configs = [
+        Configuration(name=_pool_name(g), rows=g, estimate=_pooled(_pool_name(g), g, objective))
+        for g in groups.values()
+    ]
+    by_base = {_base(c.rows[0]): c.name for c in configs if not c.rows[0].compiled}
+    return [
+        Configuration(name=c.name, rows=c.rows, estimate=_with_eager(c, by_base.get(_base(c.rows[0]))))
+        for c in configs
+    ]
+
+
+def _pool_name(rows: list[Row]) -> str:
+    name = rows[0].name
+    return "·".join(p for p in name.split("·") if not p.startswith("repeat=")) if len(rows) > 1 else name
+
+
+def _base(row: Row) -> tuple[tuple[str, str], ...]:
+    """The configuration without its compile settings: a compiled job and its eager counterpart share it."""
+    return tuple(sorted((k, v) for k, v in row.config.items() if k not in COMPILE_KEYS))
+
+
+def _pooled(name: str, rows: list[Row], objective: Objective) -> Estimate:
+    """One job: its own interval. Repeats: the mean of their figures, with the wider of the within-job
+    interval and the between-job t interval (repeats are independent processes). Noisy repeats are
+    left out when quiet ones exist; if all are noisy, the configuration is noisy."""
+    quiet = [r for r in rows if not r.noisy]
+    used = quiet or rows
+    figures = [objective.estimate(r) for r in used]
+    if len(figures) == 1:
+        value, low, high = figures[0]
+    else:
+        values = [f[0] for f in figures]
+        value = statistics.fmean(values)
+        within = math.sqrt(sum(((f[2] - f[1]) / 2) ** 2 for f in figures)) / len(figures)
+        between = t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+        half = max(within, between)
+        low, high = value - half, value + half
+    return Estimate(name=name, value=value, low=max(low, 1e-12), high=high, noisy=not quiet)
+
+
+def _with_eager(config: Configuration, eager_name: str | None) -> Estimate:
+    """A compiled configuration learns its eager counterpart in the sweep and its paired speedup."""
+    rows = [r for r in config.rows if "speedup/vs_eager" in r.metrics]
+    if not config.rows[0].compiled or not rows:
+        return config.estimate
+    speedups = [r.metrics["speedup/vs_eager"] for r in rows]
+    low = min(
+        r.metrics.get("speedup/ci95_low", r.metrics.get("speedup/round_min", s))
+        for r, s in zip(rows, speedups, strict=True)
+    )
+    high = max(
+        r.metrics.get("speedup/ci95_high", r.metrics.get("speedup/round_max", s))
+        for r, s in zip(rows, speedups, strict=True)
+    )
+    geo = math.exp(statistics.fmean(math.log(s) for s in speedups))
+    e = config.estimate
+    return Estimate(
+        name=e.name,
+        value=e.value,
+        low=e.low,
+        high=e.high,
+        noisy=e.noisy,
+        eager_name=eager_name,
+        speedup=(geo, min(low, geo), max(high, geo)),
+    )
+
+
+# ------------------------------------------------------------------------------------ failures
+def failure_class(row: Row) -> str | None:
+    """What kind of failure a job is (seed 001's statuses), or None for a passing job."""
+    if row.status == FINISHED:
+        return "accuracy (loss parity)" if row.parity == 0.0 else None
+    kind = row.error_type
+    if kind == "OutOfMemoryError":
+        return "out of memory"
+    if kind == "Timeout":
+        return "timeout"
+    if kind == "GraphBreakInFullgraph" or kind.startswith("CompileError"):
+        return "compile error"
+    if kind == "ConfigError":
+        return "bad input"
+    if kind in ("WorkerCrashed",):
+        return "crash"
+    if kind in ("JobLost", "Interrupted"):
+        return "lost or interrupted"
+    return "eager error" if not row.compiled else "run error"
+
+
+# ------------------------------------------------------------------------------------ the summary
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def bootstrap_geomean(
+    values: list[float], samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
+) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of the geometric mean (configurations resampled)."""
+    rng = random.Random(seed)
+    means = sorted(geomean(rng.choices(values, k=len(values))) for _ in range(samples))
+    return means[int(0.025 * samples)], means[int(0.975 * samples) - 1]
+
+
+def summarize(
+    sweep_id: str, rows: list[Row], *, varied: list[str] | tuple[str, ...] = (), rule: Rule | None = None
+) -> Summary:
+    summary = Summary(sweep_id=sweep_id, rows=latest_per_config(rows), varied=extra_keys(varied))
+    passing = [r for r in summary.rows if r.passing]
+    summary.objective = choose_objective(passing)
+    summary.configurations = configurations(summary.rows, summary.objective)
+    rule = rule or Rule()
+    rule = Rule(
+        min_effect_pct=rule.min_effect_pct,
+        max_interval_pct=rule.max_interval_pct,
+        higher_is_better=summary.objective.higher_is_better,
+    )
+    summary.verdict = decide([c.estimate for c in summary.configurations], rule, summary.objective.label)
+    _aggregates(summary)
+    _notes(summary)
+    return summary
+
+
+def _aggregates(summary: Summary) -> None:
     agg = summary.aggregates
+    compiled = [r for r in summary.rows if r.compiled]
+    with_speedup = [r for r in compiled if r.passing and r.speedup]
     agg["jobs"] = len(summary.rows)
     agg["jobs_failed"] = len(summary.failures)
+    for row in summary.rows:
+        kind = failure_class(row)
+        if kind:
+            summary.failure_classes[kind] = summary.failure_classes.get(kind, 0) + 1
     if compiled:
         agg["sweep/pass_rate"] = sum(r.passing for r in compiled) / len(compiled)
-    if passing:
-        agg["sweep/geomean_speedup"] = geomean([r.speedup for r in passing])  # type: ignore[misc]
-        amp = [r.speedup for r in passing if r.config.get("precision") in AMP_PRECISIONS]
-        fp32 = [r.speedup for r in passing if r.config.get("precision") in FP32_PRECISIONS]
+        broken = [r for r in compiled if r.passing and r.metrics.get("diagnose/graph_breaks")]
+        agg["sweep/jobs_with_graph_breaks"] = len(broken)
+    if with_speedup:
+        speedups = [r.speedup for r in with_speedup]
+        agg["sweep/geomean_speedup"] = geomean(speedups)  # type: ignore[arg-type]
+        if len(speedups) > 1:
+            low, high = bootstrap_geomean(speedups)  # type: ignore[arg-type]
+            agg["sweep/geomean_speedup_ci95_low"], agg["sweep/geomean_speedup_ci95_high"] = low, high
+        amp = [r.speedup for r in with_speedup if r.config.get("precision") in AMP_PRECISIONS]
+        fp32 = [r.speedup for r in with_speedup if r.config.get("precision") in FP32_PRECISIONS]
         if amp and fp32:
             agg["sweep/weighted_speedup"] = 0.75 * geomean(amp) + 0.25 * geomean(fp32)  # type: ignore[arg-type]
         else:
@@ -135,17 +371,48 @@ def summarize(sweep_id: str, rows: list[Row]) -> Summary:
             )
     elif compiled:
         summary.notes.append("no passing compiled job with a paired eager baseline: no speedup aggregates")
-    finished = [r for r in summary.rows if r.passing and "step/p50_ms" in r.metrics]
-    if finished:
-        summary.fastest = min(finished, key=lambda r: r.metrics["step/p50_ms"])
-        if len({(r.config.get("model"), r.config.get("loss")) for r in finished}) > 1:
-            summary.notes.append(
-                "the fastest configuration is taken across different models or losses; compare within one model in the table"
-            )
-    noisy = sum(1 for r in summary.rows if r.metrics.get("step/noisy"))
+
+
+def _notes(summary: Summary) -> None:
+    noisy = sum(1 for r in summary.rows if r.noisy)
     if noisy:
         summary.notes.append(
             f"{noisy} job(s) flagged noisy (their measured steps spread beyond benchmark.noisy_spread_pct): "
-            "trust their paired speedups more than their step times, or rerun them"
+            "their step times decide nothing; compiled-vs-eager is judged on the paired speedup"
         )
-    return summary
+    if summary.objective is not STEP_TIME:
+        summary.notes.append(
+            f"jobs differ in batch size or sequence length: ranked by {summary.objective.label}, not by step time"
+        )
+    if len({(r.config.get("model"), r.config.get("loss")) for r in summary.rows if r.passing}) > 1:
+        summary.notes.append(
+            "the verdict ranks different models or losses against each other; compare within one model in the table"
+        )
+    summary.notes.extend(eager_disagreements(summary))
+
+
+def eager_disagreements(summary: Summary) -> list[str]:
+    """Where a separate eager job and a compiled job's paired eager baseline disagree beyond their noise
+    (the host changed between jobs), say so: the paired figure is the one to trust."""
+    if summary.objective is not STEP_TIME:
+        return []
+    by_name = {c.name: c for c in summary.configurations}
+    notes = []
+    for config in summary.configurations:
+        eager_name = config.estimate.eager_name
+        if eager_name is None or eager_name not in by_name:
+            continue
+        separate = by_name[eager_name].estimate
+        for row in config.rows:
+            m = row.metrics
+            if "eager/p50_ms" not in m:
+                continue
+            low = m.get("eager/p50_ci95_low_ms", m.get("eager/p10_ms", m["eager/p50_ms"]))
+            high = m.get("eager/p50_ci95_high_ms", m.get("eager/p90_ms", m["eager/p50_ms"]))
+            if high < separate.low or low > separate.high:
+                notes.append(
+                    f"the eager job {eager_name} reads {separate.value:.2f} ms, but {row.name}'s paired eager baseline "
+                    f"reads {m['eager/p50_ms']:.2f} ms: they differ beyond their noise (the host changed between jobs); "
+                    "compiled vs eager is judged on the paired speedup"
+                )
+    return notes

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from pipeline.config.schema import from_dict
-from pipeline.identity import config_hash, identity, run_name
+from pipeline.identity import config_hash, identity, pool_hash, run_name
 from pipeline.job.result import RESULT_FILE, JobResult
 from pipeline.sweep.state import SweepContext
 from pipeline.tracking import Tracker
@@ -36,18 +36,20 @@ def sync_one(tracker: Tracker, result_path: Path) -> str:
     cfg = from_dict(json.loads((job_dir / "job_config.json").read_text()))
     run = tracker.get_run(result.mlflow_run_id)
     if run is None:
+        sweep = SweepContext.load(job_dir.parent)
+        varied = sweep.axes if sweep else []
         tags = {
-            **identity(cfg),
+            **identity(cfg, varied),
             "config_hash": config_hash(cfg),
+            "pool_hash": pool_hash(cfg),
             "job_dir": str(job_dir),
             "synced_later": "true",
         }
-        sweep = SweepContext.load(job_dir.parent)
         parent = None
         if sweep is not None:
             tags["sweep_id"] = sweep.sweep_id
             parent = sweep.parent_run_id if tracker.get_run(sweep.parent_run_id) else None
-        run_id = tracker.start_run(run_name(cfg), tags, parent_run_id=parent)
+        run_id = tracker.start_run(run_name(cfg, varied), tags, parent_run_id=parent)
     else:
         run_id = run.run_id
         tracker.set_tags(run_id, {"synced_later": "true"})

@@ -1,0 +1,209 @@
+"""Two sweeps, configuration by configuration: the question every torch upgrade asks.
+
+    python -m pipeline.report --compare <sweep A> <sweep B>
+
+Configurations are matched by their pool hash (the whole config but the sweep's bookkeeping and the
+repeat index), falling back to the run name. For each match: the ratio B / A of the sweep's objective
+with its 95% interval (on the log scale, from both intervals), and a flag: `regression` or
+`improvement` when the interval excludes 1 and the change exceeds the smallest effect that counts
+(`sweep.min_effect_pct`), `same` when the interval is inside that band, `undecided` otherwise (noisy
+jobs never decide). What changed between the sweeps' environments (torch, triton, CUDA, driver, GPU)
+is listed beside. Torch-free.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.sweep.summary import Configuration, Summary
+from pipeline.sweep.verdict import Z95, Estimate, Rule
+
+REGRESSION, IMPROVEMENT, SAME, UNDECIDED = "regression", "improvement", "same", "undecided"
+ENVIRONMENT_KEYS = (
+    "torch",
+    "triton",
+    "cuda_version",
+    "cudnn_version",
+    "driver_version",
+    "gpu_name",
+    "timm",
+    "transformers",
+    "python",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Change:
+    name: str
+    a: Estimate
+    b: Estimate
+    ratio: float  # B / A of the objective
+    low: float
+    high: float
+    flag: str
+
+    def line(self, unit_word: str) -> str:
+        return (
+            f"{self.flag:11} {self.name}: {self.a.value:.4g} -> {self.b.value:.4g} {unit_word}, "
+            f"B/A {self.ratio:.3f} [{self.low:.3f}, {self.high:.3f}]"
+        )
+
+
+@dataclass(kw_only=True)
+class SweepComparison:
+    a: str
+    b: str
+    objective: str
+    higher_is_better: bool
+    changes: list[Change] = field(default_factory=list)
+    only_in_a: list[str] = field(default_factory=list)
+    only_in_b: list[str] = field(default_factory=list)
+    environment: dict[str, tuple[str, str]] = field(default_factory=dict)  # what differs: key -> (A, B)
+
+    def flagged(self, flag: str) -> list[Change]:
+        return [c for c in self.changes if c.flag == flag]
+
+
+def change(a: Estimate, b: Estimate, rule: Rule, *, higher_is_better: bool) -> Change:
+    ratio = b.value / a.value
+    half = Z95 * math.hypot(a.log_se, b.log_se)
+    low, high = ratio * math.exp(-half), ratio * math.exp(half)
+    band = math.log1p(rule.min_effect_pct / 100)
+    if a.noisy or b.noisy:
+        flag = UNDECIDED
+    elif low > 1 and math.log(ratio) > band:
+        flag = IMPROVEMENT if higher_is_better else REGRESSION
+    elif high < 1 and -math.log(ratio) > band:
+        flag = REGRESSION if higher_is_better else IMPROVEMENT
+    elif math.log(high) < band and -math.log(low) < band:
+        flag = SAME
+    else:
+        flag = UNDECIDED
+    return Change(name=b.name, a=a, b=b, ratio=ratio, low=low, high=high, flag=flag)
+
+
+def compare_sweeps(a: Summary, b: Summary, rule: Rule) -> SweepComparison:
+    if a.objective.metric != b.objective.metric:
+        raise ValueError(
+            f"the sweeps rank by different objectives ({a.objective.metric} and {b.objective.metric}): not comparable"
+        )
+    higher = a.objective.higher_is_better
+    found = SweepComparison(a=a.sweep_id, b=b.sweep_id, objective=a.objective.label, higher_is_better=higher)
+    in_a, in_b = _by_key(a.configurations), _by_key(b.configurations)
+    for key, config_b in in_b.items():
+        config_a = in_a.get(key)
+        if config_a is None:
+            found.only_in_b.append(config_b.name)
+            continue
+        found.changes.append(change(config_a.estimate, config_b.estimate, rule, higher_is_better=higher))
+    found.only_in_a = [c.name for key, c in in_a.items() if key not in in_b]
+    found.environment = environment_changes(a, b)
+    return found
+
+
+def _by_key(configs: list[Configuration]) -> dict[str, Configuration]:
+    return {c.rows[0].pool_hash or c.name: c for c in configs}
+
+
+def environment_changes(a: Summary, b: Summary) -> dict[str, tuple[str, str]]:
+    def env(summary: Summary) -> dict[str, str]:
+        for row in summary.rows:
+            if row.environment:
+                return row.environment
+        return {}
+
+    env_a, env_b = env(a), env(b)
+    return {
+        k: (env_a.get(k, "?"), env_b.get(k, "?")) for k in ENVIRONMENT_KEYS if env_a.get(k) != env_b.get(k)
+    }
+
+
+def lines(found: SweepComparison) -> list[str]:
+    out = [f"compare {found.a} (A) with {found.b} (B), objective: {found.objective}"]
+    if found.environment:
+        out.append("changed: " + ", ".join(f"{k} {va} -> {vb}" for k, (va, vb) in found.environment.items()))
+    else:
+        out.append("changed: nothing in torch, triton, CUDA, driver, GPU or library versions")
+    counts = {flag: len(found.flagged(flag)) for flag in (REGRESSION, IMPROVEMENT, SAME, UNDECIDED)}
+    out.append(", ".join(f"{n} {flag}" for flag, n in counts.items()) + f" of {len(found.changes)} matched")
+    unit = "ms" if not found.higher_is_better else "/s"
+    order = {REGRESSION: 0, IMPROVEMENT: 1, UNDECIDED: 2, SAME: 3}
+    out += [c.line(unit) for c in sorted(found.changes, key=lambda c: (order[c.flag], c.name))]
+    if found.only_in_a:
+        out.append("only in A: " + ", ".join(found.only_in_a))
+    if found.only_in_b:
+        out.append("only in B: " + ", ".join(found.only_in_b))
+    return out
+
+
+def write(found: SweepComparison, out_dir: Path) -> list[Path]:
+    """compare.md, compare.csv and compare.png under out_dir."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md = out_dir / "compare.md"
+    md.write_text("# " + "\n\n".join(lines(found)) + "\n")
+    table = out_dir / "compare.csv"
+    with open(table, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(
+            [
+                "config",
+                "flag",
+                "a",
+                "a_low",
+                "a_high",
+                "b",
+                "b_low",
+                "b_high",
+                "ratio_b_over_a",
+                "ratio_low",
+                "ratio_high",
+            ]
+        )
+        for c in found.changes:
+            writer.writerow(
+                [
+                    c.name,
+                    c.flag,
+                    c.a.value,
+                    c.a.low,
+                    c.a.high,
+                    c.b.value,
+                    c.b.low,
+                    c.b.high,
+                    c.ratio,
+                    c.low,
+                    c.high,
+                ]
+            )
+    return [md, table, plot(found, out_dir / "compare.png")]
+
+
+def plot(found: SweepComparison, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    colors = {REGRESSION: "tab:red", IMPROVEMENT: "tab:green", SAME: "tab:gray", UNDECIDED: "tab:olive"}
+    changes = sorted(found.changes, key=lambda c: c.ratio)
+    fig, ax = plt.subplots(figsize=(11, max(3.0, 0.4 * len(changes) + 1.8)))
+    ax.barh(
+        [c.name for c in changes],
+        [c.ratio - 1 for c in changes],
+        left=1,
+        xerr=[[c.ratio - c.low for c in changes], [c.high - c.ratio for c in changes]],
+        color=[colors[c.flag] for c in changes],
+        capsize=3,
+    )
+    ax.axvline(1.0, color="black", lw=0.8, label="1.0: unchanged")
+    ax.set_xlabel(f"B / A of the {found.objective}; whiskers: 95% interval")
+    ax.set_title(f"{found.b} (B) against {found.a} (A)")
+    ax.legend(handles=[Patch(color=v, label=k) for k, v in colors.items()], fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
