@@ -15,7 +15,18 @@ from typing import Any
 from pipeline.config.schema import Config, to_dict
 from pipeline.redaction import MASK, looks_secret
 
-IDENTITY_KEYS = ("model", "loss", "precision", "mode", "backend", "fullgraph", "dynamic", "scope", "teacher")
+IDENTITY_KEYS = (
+    "model",
+    "loss",
+    "precision",
+    "mode",
+    "backend",
+    "fullgraph",
+    "dynamic",
+    "scope",
+    "scenario",
+    "teacher",
+)
 TABLE_KEYS = IDENTITY_KEYS[:-1]  # the summary shows the teacher in the loss column
 # Swept keys the fixed identity already covers (group choices and the compile settings).
 COVERED = {
@@ -31,6 +42,8 @@ COVERED = {
     "compile.dynamic": "dynamic",
     "compile.scope": "scope",
     "model@loss.teacher": "teacher",
+    "scenario": "scenario",
+    "scenario.name": "scenario",
 }
 # Config sections that say where or how a job is recorded, not what it measures: not in the hashes.
 NOT_IDENTITY = ("sweep", "mlflow")
@@ -50,6 +63,7 @@ def identity(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> dict[str,
         "fullgraph": str(c.fullgraph).lower(),
         "dynamic": str(c.dynamic).lower(),
         "scope": c.scope if c.compiled else "-",
+        "scenario": cfg.scenario.name,
         "teacher": cfg.loss.teacher.id if cfg.loss.teacher is not None else "-",
     }
     data = to_dict(cfg)
@@ -81,6 +95,8 @@ def run_name(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> str:
             parts.append("fullgraph")
         if ident["dynamic"] != "none":
             parts.append(f"dynamic={ident['dynamic']}")
+    if ident["scenario"] != "train":
+        parts.append(ident["scenario"])
     if ident["loss"] != "ce":
         teacher = ident["teacher"]
         parts.insert(1, f"{ident['loss']}({teacher})" if teacher != "-" else ident["loss"])

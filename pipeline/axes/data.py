@@ -107,6 +107,21 @@ class DeviceBatches:
         self.batches.clear()
 
 
+class Interleaved:
+    """Several batch streams served in turn (batches of different sizes: the dynamic-batch case)."""
+
+    def __init__(self, streams: list[DeviceBatches]):
+        self.streams, self.index = streams, 0
+
+    def __next__(self) -> Batch:
+        stream = self.streams[self.index % len(self.streams)]
+        self.index += 1
+        return next(stream)
+
+    def __iter__(self) -> Iterator[Batch]:
+        return self
+
+
 class FakeDataset(Dataset):
     """Random samples made by the DataLoader's workers, as in the seed loop; deterministic per index."""
 

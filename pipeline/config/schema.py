@@ -30,7 +30,8 @@ DEVICES = ("auto", "cuda", "cpu")
 INPUT_KINDS = ("image", "tokens")
 TOKEN_TARGETS = ("next_token", "masked_token", "class")
 AUTOCAST_DTYPES = ("bfloat16", "float16")
-PARAM_DTYPES = ("float32", "bfloat16")
+PARAM_DTYPES = ("float32", "bfloat16", "float16")
+SCENARIOS = ("train", "inference", "generate")
 DISTILL_KINDS = ("mse", "kl")
 
 
@@ -53,6 +54,8 @@ def doc(
         return field(default_factory=default, metadata=meta)
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata=meta)
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
     return field(default=default, metadata=meta)
 
 
@@ -100,6 +103,9 @@ class ModelConfig:
     kwargs: dict[str, Any] = doc({}, "extra keyword arguments of the factory (timm kwargs, HF config fields)")
     input: InputSpec = doc(InputSpec, "the input spec; data generation follows it")
     batch_size: int = doc(64, "this model's default batch size (`trainer.batch_size` defaults to it)", gt=0)
+    scenarios: list[str] = doc(
+        ["train", "inference"], "the scenarios this model supports (causal LMs add `generate`)"
+    )
 
 
 @dataclass(kw_only=True)
@@ -321,10 +327,52 @@ class SweepConfig:
 
 
 @dataclass(kw_only=True)
+class ScenarioConfig:
+    """What a job runs and measures. The step counts of `trainer` apply to every scenario: a step is a
+    training step, a forward call (inference) or a generation (generate)."""
+
+    name: str = doc(
+        "train",
+        "`train` (training steps), `inference` (forward calls in eval mode under torch.inference_mode), "
+        "`generate` (prefill and greedy decode with a static KV cache; causal LMs)",
+        choices=SCENARIOS,
+    )
+    batch_size: int | None = doc(
+        None, "inference and generate: samples per call; null: trainer.batch_size", gt=0
+    )
+    batch_sizes: list[int] = doc(
+        [],
+        "inference: cycle these batch sizes through warm-up and measurement (the dynamic-batch case: "
+        "with compile.dynamic=true one graph serves them all); empty: scenario.batch_size only",
+    )
+    prompt_len: int = doc(128, "generate: prompt tokens, processed by the prefill", gt=0)
+    new_tokens: int = doc(
+        64, "generate: tokens per generation (the first from the prefill, the rest decoded)", gt=1
+    )
+    parity_tokens: int = doc(
+        8, "generate: the first this many greedy tokens of compiled and eager decode must agree", gt=0
+    )
+    topk: int = doc(
+        5, "inference: output parity compares the top-k classes of compiled and eager logits", gt=0
+    )
+
+    def check(self, at: str) -> Iterator[ConfigError]:
+        if self.parity_tokens > self.new_tokens:
+            yield ConfigError(
+                f"{at}.parity_tokens", self.parity_tokens, f"must be <= scenario.new_tokens={self.new_tokens}"
+            )
+        if any(not isinstance(b, int) or b < 1 for b in self.batch_sizes):
+            yield ConfigError(
+                f"{at}.batch_sizes", list(self.batch_sizes), "positive batch sizes, e.g. [2,3,4,5]"
+            )
+
+
+@dataclass(kw_only=True)
 class Config:
     model: ModelConfig = doc(MISSING, "model group: vit_b16, vit_tiny, resnet50, gpt2, ...")
     loss: LossConfig = doc(MISSING, "loss group: cross_entropy, distillation")
     precision: PrecisionConfig = doc(MISSING, "precision group: amp, fp32, tf32, amp_fp16, bf16")
+    scenario: ScenarioConfig = doc(ScenarioConfig, "scenario group: train, inference, generate")
     compile: CompileConfig = doc(CompileConfig, "torch.compile settings")
     trainer: TrainerConfig = doc(TrainerConfig, "the fixed-step training loop")
     data: DataConfig = doc(DataConfig, "fake data")
@@ -357,6 +405,63 @@ class Config:
             yield ConfigError("gpu_pool", pool, "`all`, or a list of GPU indices such as [0,1], or null")
         if self.loss.teacher is not None:
             yield from _teacher_fits_student(self.model.input, self.loss.teacher.input)
+        yield from _scenario_fits(self)
+
+
+NOT_TRAINING_SCOPES = ("model", "regional", "step")
+
+
+def _scenario_fits(cfg: Config) -> Iterator[ConfigError]:
+    """What each scenario can run: the model must support it, and only training has a loss or an
+    optimizer to compile, or needs weights it can train."""
+    scenario = cfg.scenario.name
+    if scenario not in cfg.model.scenarios:
+        yield ConfigError(
+            "scenario",
+            scenario,
+            f"model={cfg.model.id} supports {', '.join(cfg.model.scenarios)} (its config's `scenarios`)",
+        )
+        return
+    if scenario == "train":
+        if cfg.precision.param_dtype == "float16":
+            yield ConfigError(
+                "precision.param_dtype",
+                "float16",
+                "not for training (no master weights); use it with scenario=inference or generate",
+            )
+        return
+    if cfg.compile.scope not in NOT_TRAINING_SCOPES:
+        yield ConfigError(
+            "compile.scope",
+            cfg.compile.scope,
+            f"scenario={scenario} has no loss: {', '.join(NOT_TRAINING_SCOPES)}",
+        )
+    if cfg.compile.optimizer:
+        yield ConfigError("compile.optimizer", True, f"scenario={scenario} has no optimizer")
+    if cfg.loss.teacher is not None:
+        yield ConfigError("loss", cfg.loss.id, f"scenario={scenario} has no loss: leave loss=cross_entropy")
+    if scenario == "generate" and cfg.precision.autocast_dtype is not None:
+        yield ConfigError(
+            "precision.autocast_dtype",
+            cfg.precision.autocast_dtype,
+            "scenario=generate runs in the weights' dtype (its KV cache takes one dtype): precision=bf16, fp16 or fp32",
+        )
+    if scenario == "generate" and (
+        cfg.model._target_ != "models.hf.create" or cfg.model.input.target != "next_token"
+    ):
+        yield ConfigError(
+            "scenario",
+            scenario,
+            "generate needs a causal LM built by models.hf.create (model.input.target=next_token)",
+        )
+    if scenario == "generate":
+        need = cfg.scenario.prompt_len + cfg.scenario.new_tokens
+        if need > cfg.model.input.seq_len:
+            yield ConfigError(
+                "scenario.new_tokens",
+                cfg.scenario.new_tokens,
+                f"prompt_len + new_tokens = {need} must be <= model.input.seq_len={cfg.model.input.seq_len} (the KV cache's length)",
+            )
 
 
 def _teacher_fits_student(student: InputSpec, teacher: InputSpec) -> Iterator[ConfigError]:

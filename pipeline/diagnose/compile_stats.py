@@ -101,9 +101,11 @@ class CompileDiagnosis:
         }
 
 
-# Phases that only some jobs can have: Triton kernels (CUDA), autotuning (max-autotune modes), CUDA-graph
+# Phases that only some jobs can have: inductor's (not aot_eager's), Triton kernels (CUDA), autotuning (max-autotune modes), CUDA-graph
 # recording (modes with CUDA graphs).
 PHASE_NEEDS = {
+    "compile/inductor_s": "inductor",
+    "compile/codegen_s": "inductor",
     "compile/triton_s": "triton",
     "compile/autotune_s": "autotune",
     "compile/cudagraph_record_s": "cudagraphs",

@@ -23,7 +23,7 @@ PEAK_TFLOPS: list[tuple[str, dict[str, float]]] = [
 
 def precision_key(precision: PrecisionConfig) -> str:
     """Which peak applies: the dtype the matmuls run in."""
-    if precision.autocast_dtype == "float16":
+    if precision.autocast_dtype == "float16" or precision.param_dtype == "float16":
         return "fp16"
     if precision.autocast_dtype == "bfloat16" or precision.param_dtype == "bfloat16":
         return "bf16"

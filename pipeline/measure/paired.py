@@ -21,7 +21,7 @@ class PairedComparison:
     ci95: tuple[float, float]  # interval of `speedup` from paired blocks (see speedup_interval)
     eager_peaks: MemoryPeaks | None  # the eager probe's, alone on the device (CUDA only)
     memory_ratio: float | None  # compiled / eager reserved peak over the measured steps (CUDA only)
-    parity: LossParity
+    parity: LossParity | None  # training: loss curves compared (other scenarios judge their outputs)
 
     def metrics(self) -> dict[str, float]:
         m = {
@@ -40,7 +40,7 @@ class PairedComparison:
             m["eager/peak_allocated_gib"] = gib(self.eager_peaks.allocated)
             m["eager/peak_reserved_gib"] = gib(self.eager_peaks.reserved)
             m["memory/ratio_vs_eager"] = self.memory_ratio
-        return {**m, **self.parity.metrics()}
+        return {**m, **(self.parity.metrics() if self.parity is not None else {})}
 
 
 def speedup_interval(
@@ -90,6 +90,7 @@ def compare(
     cuda: bool,
     loss_rtol: float,
     parity_steps: int,
+    with_loss_parity: bool = True,
 ) -> PairedComparison:
     """Speedup (median of eager / median of compiled, same worker, interleaved rounds), its spread over
     rounds, memory ratio (solo reserved peaks), and loss parity."""
@@ -103,5 +104,7 @@ def compare(
         round_speedups=[e / c for e, c in zip(eager.round_p50_ms, main.round_p50_ms, strict=True)],
         eager_peaks=probe_peaks,
         memory_ratio=main.peaks.reserved / probe_peaks.reserved if probe_peaks else None,
-        parity=loss_divergence(main.losses.tolist(), eager.losses.tolist(), loss_rtol, parity_steps),
+        parity=loss_divergence(main.losses.tolist(), eager.losses.tolist(), loss_rtol, parity_steps)
+        if with_loss_parity
+        else None,
     )

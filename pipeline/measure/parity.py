@@ -6,6 +6,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+import torch
+
 
 @dataclass(frozen=True, kw_only=True)
 class LossParity:
@@ -43,3 +45,36 @@ def loss_divergence(compiled: list[float], eager: list[float], rtol: float, pari
         onset_step=next((i for i, g in enumerate(gaps) if g > rtol), -1),
         ok=worst <= rtol,
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputParity:
+    """Compiled against eager outputs on the same input and weights (inference)."""
+
+    max_abs: float
+    max_rel: float  # max |compiled - eager| / max |eager|
+    top1_agree: float  # fraction of rows whose top class is the same
+    topk_overlap: float  # mean share of the top-k classes both have
+    ok: bool
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "parity/logits_max_abs": self.max_abs,
+            "parity/logits_max_rel": self.max_rel,
+            "parity/top1_agree": self.top1_agree,
+            "parity/topk_overlap": self.topk_overlap,
+            "parity/ok": float(self.ok),
+        }
+
+
+def output_parity(compiled: torch.Tensor, eager: torch.Tensor, *, k: int, rtol: float) -> OutputParity:
+    """Logits of the last dimension compared row by row; within `rtol` of eager's scale is parity."""
+    c, e = compiled.float().flatten(0, -2), eager.float().flatten(0, -2)
+    k = min(k, e.shape[-1])
+    diff = (c - e).abs().max().item()
+    scale = max(e.abs().max().item(), 1e-12)
+    top_c, top_e = c.topk(k, dim=-1).indices, e.topk(k, dim=-1).indices
+    overlap = (top_c.unsqueeze(-1) == top_e.unsqueeze(-2)).any(-1).float().mean().item()
+    top1 = (top_c[:, 0] == top_e[:, 0]).float().mean().item()
+    ok = math.isfinite(diff) and diff / scale <= rtol
+    return OutputParity(max_abs=diff, max_rel=diff / scale, top1_agree=top1, topk_overlap=overlap, ok=ok)

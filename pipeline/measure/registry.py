@@ -21,6 +21,7 @@ METRICS: dict[str, Metric] = {
     "step/mean_ms": Metric("ms", "mean step time over the measured steps"),
     "step/p10_ms": Metric("ms", "10th percentile step time"),
     "step/p90_ms": Metric("ms", "90th percentile step time"),
+    "step/p99_ms": Metric("ms", "99th percentile step time (inference: the tail latency of a call)"),
     "step/std_ms": Metric("ms", "standard deviation of step time"),
     "step/min_ms": Metric("ms", "fastest measured step"),
     "step/max_ms": Metric("ms", "slowest measured step"),
@@ -132,7 +133,37 @@ METRICS: dict[str, Metric] = {
     "parity/onset_step": Metric(
         "step", "first step whose relative loss gap exceeds benchmark.loss_rtol, -1 if none (not judged)"
     ),
-    "parity/ok": Metric("bool", "1 if parity/max_rel <= benchmark.loss_rtol"),
+    "parity/logits_max_abs": Metric(
+        "logit", "inference: max |compiled - eager| logit on one batch, same weights"
+    ),
+    "parity/logits_max_rel": Metric("ratio", "inference: parity/logits_max_abs / max |eager logit|"),
+    "parity/top1_agree": Metric(
+        "ratio", "inference: share of rows whose top class is the same compiled and eager"
+    ),
+    "parity/topk_overlap": Metric(
+        "ratio", "inference: mean share of scenario.topk classes in both top-k sets"
+    ),
+    "parity/tokens_agree": Metric(
+        "tokens", "generate: leading greedy tokens equal in compiled and eager decode (first generation)"
+    ),
+    "generate/ttft_p50_ms": Metric(
+        "ms", "generate: time to first token (the prefill), median over measured generations"
+    ),
+    "generate/ttft_p90_ms": Metric("ms", "generate: time to first token, 90th percentile"),
+    "generate/ttft_ci95_low_ms": Metric(
+        "ms", "generate: 95% interval of the median time to first token, low end"
+    ),
+    "generate/ttft_ci95_high_ms": Metric(
+        "ms", "generate: 95% interval of the median time to first token, high end"
+    ),
+    "generate/prompt_tokens": Metric("tokens", "generate: prompt length"),
+    "generate/new_tokens": Metric("tokens", "generate: tokens per generation (the first from the prefill)"),
+    "eager/ttft_p50_ms": Metric("ms", "generate, paired eager baseline: median time to first token"),
+    "speedup/ttft_vs_eager": Metric("x", "generate: eager median time to first token / compiled"),
+    "parity/ok": Metric(
+        "bool",
+        "1 if the compiled variant computes what eager does: train parity/max_rel <= benchmark.loss_rtol, inference parity/logits_max_rel <= benchmark.loss_rtol, generate scenario.parity_tokens equal greedy tokens",
+    ),
 }
 
 # Per-step curves, logged as metric histories (the step is the training step).

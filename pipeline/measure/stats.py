@@ -103,6 +103,7 @@ class Latency:
     p10: float
     p50: float
     p90: float
+    p99: float
     std: float
     min: float
     max: float
@@ -122,6 +123,7 @@ class Latency:
             p10=percentile(s, 0.1),
             p50=p50,
             p90=percentile(s, 0.9),
+            p99=percentile(s, 0.99),
             std=statistics.stdev(s) if len(s) > 1 else 0.0,
             min=s[0],
             max=s[-1],
@@ -146,6 +148,7 @@ class Latency:
             f"{section}/mean_ms": self.mean,
             f"{section}/p10_ms": self.p10,
             f"{section}/p90_ms": self.p90,
+            f"{section}/p99_ms": self.p99,
             f"{section}/std_ms": self.std,
             f"{section}/min_ms": self.min,
             f"{section}/max_ms": self.max,

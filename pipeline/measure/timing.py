@@ -36,6 +36,7 @@ class Variant:
     batches: Iterator[Any]
     losses: torch.Tensor  # one slot per step, on the device
     setup_s: float = 0.0  # the torch.compile call(s) that made this variant's step
+    keep_outputs: bool = True  # copy each step's output into `losses` (training: the loss curve)
     done: int = 0
     warmup_s: list[float] = field(default_factory=list)
     step_ms: list[float] = field(default_factory=list)
@@ -46,7 +47,9 @@ class Variant:
 
     def run_step(self, record: bool = True) -> None:
         loss = self.step(next(self.batches))
-        if record:  # extra diagnostic steps after the measurement are not recorded
+        if record and not self.keep_outputs:
+            self.done += 1
+        elif record:  # extra diagnostic steps after the measurement are not recorded
             # Copy the loss out at once: with CUDA graphs the next replay overwrites the step's outputs.
             self.losses[self.done].copy_(loss)
             self.done += 1

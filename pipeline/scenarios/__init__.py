@@ -1,5 +1,6 @@
 """Stage 4: what a job runs and measures. A scenario owns its step and its figures; the worker around it
-is shared. `train` is the training step (`train_step`) measured by `train.TrainScenario`."""
+is shared. `train` (the training step of `train_step`), `inference` (forward calls) and `generate`
+(prefill and decode with a static KV cache); `stepped` holds what train and inference share."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ if TYPE_CHECKING:
     from pipeline.scenarios.base import Scenario
 
 # scenario name -> "module:class"; imported only in the worker (they import torch)
-SCENARIOS = {"train": "pipeline.scenarios.train:TrainScenario"}
+SCENARIOS = {
+    "train": "pipeline.scenarios.train:TrainScenario",
+    "inference": "pipeline.scenarios.inference:InferenceScenario",
+    "generate": "pipeline.scenarios.generate:GenerateScenario",
+}
 
 
 def scenario_class(cfg: Config) -> type[Scenario]:
-    module, _, name = SCENARIOS["train"].partition(":")
+    module, _, name = SCENARIOS[cfg.scenario.name].partition(":")
     return getattr(import_module(module), name)

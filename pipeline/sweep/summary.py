@@ -160,10 +160,8 @@ def row_from_run(run: RunRecord, varied: list[str] | tuple[str, ...] = ()) -> Ro
         config_hash=tags.get("config_hash", ""),
         pool_hash=tags.get("pool_hash") or tags.get("config_hash", ""),
         start_time=run.start_time_ms,
-        batch_size=_int(params.get("trainer.batch_size")),
-        tokens_per_sample=_int(params.get("model.input.seq_len"))
-        if params.get("model.input.kind") == "tokens"
-        else None,
+        batch_size=_int(params.get("scenario.batch_size")) or _int(params.get("trainer.batch_size")),
+        tokens_per_sample=_tokens_per_sample(params),
         run_id=run.run_id,
         environment={k.removeprefix("env."): v for k, v in tags.items() if k.startswith("env.")},
     )
@@ -192,10 +190,24 @@ def row_from_result(path: Path) -> Row | None:
         config_hash=config_hash(cfg),
         pool_hash=pool_hash(cfg),
         start_time=started,
-        batch_size=cfg.trainer.batch_size,
-        tokens_per_sample=cfg.model.input.tokens_per_sample,
+        batch_size=cfg.scenario.batch_size or cfg.trainer.batch_size,
+        tokens_per_sample=1 if cfg.scenario.name == "generate" else cfg.model.input.tokens_per_sample,
         environment={k: str(v) for k, v in (result.get("environment") or {}).items()},
     )
+
+
+def _tokens_per_sample(params: dict[str, str]) -> int | None:
+    """Tokens one sample of a step holds: the sequence (token models), 1 (a generate job's decode step)."""
+    if params.get("scenario.name") == "generate":
+        return 1
+    return _int(params.get("model.input.seq_len")) if params.get("model.input.kind") == "tokens" else None
+
+
+def _tokens_per_sample(params: dict[str, str]) -> int | None:
+    """Tokens one sample of a step holds: the sequence (token models), 1 (a generate job's decode step)."""
+    if params.get("scenario.name") == "generate":
+        return 1
+    return _int(params.get("model.input.seq_len")) if params.get("model.input.kind") == "tokens" else None
 
 
 def _int(text: str | None) -> int | None:

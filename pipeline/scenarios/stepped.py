@@ -1,0 +1,313 @@
+"""What the training and inference scenarios share: a step run many times, measured the same way.
+
+Order (paired mode): eager memory probe alone (then freed) -> compiled warm-up and round 1 alone ->
+eager copy warm-up -> rounds E1 C2 E2 C3 E3 ... Every memory figure comes from a phase where its variant
+is alone on the device; the timing rounds alternate so drift hits both variants alike. Diagnostics that
+run steps (syncs, profile) come after the measurement.
+
+A scenario subclasses :class:`SteppedScenario` and supplies its step (`make_variant`), what it builds
+once (`prepare`), and its own figures (`finish_report`); the rest is here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from models import build_model
+from pipeline.axes.compile import Compiled, ModelWithLoss, uses_cudagraphs
+from pipeline.axes.data import make_batches
+from pipeline.axes.precision import Precision
+from pipeline.config.schema import CompileConfig, Config
+from pipeline.diagnose import explain as explain_mod
+from pipeline.diagnose import profiler, syncs
+from pipeline.diagnose.compile_log import CompileLogRecorder
+from pipeline.diagnose.compile_stats import CompileDiagnosis, CompileStats, reset_compile_state
+from pipeline.diagnose.flops import Mfu
+from pipeline.measure.compile_time import CompileTime, Warmup
+from pipeline.measure.memory import MemoryPeaks, cpu_rss_peak_gib, nvml_process_memory_gib
+from pipeline.measure.method import describe_method
+from pipeline.measure.noise import Noise
+from pipeline.measure.paired import PairedComparison, compare
+from pipeline.measure.stats import Latency, Throughput
+from pipeline.measure.timing import Timer, Variant, split_rounds
+from pipeline.scenarios.base import ScenarioReport, WorkerContext
+
+
+@dataclass(kw_only=True)
+class Measured:
+    """What the measurement phase produced: the variants and what was read between phases."""
+
+    main: Variant
+    compiled: Compiled  # how the main variant's step was built
+    eager: Variant | None = None  # the paired eager copy
+    probe: Variant | None = None  # the eager memory probe (released)
+    probe_leak_bytes: int | None = None
+    stats_after_warmup: CompileStats | None = None
+    nvml_gib: float | None = None
+
+
+@dataclass(kw_only=True)
+class StepReport(ScenarioReport):
+    step: Latency
+    throughput: Throughput
+    warmup: Warmup
+    noise: Noise
+    compile_time: CompileTime | None = None
+    compile: CompileDiagnosis | None = None
+    memory: MemoryPeaks | None = None  # CUDA only
+    nvml_gib: float | None = None
+    paired: PairedComparison | None = None
+    mfu: Mfu | None = None
+    cpu_rss_peak_gib: float = 0.0
+    host_syncs_per_step: int | None = None
+    extra: dict[str, float] = field(default_factory=dict)  # the scenario's own figures, by registry name
+
+    def metrics(self) -> dict[str, float]:
+        m = {
+            **self.step.metrics(),
+            "step/count": float(self.step.count),
+            **self.noise.metrics(),
+            **self.throughput.metrics(),
+            **self.warmup.metrics(),
+            "memory/cpu_rss_peak_gib": self.cpu_rss_peak_gib,
+        }
+        for record in (self.compile_time, self.memory, self.compile, self.paired, self.mfu):
+            if record is not None:
+                m.update(record.metrics())
+        if self.nvml_gib is not None:
+            m["memory/nvml_process_gib"] = self.nvml_gib
+        if self.host_syncs_per_step is not None:
+            m["diagnose/host_syncs_per_step"] = float(self.host_syncs_per_step)
+        return {**m, **self.extra}
+
+
+class SteppedScenario:
+    """A step, warmed up, timed in (paired) rounds and diagnosed. Subclasses set `batch_size` and
+    implement `prepare`, `make_variant` and `finish_report`."""
+
+    def __init__(self, cfg: Config, ctx: WorkerContext):
+        self.cfg, self.ctx = cfg, ctx
+        self.device = ctx.device
+        self.precision = Precision.from_config(cfg.precision)
+        self.spec = cfg.model.input
+        self.batch_size = cfg.trainer.batch_size  # samples per step (a subclass may say otherwise)
+        self.warmup, self.measured = cfg.trainer.warmup_steps, cfg.trainer.measured_steps
+        self.rounds = split_rounds(self.measured, cfg.benchmark.rounds if cfg.paired else 1)
+        self.timer = Timer(device=self.device, progress=ctx.progress, measured_total=self.measured)
+        self.info: dict[str, Any] = {"rounds": self.rounds}
+        self.head: nn.Module | None = None  # what turns the model's outputs into the step's result; prepare()
+
+    def method(self) -> str:
+        return describe_method(
+            device=self.device,
+            warmup=self.warmup,
+            measured=self.measured,
+            rounds=len(self.rounds),
+            paired=self.cfg.paired,
+            data_loader=self.cfg.data.loader,
+        )
+
+    # ----------------------------------------------------------------------------- to implement
+    def prepare(self) -> nn.Module:
+        """Build what every variant shares (the loss, or an output head); returns it."""
+        raise NotImplementedError
+
+    def make_variant(self, name: str, settings: CompileConfig) -> tuple[Variant, Compiled]:
+        raise NotImplementedError
+
+    def finish_report(self, report: StepReport, measured: Measured) -> None:
+        """Add the scenario's own figures (losses, output parity, ...) to the report."""
+
+    def count_flops(self) -> int | None:
+        return None
+
+    # ----------------------------------------------------------------------------- phases
+    def run(self) -> StepReport:
+        timeline = self.ctx.timeline
+        self.info["precision_flags"] = self.precision.apply_backend_flags()
+        import_model_library(self.cfg.model._target_)
+        timeline.mark("model_library")
+        with CompileLogRecorder() as recorder:
+            self.head = self.prepare()
+            timeline.mark("build")
+            flops = self.count_flops()
+            timeline.mark("flops")
+            if self.cfg.diagnose.explain:
+                self.explain()
+                recorder.clear()  # forget the analysis' own log records
+                timeline.mark("explain")
+            measured = self.measure()
+            timeline.mark("variants_warmup_and_rounds")
+        report = self.report(measured, recorder.summary(), flops)
+        self.diagnose_steps(measured.main, report)
+        timeline.mark("diagnostics")
+        self.ctx.progress(measured.main.name, "done", 1, 1, force=True)
+        return report
+
+    def fresh_model(self) -> nn.Module:
+        """The model, built and initialized on the device from the job's seed: every call gives the
+        same initial weights, so paired variants start equal, and nothing is initialized on the host."""
+        torch.manual_seed(self.cfg.trainer.seed)
+        with torch.device(self.device):
+            model = build_model(self.cfg.model)
+        self.info["parameters"] = sum(p.numel() for p in model.parameters())
+        return model
+
+    def batches(self, batch_size: int | None = None, *, num_batches: int | None = None) -> Any:
+        data = self.cfg.data
+        if num_batches is not None:
+            data = dataclasses.replace(data, loader=False, num_batches=num_batches)
+        return make_batches(
+            data,
+            self.spec,
+            batch_size or self.batch_size,
+            device=self.device,
+            float_dtype=self.precision.input_dtype,
+            seed=self.cfg.trainer.seed,
+        )
+
+    def measure(self) -> Measured:
+        timer, eager_settings = self.timer, self.cfg.compile.as_eager()
+        probe = leak = None
+        if self.cfg.paired:
+            baseline = timer.memory.allocated()
+            probe, _ = self.make_variant("eager", eager_settings)
+            timer.solo_phase(probe, warmup=self.warmup, steps=self.rounds[0], show=False)
+            leak = timer.release(probe, baseline)
+        main_name = "compiled" if self.cfg.compile.compiled else "eager"
+        main, compiled = self.make_variant(main_name, self.cfg.compile)
+        timer.solo_phase(main, warmup=self.warmup, steps=self.rounds[0])
+        measured = Measured(
+            main=main,
+            compiled=compiled,
+            probe=probe,
+            probe_leak_bytes=leak,
+            stats_after_warmup=CompileStats.now() if self.cfg.compile.compiled else None,
+            nvml_gib=nvml_process_memory_gib(self.device),
+        )
+        if self.cfg.paired:
+            eager, _ = self.make_variant("eager", eager_settings)
+            timer.warm_up(eager, self.warmup)
+            schedule = [(eager, self.rounds[0])] + [
+                pair for n in self.rounds[1:] for pair in ((main, n), (eager, n))
+            ]
+            for variant, n in schedule:
+                timer.timed_round(variant, n)
+            measured.eager = eager
+        return measured
+
+    # ----------------------------------------------------------------------------- results
+    def report(self, measured: Measured, logged: dict[str, Any], flops: int | None) -> StepReport:
+        cfg, main = self.cfg, measured.main
+        step = main.latency()
+        self.info.update(
+            {
+                "compiled": measured.compiled.description,
+                "compile_kwargs": measured.compiled.kwargs or {},
+                "compiled_regions": measured.compiled.regions,
+            }
+        )
+        if measured.probe_leak_bytes is not None:
+            self.info["eager_probe_leak_bytes"] = measured.probe_leak_bytes
+        report = StepReport(
+            step=step,
+            throughput=Throughput.of(step, self.batch_size, self.spec.tokens_per_sample),
+            warmup=Warmup.from_steps(main.warmup_s, step.p50),
+            noise=Noise(
+                spread_pct=step.spread_pct,
+                cpu_steal_pct=main.cpu_steal_pct,
+                limit_pct=cfg.benchmark.noisy_spread_pct,
+            ),
+            cpu_rss_peak_gib=cpu_rss_peak_gib(),
+            info=self.info,
+        )
+        report.series = {"curve/step_ms": main.step_ms}
+        if cfg.compile.compiled:
+            report.compile_time = CompileTime(setup_s=main.setup_s, warmup_excess_s=report.warmup.excess_s)
+            assert measured.stats_after_warmup is not None
+            report.compile = CompileDiagnosis.collect(
+                after_warmup=measured.stats_after_warmup, logged=logged, applies=self.compile_applies()
+            )
+            report.diagnostics.update(report.compile.diagnostics())
+            self.info["inductor_cache"] = report.compile.cache.state
+        if self.device.type == "cuda":
+            report.memory, report.nvml_gib = main.peaks, measured.nvml_gib
+        if measured.eager is not None:
+            report.paired = compare(
+                main,
+                measured.eager,
+                measured.probe,
+                rounds=self.rounds,
+                cuda=self.device.type == "cuda",
+                loss_rtol=cfg.benchmark.loss_rtol,
+                parity_steps=cfg.benchmark.parity_steps,
+                with_loss_parity=main.keep_outputs,
+            )
+            report.series["curve/eager_step_ms"] = measured.eager.step_ms
+        if flops:
+            report.mfu = Mfu.of(
+                flops=flops,
+                step_time_ms=step.p50,
+                gpu_name=torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else None,
+                precision=cfg.precision,
+            )
+            self.info["mfu_note"] = report.mfu.note
+        self.finish_report(report, measured)
+        if report.noise.note:
+            self.info["measurement_note"] = report.noise.note
+        return report
+
+    def compile_applies(self) -> set[str]:
+        """What compilation can involve for this device and mode (pipeline.diagnose.compile_stats)."""
+        settings, cuda = self.cfg.compile, self.device.type == "cuda"
+        inductor = settings.backend == "inductor"
+        applies = {"inductor"} if inductor else set()
+        if cuda and inductor:
+            applies.add("triton")
+        if inductor and settings.mode.startswith("max-autotune"):
+            applies.add("autotune")
+        if cuda and uses_cudagraphs(settings):
+            applies.add("cudagraphs")
+        return applies
+
+    def explain(self) -> None:
+        """`torch._dynamo.explain` on a throwaway copy, before anything real is compiled; its compile
+        state is then forgotten so the job's own statistics start from zero."""
+        assert self.head is not None
+        model = self.fresh_model().to(dtype=self.precision.param_dtype)
+        batch = next(self.batches(num_batches=1))
+        with self.precision.autocast(self.device.type):
+            text = explain_mod.explain(ModelWithLoss(model, self.head), batch)
+        (self.ctx.out_dir / "explain.txt").write_text(text)
+        del model, batch
+        reset_compile_state()
+
+    def diagnose_steps(self, main: Variant, report: StepReport) -> None:
+        """Extra, unmeasured steps: host-device syncs in one step; a profiler trace when asked."""
+
+        def step() -> None:
+            main.run_step(record=False)
+
+        if self.cfg.diagnose.sync_check:
+            found = syncs.count_syncs(step, self.device)
+            report.diagnostics["host_syncs"] = found
+            if "count" in found:
+                report.host_syncs_per_step = found["count"]
+        if self.cfg.profile:
+            profiler.profile_steps(step, self.device, self.ctx.out_dir / "profile")
+
+
+def import_model_library(target: str) -> None:
+    """Import the model's factory (and its library: timm, transformers) on its own, so the job-cost
+    breakdown shows it apart from building the model."""
+    from hydra.utils import get_method
+
+    from models import ensure_torchvision_importable
+
+    ensure_torchvision_importable()
+    get_method(target)

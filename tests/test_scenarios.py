@@ -1,0 +1,132 @@
+"""Inference and generation scenarios: tiny models through the real CLI into MLflow, output and token
+parity against eager, the dynamic-batch case, and bad combinations refused before anything starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.config.checks import validate
+from pipeline.config.errors import ConfigError
+from pipeline.measure.registry import unregistered
+from tests.conftest import compose, output, run_cli, runs
+
+INFERENCE = [
+    "scenario=inference",
+    "model=vit_tiny",
+    "scenario.batch_size=2",
+    "trainer.steps=5",
+    "trainer.warmup_steps=2",
+    "compile.backend=aot_eager",
+]
+GENERATE = [
+    "scenario=generate",
+    "model=llama_tiny",
+    "scenario.prompt_len=8",
+    "scenario.new_tokens=6",
+    "scenario.parity_tokens=6",
+    "trainer.steps=3",
+    "trainer.warmup_steps=1",
+    "compile.backend=aot_eager",
+]
+
+
+def children(store: str) -> list:
+    return [r for r in runs(store) if r.data.tags.get("sweep_parent") != "true"]
+
+
+def test_an_inference_sweep_over_modes_gives_latency_speedup_and_output_parity(tmp_path: Path, store: str):
+    proc = run_cli([*INFERENCE, "compile.mode=eager,default"], tmp_path, store, multirun=True)
+    assert proc.returncode == 0, output(proc)
+    kids = {r.data.tags["mode"]: r for r in children(store)}
+    assert set(kids) == {"eager", "default"}
+    compiled, eager = kids["default"], kids["eager"]
+    assert compiled.info.run_name == "vit_tiny·amp·default·aot_eager·inference"
+    assert compiled.data.tags["scenario"] == "inference"
+    m = compiled.data.metrics
+    assert m["step/p10_ms"] <= m["step/p50_ms"] <= m["step/p90_ms"] <= m["step/p99_ms"]
+    assert m["throughput/samples_per_s"] == pytest.approx(2 * 1000 / m["step/p50_ms"])
+    assert m["parity/ok"] == 1.0 and m["parity/top1_agree"] == 1.0 and m["parity/logits_max_abs"] < 1e-3
+    assert "speedup/vs_eager" in m and "compile/total_s" in m and "loss/first" not in m
+    assert m["diagnose/recompiles_after_warmup"] == 0
+    assert not unregistered(m) and not unregistered(eager.data.metrics)
+    assert "torch.inference_mode" in compiled.data.tags["mlflow.note.content"]  # says how, in words
+    summary = (tmp_path / "multirun" / "summary.md").read_text()
+    assert "verdict: " in summary and "x [" in summary  # latency figures and speedups with intervals
+
+
+def test_dynamic_batches_share_one_graph_with_dynamic_true(tmp_path: Path, store: str):
+    args = [*INFERENCE, "scenario.batch_sizes=[2,3,4,5]", "compile.dynamic=true", "benchmark.paired_eager=false"]
+    proc = run_cli(args, tmp_path, store)
+    assert proc.returncode == 0, output(proc)
+    (run,) = runs(store)
+    m = run.data.metrics
+    assert m["diagnose/unique_graphs"] == 1 and m["diagnose/recompiles_after_warmup"] == 0
+    assert m["throughput/samples_per_s"] == pytest.approx(3.5 * 1000 / m["step/p50_ms"])  # mean batch 3.5
+
+
+@pytest.mark.slow
+def test_without_dynamic_shapes_each_batch_size_gets_its_own_graph(tmp_path: Path, store: str):
+    """The contrast that makes the test above meaningful."""
+    args = [*INFERENCE, "scenario.batch_sizes=[2,3,4,5]", "compile.dynamic=false", "benchmark.paired_eager=false"]
+    proc = run_cli(args, tmp_path, store)
+    assert proc.returncode == 0, output(proc)
+    (run,) = runs(store)
+    assert run.data.metrics["diagnose/unique_graphs"] == 4
+
+
+def test_generation_measures_prefill_and_decode_and_greedy_tokens_agree(tmp_path: Path, store: str):
+    proc = run_cli(GENERATE, tmp_path, store)
+    assert proc.returncode == 0, output(proc)
+    (run,) = runs(store)
+    m = run.data.metrics
+    assert run.info.run_name == "llama_tiny·bf16·default·aot_eager·step·generate"  # bf16 weights by default
+    assert m["step/count"] == 2 * 5  # 2 measured generations x 5 decode steps (the first token is the prefill's)
+    assert m["generate/ttft_p50_ms"] > 0 and m["generate/prompt_tokens"] == 8
+    assert m["throughput/tokens_per_s"] == pytest.approx(1000 / m["step/p50_ms"])  # batch 1
+    assert m["parity/tokens_agree"] == 6 and m["parity/ok"] == 1.0  # compiled and eager greedy tokens
+    assert m["diagnose/recompiles_after_warmup"] == 0 and m["diagnose/unique_graphs"] == 1  # no recompile per token
+    assert {"speedup/vs_eager", "speedup/ttft_vs_eager", "eager/ttft_p50_ms"} <= set(m)
+    assert not unregistered(m)
+
+
+@pytest.mark.parametrize(
+    "overrides, key, allowed",
+    [
+        (["scenario=generate", "model=vit_tiny"], "scenario", "model=vit_tiny supports train, inference"),
+        (["scenario=generate", "model=bert_tiny"], "scenario", "supports train, inference"),
+        (["scenario=inference", "model=vit_tiny", "compile.scope=loss"], "compile.scope", "has no loss"),
+        (["scenario=inference", "model=vit_tiny", "compile.optimizer=true"], "compile.optimizer", "no optimizer"),
+        (
+            ["scenario=inference", "model=vit_tiny", "loss=distillation", "model@loss.teacher=vit_tiny_d3"],
+            "loss",
+            "has no loss",
+        ),
+        (["scenario=generate", "model=llama_tiny", "precision=amp"], "precision.autocast_dtype", "weights' dtype"),
+        (["scenario=generate", "model=llama_tiny"], "scenario.new_tokens", "model.input.seq_len=32"),
+        (["model=vit_tiny", "precision=fp16"], "precision.param_dtype", "not for training"),
+        (["scenario=inference", "model=vit_tiny", "scenario.batch_size=0"], "scenario.batch_size", "> 0"),
+    ],
+)
+def test_bad_scenario_combinations_name_the_key(overrides: list[str], key: str, allowed: str):
+    with pytest.raises(ConfigError) as info:
+        validate(compose(overrides))
+    assert info.value.key == key and allowed in info.value.allowed
+
+
+def test_a_bad_combination_stops_the_cli_before_anything_starts(tmp_path: Path, store: str):
+    proc = run_cli(["scenario=generate", "model=vit_tiny"], tmp_path, store)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("config error: scenario='generate' is not allowed")
+    assert runs(store) == [] and not (tmp_path / "run" / "worker.log").exists()
+
+
+def test_the_seed_models_are_configs():
+    """Seed 004's models: ResNet-152, ViT-B/16 and a Llama-2-7B-shaped LM (inference and generation)."""
+    for model in ("resnet152", "vit_b16"):
+        assert "inference" in validate(compose([f"model={model}", "scenario=inference"])).model.scenarios
+    llama = validate(compose(["model=llama_7b", "scenario=generate"]))
+    assert llama.model.scenarios == ["inference", "generate"] and llama.precision.param_dtype == "bfloat16"
+    kwargs = llama.model.kwargs
+    assert (kwargs["hidden_size"], kwargs["num_hidden_layers"], kwargs["intermediate_size"]) == (4096, 32, 11008)
