@@ -57,7 +57,12 @@ def test_an_inference_sweep_over_modes_gives_latency_speedup_and_output_parity(t
 
 
 def test_dynamic_batches_share_one_graph_with_dynamic_true(tmp_path: Path, store: str):
-    args = [*INFERENCE, "scenario.batch_sizes=[2,3,4,5]", "compile.dynamic=true", "benchmark.paired_eager=false"]
+    args = [
+        *INFERENCE,
+        "scenario.batch_sizes=[2,3,4,5]",
+        "compile.dynamic=true",
+        "benchmark.paired_eager=false",
+    ]
     proc = run_cli(args, tmp_path, store)
     assert proc.returncode == 0, output(proc)
     (run,) = runs(store)
@@ -69,7 +74,12 @@ def test_dynamic_batches_share_one_graph_with_dynamic_true(tmp_path: Path, store
 @pytest.mark.slow
 def test_without_dynamic_shapes_each_batch_size_gets_its_own_graph(tmp_path: Path, store: str):
     """The contrast that makes the test above meaningful."""
-    args = [*INFERENCE, "scenario.batch_sizes=[2,3,4,5]", "compile.dynamic=false", "benchmark.paired_eager=false"]
+    args = [
+        *INFERENCE,
+        "scenario.batch_sizes=[2,3,4,5]",
+        "compile.dynamic=false",
+        "benchmark.paired_eager=false",
+    ]
     proc = run_cli(args, tmp_path, store)
     assert proc.returncode == 0, output(proc)
     (run,) = runs(store)
@@ -82,11 +92,15 @@ def test_generation_measures_prefill_and_decode_and_greedy_tokens_agree(tmp_path
     (run,) = runs(store)
     m = run.data.metrics
     assert run.info.run_name == "llama_tiny·bf16·default·aot_eager·step·generate"  # bf16 weights by default
-    assert m["step/count"] == 2 * 5  # 2 measured generations x 5 decode steps (the first token is the prefill's)
+    assert (
+        m["step/count"] == 2 * 5
+    )  # 2 measured generations x 5 decode steps (the first token is the prefill's)
     assert m["generate/ttft_p50_ms"] > 0 and m["generate/prompt_tokens"] == 8
     assert m["throughput/tokens_per_s"] == pytest.approx(1000 / m["step/p50_ms"])  # batch 1
     assert m["parity/tokens_agree"] == 6 and m["parity/ok"] == 1.0  # compiled and eager greedy tokens
-    assert m["diagnose/recompiles_after_warmup"] == 0 and m["diagnose/unique_graphs"] == 1  # no recompile per token
+    assert (
+        m["diagnose/recompiles_after_warmup"] == 0 and m["diagnose/unique_graphs"] == 1
+    )  # no recompile per token
     assert {"speedup/vs_eager", "speedup/ttft_vs_eager", "eager/ttft_p50_ms"} <= set(m)
     assert not unregistered(m)
 
@@ -97,13 +111,21 @@ def test_generation_measures_prefill_and_decode_and_greedy_tokens_agree(tmp_path
         (["scenario=generate", "model=vit_tiny"], "scenario", "model=vit_tiny supports train, inference"),
         (["scenario=generate", "model=bert_tiny"], "scenario", "supports train, inference"),
         (["scenario=inference", "model=vit_tiny", "compile.scope=loss"], "compile.scope", "has no loss"),
-        (["scenario=inference", "model=vit_tiny", "compile.optimizer=true"], "compile.optimizer", "no optimizer"),
+        (
+            ["scenario=inference", "model=vit_tiny", "compile.optimizer=true"],
+            "compile.optimizer",
+            "no optimizer",
+        ),
         (
             ["scenario=inference", "model=vit_tiny", "loss=distillation", "model@loss.teacher=vit_tiny_d3"],
             "loss",
             "has no loss",
         ),
-        (["scenario=generate", "model=llama_tiny", "precision=amp"], "precision.autocast_dtype", "weights' dtype"),
+        (
+            ["scenario=generate", "model=llama_tiny", "precision=amp"],
+            "precision.autocast_dtype",
+            "weights' dtype",
+        ),
         (["scenario=generate", "model=llama_tiny"], "scenario.new_tokens", "model.input.seq_len=32"),
         (["model=vit_tiny", "precision=fp16"], "precision.param_dtype", "not for training"),
         (["scenario=inference", "model=vit_tiny", "scenario.batch_size=0"], "scenario.batch_size", "> 0"),
@@ -129,4 +151,8 @@ def test_the_seed_models_are_configs():
     llama = validate(compose(["model=llama_7b", "scenario=generate"]))
     assert llama.model.scenarios == ["inference", "generate"] and llama.precision.param_dtype == "bfloat16"
     kwargs = llama.model.kwargs
-    assert (kwargs["hidden_size"], kwargs["num_hidden_layers"], kwargs["intermediate_size"]) == (4096, 32, 11008)
+    assert (kwargs["hidden_size"], kwargs["num_hidden_layers"], kwargs["intermediate_size"]) == (
+        4096,
+        32,
+        11008,
+    )
