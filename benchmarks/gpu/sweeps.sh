@@ -8,6 +8,11 @@
 #   zoo     issue 3: resnet50, gpt2, bert_base, llama_1b x {default, max-autotune-no-cudagraphs}, amp;
 #           each compiled job's paired eager copy gives the eager figures of the same model.
 #   zoo_default, zoo_mac: the two halves of zoo.
+#   seed004_cnn, seed004_vit  issue 20: inference at batch 1, ResNet-152 / ViT-B/16, default and
+#           reduce-overhead against the paired eager copy (seed 004's table)
+#   seed004_llama  issue 20: generation with the Llama-2-7B-shaped LM, bf16, reduce-overhead decode
+#   seed004_mat  issue 20: max-autotune inference for both (long compiles)
+#   modes17  issue 17: ViT-B/16 training, eager/default/reduce-overhead x amp/fp32, for the verdicts
 # Every compiled job but the loader's compiles cold (diagnose.cold_cache=true): compile times are never
 # warm-cache times. SWEEP_STEPS (e.g. "trainer.steps=40") shortens the scopes and zoo jobs.
 # Usage on the GPU host: bash benchmarks/gpu/sweeps.sh <out dir> <seconds> <sweep>...
@@ -37,6 +42,11 @@ for sweep in "$@"; do
     zoo) run zoo compile.mode=default,max-autotune-no-cudagraphs model=resnet50,gpt2,bert_base,llama_1b precision=amp ${SWEEP_STEPS:-} $C ;;
     zoo_default) run zoo_default compile.mode=default model=resnet50,gpt2,bert_base,llama_1b precision=amp ${SWEEP_STEPS:-} $C ;;
     zoo_mac) run zoo_mac compile.mode=max-autotune-no-cudagraphs model=resnet50,gpt2,bert_base,llama_1b precision=amp ${SWEEP_STEPS:-} $C ;;
+    seed004_cnn) run seed004_cnn scenario=inference model=resnet152 scenario.batch_size=1 compile.mode=default,reduce-overhead trainer.steps=60 $C ;;
+    seed004_vit) run seed004_vit scenario=inference model=vit_b16 scenario.batch_size=1 compile.mode=default,reduce-overhead trainer.steps=60 $C ;;
+    seed004_llama) run seed004_llama scenario=generate model=llama_7b compile.mode=reduce-overhead trainer.steps=5 trainer.warmup_steps=2 $C ;;
+    seed004_mat) run seed004_mat scenario=inference scenario.batch_size=1 model=resnet152,vit_b16 compile.mode=max-autotune trainer.steps=60 $C ;;
+    modes17) run modes17 model=vit_b16 compile.mode=eager,default,reduce-overhead precision=amp,fp32 trainer.steps=40 $C ;;
     *) echo "unknown sweep $sweep"; exit 2 ;;
   esac
 done
