@@ -119,6 +119,19 @@ SCOPE_DESCRIPTIONS = {
 }
 
 
+def marking_step_begin(step: StepFn, cudagraphs: bool) -> StepFn:
+    """`step` preceded by CUDA graphs' step-begin mark (a graph break if it were inside a compiled
+    function: on an H200 the compiled decode step of `scope=step` broke there)."""
+    if not cudagraphs:
+        return step
+
+    def marked(batch: Any) -> torch.Tensor:
+        torch.compiler.cudagraph_mark_step_begin()
+        return step(batch)
+
+    return marked
+
+
 def apply_compile(
     settings: CompileConfig,
     *,
@@ -153,9 +166,13 @@ def apply_compile(
     compile_optimizer = settings.optimizer and scope != "step" and optimizer is not None
     if compile_optimizer:
         optimizer.step = torch.compile(optimizer.step, **{**kwargs, "fullgraph": False})  # type: ignore[method-assign, union-attr]
-    step = make_step(forward, mark_cudagraph_step=uses_cudagraphs(settings))
-    if scope == "step":
-        step = torch.compile(step, **kwargs)
+    cudagraphs = uses_cudagraphs(settings)
+    if scope == "step":  # the step-begin mark is called outside the compiled function: Dynamo skips it
+        step = marking_step_begin(
+            torch.compile(make_step(forward, mark_cudagraph_step=False), **kwargs), cudagraphs
+        )
+    else:
+        step = make_step(forward, mark_cudagraph_step=cudagraphs)
     description = SCOPE_DESCRIPTIONS[scope].format(regions=regions)
     return Compiled(
         step=step,

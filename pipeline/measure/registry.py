@@ -146,6 +146,10 @@ METRICS: dict[str, Metric] = {
     "parity/tokens_agree": Metric(
         "tokens", "generate: leading greedy tokens equal in compiled and eager decode (first generation)"
     ),
+    "parity/near_tie": Metric(
+        "bool",
+        "generate: 1 if the decodes part where eager's two best next tokens are within 1% of its largest logit",
+    ),
     "generate/ttft_p50_ms": Metric(
         "ms", "generate: time to first token (the prefill), median over measured generations"
     ),

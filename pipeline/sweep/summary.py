@@ -133,6 +133,7 @@ class Summary:
     aggregates: dict[str, float] = field(default_factory=dict)
     failure_classes: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    min_effect_pct: float = 1.0  # the verdict's smallest difference that counts (sweep.min_effect_pct)
 
     @property
     def failures(self) -> list[Row]:
@@ -342,6 +343,7 @@ def summarize(
     summary.objective = choose_objective(passing)
     summary.configurations = configurations(summary.rows, summary.objective)
     rule = rule or Rule()
+    summary.min_effect_pct = rule.min_effect_pct
     rule = Rule(
         min_effect_pct=rule.min_effect_pct,
         max_interval_pct=rule.max_interval_pct,
@@ -421,7 +423,8 @@ def eager_disagreements(summary: Summary) -> list[str]:
                 continue
             low = m.get("eager/p50_ci95_low_ms", m.get("eager/p10_ms", m["eager/p50_ms"]))
             high = m.get("eager/p50_ci95_high_ms", m.get("eager/p90_ms", m["eager/p50_ms"]))
-            if high < separate.low or low > separate.high:
+            apart = abs(math.log(m["eager/p50_ms"] / separate.value)) > math.log1p(summary.min_effect_pct / 100)
+            if apart and (high < separate.low or low > separate.high):
                 notes.append(
                     f"the eager job {eager_name} reads {separate.value:.2f} ms, but {row.name}'s paired eager baseline "
                     f"reads {m['eager/p50_ms']:.2f} ms: they differ beyond their noise (the host changed between jobs); "
