@@ -197,12 +197,12 @@ def test_a_seed_sweep_is_not_called_fastest_and_its_runs_have_distinct_names(tmp
 # steps for batch-means intervals; the noise limits are loosened for a shared 2-core CPU host.
 DEPTHS = [
     "model=vit_tiny",
-    "trainer.batch_size=2",
-    "trainer.steps=26",
+    "trainer.batch_size=8",
+    "trainer.steps=32",
     "trainer.warmup_steps=2",
     "compile.mode=eager",
-    "benchmark.noisy_spread_pct=60",
-    "sweep.max_interval_pct=25",
+    "benchmark.noisy_spread_pct=100",
+    "sweep.max_interval_pct=30",
 ]
 
 
