@@ -32,6 +32,11 @@ def identity(cfg: Config) -> dict[str, str]:
     }
 
 
+def identity_tags(cfg: Config) -> dict[str, str]:
+    """The identity as a run's tags: `teacher` only where there is one."""
+    return {k: v for k, v in identity(cfg).items() if not (k == "teacher" and v == "-")}
+
+
 def run_name(cfg: Config) -> str:
     """Readable: `vit_b16·amp·max-autotune·inductor`, plus whatever differs from the defaults."""
     ident = identity(cfg)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.schema import Config, MlflowConfig, to_dict
+from pipeline.job.outcome import outcome_tags, run_description
 from pipeline.job.result import JobResult
 from pipeline.provenance import git_commit
 from pipeline.redaction import redact_uri, redacted
@@ -36,6 +37,7 @@ TAG_LIMIT = 5000
 ARTIFACT_FILES = (
     "config.yaml",
     "result.json",
+    "run_info.json",
     "step_times.csv",
     "worker.log",
     "error.txt",
@@ -170,14 +172,8 @@ class Tracker:
         """Everything a job produced: params, metrics, curves, tags, artifacts; then its final status."""
         self.log_params(run_id, flatten(to_dict(cfg)))
         self.log_metrics(run_id, result.metrics, series_points(cfg, result))
-        tags = {f"env.{k}": v for k, v in result.environment.items()}
-        # Scalars as tags; structured info (compile kwargs, precision flags, rounds) is in result.json.
-        tags.update({f"info.{k}": v for k, v in result.info.items() if not isinstance(v, (dict, list))})
-        if result.method:
-            tags["mlflow.note.content"] = result.method
-        if result.error:
-            tags["error_type"], tags["error_message"] = result.error.type, result.error.message
-        self.set_tags(run_id, tags)
+        # A few tags to filter on; the environment and the job's internals are in run_info.json.
+        self.set_tags(run_id, {**outcome_tags(result), "mlflow.note.content": run_description(result)})
         self.log_artifacts(run_id, [job_dir / name for name in ARTIFACT_FILES])
         self.log_artifacts(run_id, [job_dir / name for name in ARTIFACT_FOLDERS if (job_dir / name).is_dir()])
         self.end_run(run_id, result.status)

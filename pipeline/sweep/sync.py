@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from pipeline.config.schema import from_dict
-from pipeline.identity import config_hash, identity, run_name
+from pipeline.identity import config_hash, identity_tags, run_name
 from pipeline.job.result import RESULT_FILE, JobResult
 from pipeline.sweep.state import SweepContext
 from pipeline.tracking import Tracker
@@ -37,7 +37,7 @@ def sync_one(tracker: Tracker, result_path: Path) -> str:
     run = tracker.get_run(result.mlflow_run_id)
     if run is None:
         tags = {
-            **identity(cfg),
+            **identity_tags(cfg),
             "config_hash": config_hash(cfg),
             "job_dir": str(job_dir),
             "synced_later": "true",
