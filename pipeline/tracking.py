@@ -29,6 +29,9 @@ from pipeline.status import FINISHED, RUNNING
 # MLflow's telemetry thread edits os.environ from a background thread while HTTP requests read it (an
 # intermittent "_MLFLOW_TELEMETRY_SESSION_ID" failure on closed networks); this project sends none.
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# Closing a run on a server makes MLflow print "View run ... at" and "View experiment at" lines: the
+# job's own last line and the sweep's view link say it already.
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 PARAM_LIMIT = 6000  # MLflow's max param value length
 TAG_LIMIT = 5000
