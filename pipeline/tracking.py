@@ -116,13 +116,24 @@ class Tracker:
                 self._experiment_id = exp.experiment_id
         return self._experiment_id
 
-    def runs_url(self) -> str:
+    def runs_url(self, view_id: str | None = None) -> str:
         """Where the UI shows this experiment's runs table (MLflow 3 opens experiments on its GenAI
-        view otherwise). A sqlite store needs `make ui` first."""
-        path = f"#/experiments/{self.experiment_id}/runs?workflowType=machine_learning"
+        view otherwise), in a saved view when given one. A sqlite store needs `make ui` first."""
+        query = f"viewStateShareKey={view_id}&" if view_id else ""
+        path = f"#/experiments/{self.experiment_id}/runs?{query}workflowType=machine_learning"
         if self.uri.startswith(("http://", "https://")):
             return f"{redact_uri(self.uri).rstrip('/')}/{path}"
         return f"http://127.0.0.1:5000/{path} (after `make ui`)"
+
+    def experiment_tags(self) -> dict[str, str]:
+        experiment = self._client.get_experiment(self.experiment_id)
+        return dict(experiment.tags)
+
+    def set_experiment_tag(self, key: str, value: str) -> None:
+        self._client.set_experiment_tag(self.experiment_id, key, value)
+
+    def delete_experiment_tag(self, key: str) -> None:
+        self._client.delete_experiment_tag(self.experiment_id, key)
 
     # ------------------------------------------------------------------------------------- writing
     def start_run(self, name: str, tags: dict[str, str], parent_run_id: str | None = None) -> str:

@@ -47,6 +47,7 @@ TORCH_FREE = [
     "pipeline.sweep.plots",
     "pipeline.sweep.finish",
     "pipeline.sweep.sync",
+    "pipeline.sweep.view",
     "hydra_plugins.pipeline_launchers.launchers",
 ]
 
