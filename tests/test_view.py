@@ -82,8 +82,16 @@ def test_a_view_is_the_json_mlflow_3_17_reads():
     # A header is never cut: wider than its text at ~7 px a character.
     for column, width in state["columnWidths"].items():
         assert width >= 7 * len(column.split("`")[1]), column
-    assert view.url("http://h:5000/#/experiments/3/runs") == (
-        "http://h:5000/#/experiments/3/runs?viewStateShareKey=sweep-20261123-1200-ab12&workflowType=machine_learning"
+    # The chart view: sections by concern, most telling first (MLflow sorts them alphabetically unless
+    # told the order is the user's), each opening with the charts of the table's metrics.
+    assert state["isAccordionReordered"] is True
+    assert [s["name"] for s in state["compareRunSections"]][:4] == ["step", "speedup", "compile", "memory"]
+    assert all(s["isReordered"] and s["uuid"] == f"autogen-{s['name']}" for s in state["compareRunSections"])
+    charts = state["compareRunCharts"]
+    assert [c["metricKey"] for c in charts][:3] == ["step/p50_ms", "speedup/vs_eager", "compile/total_s"]
+    assert all(
+        c["type"] == "BAR" and c["metricSectionId"] == f"autogen-{c['metricKey'].split('/')[0]}"
+        for c in charts
     )
 
 
@@ -130,6 +138,7 @@ def test_a_published_view_lands_in_the_experiment_and_fits_the_sweeps_runs(tmp_p
         "metrics.`memory/cpu_rss_peak_gib`",
         "tags.`noisy`",
     ]
+    assert [s["name"] for s in state["compareRunSections"]] == ["step", "memory"]
 
 
 def test_only_this_projects_oldest_views_are_dropped(tmp_path: Path):

@@ -4,7 +4,8 @@ the columns that answer "which is fastest, by how much, at what compile cost". T
 MLflow 3.17 keeps the runs table's saved views ("Views" at the top right of the Runs page) as experiment
 tags `mlflow.sharedViewState.<id>`. A tag's value is JSON: `name`, `createdAt`, `updatedAt` (ms) and
 `state`, itself a JSON string with the search facets (`searchFilter`, `orderByKey`, `orderByAsc`, ...)
-and the table's UI state (`selectedColumns`, `columnOrder`, `columnWidths`). The UI refuses values
+and the UI state (the table's `selectedColumns`, `columnOrder`, `columnWidths`; the chart view's
+`compareRunSections`, `compareRunCharts`, `isAccordionReordered`). The UI refuses values
 over 20,000 characters and holds 40 views per experiment, so the oldest sweep views are dropped
 beyond `KEEP_VIEWS`. A view opens at `#/experiments/<id>/runs?viewStateShareKey=<id>`; a URL that
 also carries search parameters (a filter, a sort) ignores it. Sorting by a metric lists the runs flat
@@ -14,6 +15,7 @@ also carries search parameters (a filter, a sort) ignores it. Sorting by a metri
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -32,9 +34,24 @@ THROUGHPUT = "throughput/samples_per_s"
 MEMORY = ("memory/peak_reserved_gib", "memory/cpu_rss_peak_gib")
 INTERVALS = {STEP_TIME: ("step/p50_ci95_low_ms", "step/p50_ci95_high_ms")}
 VERDICT_TAGS = ("verdict", "noisy")
+# The chart view's sections (one per metric prefix; MLflow sorts them alphabetically unless told), most
+# telling first; prefixes not listed follow.
+SECTIONS = (
+    "step",
+    "speedup",
+    "compile",
+    "memory",
+    "diagnose",
+    "throughput",
+    "eager",
+    "parity",
+    "warmup",
+    "loss",
+)
 RUN_NAME = "attributes.`Run Name`"
-# Columns whose width is not their header's, in px.
-WIDTHS = {RUN_NAME: 250, "tags.`verdict`": 220}
+# Columns whose width is not their header's, in px; a metric's full value (17 digits) takes ~150.
+WIDTHS = {RUN_NAME: 230, "tags.`verdict`": 220, "tags.`noisy`": 70}
+FULL_VALUE = 150
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +97,7 @@ class RunsView:
     search_filter: str
     objective: Objective
     columns: list[str] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)  # the chart view's, in order
 
     @property
     def tag_key(self) -> str:
@@ -99,6 +117,33 @@ class RunsView:
             "selectedColumns": list(self.columns),
             "columnOrder": order,
             "columnWidths": {c: column_width(c, sorted_by=c == sort_key) for c in order},
+            **self.charts(),
+        }
+
+    def charts(self) -> dict[str, object]:
+        """The chart view: sections in `sections` order, each opening with the charts of the table's
+        metrics; MLflow adds a chart for every other metric after them (its "isReordered" sections keep
+        the order given) and the other prefixes' sections after these."""
+        metrics = [c.split("`")[1] for c in self.columns if c.startswith("metrics.")]
+        return {
+            "compareRunSections": [
+                {"uuid": f"autogen-{name}", "name": name, "display": True, "isReordered": True}
+                for name in self.sections
+            ],
+            "compareRunCharts": [
+                {
+                    "uuid": f"autogen-{metric}",
+                    "type": "BAR",
+                    "metricKey": metric,
+                    "displayName": metric,
+                    "metricSectionId": f"autogen-{metric.split('/')[0]}",
+                    "isGenerated": True,
+                    "deleted": False,
+                }
+                for metric in metrics
+                if metric.split("/")[0] in self.sections
+            ],
+            "isAccordionReordered": True,
         }
 
     def tag_value(self, *, now_ms: int | None = None) -> str:
@@ -115,10 +160,6 @@ class RunsView:
                 f"view {self.view_id!r} is {len(value)} characters; MLflow's UI takes {MAX_VALUE_CHARS}"
             )
         return value
-
-    def url(self, runs_page: str) -> str:
-        """`runs_page` is the runs table's URL up to its query (`<server>/#/experiments/<id>/runs`)."""
-        return f"{runs_page}?viewStateShareKey={self.view_id}&workflowType=machine_learning"
 
 
 def columns_for(
@@ -146,12 +187,22 @@ def columns_for(
     ]
 
 
+def sections_for(objective: Objective, *, logged: set[str] | None = None) -> list[str]:
+    """The objective's section first, then `SECTIONS`; once the sweep has run, only those it logged."""
+    names = dict.fromkeys([objective.metric.split("/")[0], *SECTIONS])
+    if logged is None:
+        return list(names)
+    present = {name.split("/")[0] for name in logged if "/" in name}
+    return [name for name in names if name in present]
+
+
 def column_width(column: str, *, sorted_by: bool = False) -> int:
     """Pixels for the whole header (MLflow cuts headers, never wraps them) and a full value."""
     if column in WIDTHS:
         return WIDTHS[column]
     name = column.split("`")[1] if "`" in column else column
-    return max(110, 7 * len(name) + 30) + (20 if sorted_by else 0)
+    header = math.ceil(6.5 * len(name)) + 30  # ~6.5 px a character in the UI's header font, and padding
+    return max(FULL_VALUE, header) + (20 if sorted_by else 0)  # the sort arrow
 
 
 def sweep_view(
@@ -169,6 +220,7 @@ def sweep_view(
         search_filter=f"tags.sweep_id = {filter_literal(sweep_id)}",
         objective=objective,
         columns=columns_for(objective, logged=logged, tags=tags),
+        sections=sections_for(objective, logged=logged),
     )
 
 
