@@ -72,6 +72,11 @@ def identity(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> dict[str,
     return tags
 
 
+def identity_tags(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
+    """The identity as a run's tags: `teacher` only where there is one."""
+    return {k: v for k, v in identity(cfg, varied).items() if not (k == "teacher" and v == "-")}
+
+
 def extra_keys(varied: list[str] | tuple[str, ...]) -> list[str]:
     """The swept keys beyond the fixed identity, normalized (`+model.kwargs.depth` -> `model.kwargs.depth`)."""
     keys = []

@@ -25,7 +25,7 @@ from pipeline.sweep.compare import write as write_comparison
 from pipeline.sweep.finish import build_summary, publish, write_summary
 from pipeline.sweep.render import print_table
 from pipeline.sweep.state import SweepContext
-from pipeline.sweep.summary import row_from_result, summarize
+from pipeline.sweep.summary import Summary, row_from_result, summarize
 from pipeline.sweep.sync import sync_results
 from pipeline.sweep.verdict import Rule
 from pipeline.tracking import Tracker, TrackingUnavailable
@@ -108,6 +108,8 @@ def compare(tracker: Tracker, sweep_a: str, sweep_b: str, *, out_dir: Path | Non
             print(f"no sweep with sweep_id={sweep_id!r}; `--list` shows the sweeps", file=sys.stderr)
             return 1
     a, b = build_summary(tracker, sweep_a), build_summary(tracker, sweep_b)
+    for summary in (a, b):
+        attach_environment(tracker, summary)
     try:
         found = compare_sweeps(a, b, Rule())
     except ValueError as err:
@@ -118,6 +120,15 @@ def compare(tracker: Tracker, sweep_a: str, sweep_b: str, *, out_dir: Path | Non
     files = write_comparison(found, out_dir or Path("outputs") / "compare" / f"{sweep_a}_vs_{sweep_b}")
     print(f"wrote {', '.join(str(p) for p in files)}")
     return 0
+
+
+def attach_environment(tracker: Tracker, summary: Summary) -> None:
+    """The environment a sweep ran in (versions, GPU, driver), from one finished job's run_info.json."""
+    for row in summary.rows:
+        info = tracker.read_json_artifact(row.run_id, "run_info.json") if row.run_id else None
+        if info and info.get("environment"):
+            row.environment = {k: str(v) for k, v in info["environment"].items()}
+            return
 
 
 def summarize_folders(root: Path, out_dir: Path) -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.schema import Config, MlflowConfig, to_dict
+from pipeline.job.outcome import outcome_tags, run_description
 from pipeline.job.result import JobResult
 from pipeline.provenance import git_commit
 from pipeline.redaction import redact_uri, redacted
@@ -28,6 +29,9 @@ from pipeline.status import FINISHED, RUNNING
 # MLflow's telemetry thread edits os.environ from a background thread while HTTP requests read it (an
 # intermittent "_MLFLOW_TELEMETRY_SESSION_ID" failure on closed networks); this project sends none.
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# Closing a run on a server makes MLflow print "View run ... at" and "View experiment at" lines: the
+# job's own last line and the sweep's view link say it already.
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 PARAM_LIMIT = 6000  # MLflow's max param value length
 TAG_LIMIT = 5000
@@ -36,6 +40,7 @@ TAG_LIMIT = 5000
 ARTIFACT_FILES = (
     "config.yaml",
     "result.json",
+    "run_info.json",
     "step_times.csv",
     "worker.log",
     "error.txt",
@@ -111,13 +116,24 @@ class Tracker:
                 self._experiment_id = exp.experiment_id
         return self._experiment_id
 
-    def runs_url(self) -> str:
+    def runs_url(self, view_id: str | None = None) -> str:
         """Where the UI shows this experiment's runs table (MLflow 3 opens experiments on its GenAI
-        view otherwise). A sqlite store needs `make ui` first."""
-        path = f"#/experiments/{self.experiment_id}/runs?workflowType=machine_learning"
+        view otherwise), in a saved view when given one. A sqlite store needs `make ui` first."""
+        query = f"viewStateShareKey={view_id}&" if view_id else ""
+        path = f"#/experiments/{self.experiment_id}/runs?{query}workflowType=machine_learning"
         if self.uri.startswith(("http://", "https://")):
             return f"{redact_uri(self.uri).rstrip('/')}/{path}"
         return f"http://127.0.0.1:5000/{path} (after `make ui`)"
+
+    def experiment_tags(self) -> dict[str, str]:
+        experiment = self._client.get_experiment(self.experiment_id)
+        return dict(experiment.tags)
+
+    def set_experiment_tag(self, key: str, value: str) -> None:
+        self._client.set_experiment_tag(self.experiment_id, key, value)
+
+    def delete_experiment_tag(self, key: str) -> None:
+        self._client.delete_experiment_tag(self.experiment_id, key)
 
     # ------------------------------------------------------------------------------------- writing
     def start_run(self, name: str, tags: dict[str, str], parent_run_id: str | None = None) -> str:
@@ -177,19 +193,24 @@ class Tracker:
         """Everything a job produced: params, metrics, curves, tags, artifacts; then its final status."""
         self.log_params(run_id, flatten(to_dict(cfg)))
         self.log_metrics(run_id, result.metrics, series_points(cfg, result))
-        tags = {f"env.{k}": v for k, v in result.environment.items()}
-        # Scalars as tags; structured info (compile kwargs, precision flags, rounds) is in result.json.
-        tags.update({f"info.{k}": v for k, v in result.info.items() if not isinstance(v, (dict, list))})
-        if result.method:
-            tags["mlflow.note.content"] = result.method
-        if result.error:
-            tags["error_type"], tags["error_message"] = result.error.type, result.error.message
-        self.set_tags(run_id, tags)
+        # A few tags to filter on; the environment and the job's internals are in run_info.json.
+        self.set_tags(run_id, {**outcome_tags(result), "mlflow.note.content": run_description(result)})
         self.log_artifacts(run_id, [job_dir / name for name in ARTIFACT_FILES])
         self.log_artifacts(run_id, [job_dir / name for name in ARTIFACT_FOLDERS if (job_dir / name).is_dir()])
         self.end_run(run_id, result.status)
 
     # ------------------------------------------------------------------------------------- reading
+    def read_json_artifact(self, run_id: str, path: str) -> dict[str, Any] | None:
+        """A JSON artifact of a run (e.g. run_info.json), or None when it is not there."""
+        import tempfile
+
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                local = self._client.download_artifacts(run_id, path, tmp)
+                return json.loads(Path(local).read_text())
+        except Exception:
+            return None
+
     def get_run(self, run_id: str | None) -> RunRecord | None:
         """The run, or None when the store does not know it."""
         if not run_id:

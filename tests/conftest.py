@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -78,6 +79,14 @@ def runs(store_uri: str, experiment: str = "compile-sweeps", filter_string: str 
     if exp is None:
         return []
     return list(client.search_runs([exp.experiment_id], filter_string=filter_string, max_results=1000))
+
+
+def run_info(run) -> dict:
+    """A run's run_info.json artifact (the worker's environment and the job's internals), read back
+    through MLflow (a sqlite store's artifacts are local `file://` URIs)."""
+    import mlflow.artifacts
+
+    return json.loads(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/run_info.json"))
 
 
 def client(store_uri: str):

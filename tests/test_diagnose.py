@@ -11,7 +11,7 @@ from pipeline.config.checks import validate
 from pipeline.config.schema import PrecisionConfig
 from pipeline.diagnose import flops, syncs
 from pipeline.diagnose.flops import Mfu
-from tests.conftest import TINY, client, compose, output, run_cli, runs
+from tests.conftest import TINY, client, compose, output, run_cli, run_info, runs
 
 BREAKY = [
     "model=graph_break_net",
@@ -148,7 +148,7 @@ def test_profile_and_compiler_trace_are_logged(tmp_path: Path, store: str):
     assert (tmp_path / "run" / "tlparse" / "index.html").exists()
     c = client(store)
     assert {"profile", "tlparse"} <= {a.path for a in c.list_artifacts(run.info.run_id)}
-    assert run.data.tags["info.tlparse"] == "ok"
+    assert run_info(run)["info"]["tlparse"] == "ok"
     for name in ("compile/dynamo_s", "compile/aot_autograd_s", "compile/backward_s"):
         assert name in run.data.metrics
     assert run.data.metrics["compile/dynamo_s"] > 0 and run.data.metrics["compile/aot_autograd_s"] > 0
@@ -173,9 +173,7 @@ def test_inductor_cache_is_shared_in_a_sweep_and_cold_on_request(tmp_path: Path,
     first, second = sorted(
         (r for r in runs(store) if r.data.tags.get("sweep_parent") != "true"), key=lambda r: r.info.start_time
     )
-    assert (
-        first.data.tags["info.inductor_cache"] == "cold" and second.data.tags["info.inductor_cache"] == "warm"
-    )
+    assert [run_info(r)["info"]["inductor_cache"] for r in (first, second)] == ["cold", "warm"]
     assert second.data.metrics["compile/cache_hits"] > 0
     cold = run_cli(
         [*small, "trainer.seed=0,1", "diagnose.cold_cache=true"], tmp_path / "cold", store, multirun=True
@@ -186,7 +184,7 @@ def test_inductor_cache_is_shared_in_a_sweep_and_cold_on_request(tmp_path: Path,
         for r in runs(store)
         if r.data.tags.get("sweep_parent") != "true" and r.data.params.get("diagnose.cold_cache") == "True"
     ]
-    assert [r.data.tags["info.inductor_cache"] for r in cold_runs] == ["cold", "cold"]
+    assert [run_info(r)["info"]["inductor_cache"] for r in cold_runs] == ["cold", "cold"]
 
 
 def test_a_sync_is_attributed_to_the_users_line_not_the_warnings_machinery():

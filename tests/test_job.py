@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.identity import IDENTITY_KEYS
 from pipeline.measure.registry import unregistered
-from tests.conftest import TINY, client, output, run_cli, runs
+from tests.conftest import TINY, client, output, run_cli, run_info, runs
 
 CORE_METRICS = {
     "step/p50_ms",
@@ -28,6 +29,10 @@ CORE_METRICS = {
     "step/spread_pct",
     "step/noisy",
 }
+
+
+# A job's tags beyond MLflow's own: its identity, its place, the verdict flags and two environment facts.
+FILTER_TAGS = {*IDENTITY_KEYS, "config_hash", "job_dir", "sweep_id", "job_num", "noisy", "torch", "device"}
 
 
 def children(store: str) -> list:
@@ -57,10 +62,19 @@ def check_finished_run(store: str, run, mode: str) -> None:
     assert params["mlflow.tracking_uri"].startswith("sqlite:///")
     tags = run.data.tags
     assert (tags["model"], tags["precision"], tags["mode"]) == ("vit_tiny", "amp", mode)
-    assert "warm-up" in tags["mlflow.note.content"]  # the run says what was measured and how
-    assert tags["env.torch"] and tags["env.python"] and tags["env.hostname"]
+    # The description leads with the job's own result, then says how it was measured.
+    note = tags["mlflow.note.content"]
+    assert note.startswith(f"**FINISHED**: step {metrics['step/p50_ms']:.2f} ms (p50), "), note
+    assert note.index("How it was measured") < note.index("warm-up")
+    # Tags a user filters on; the environment and the job's internals are in run_info.json.
+    assert set(tags) - {k for k in tags if k.startswith("mlflow.")} <= FILTER_TAGS, set(tags) - FILTER_TAGS
+    assert tags["torch"] and tags["device"] == "cpu" and "teacher" not in tags
+    info = run_info(run)
+    assert info["environment"]["torch"] == tags["torch"]
+    assert info["environment"]["python"] and info["environment"]["hostname"]
+    assert info["info"]["worker_pid"] != info["info"]["parent_pid"]
     artifacts = {a.path for a in c.list_artifacts(run.info.run_id)}
-    assert {"config.yaml", "step_times.csv", "result.json", "worker.log"} <= artifacts
+    assert {"config.yaml", "step_times.csv", "result.json", "run_info.json", "worker.log"} <= artifacts
 
 
 def test_one_eager_job_finishes_with_its_metrics(tmp_path: Path, store: str):
@@ -78,18 +92,23 @@ def test_one_eager_job_finishes_with_its_metrics(tmp_path: Path, store: str):
     )
     assert result["info"]["worker_pid"] != result["info"]["parent_pid"]
     assert "Traceback" not in proc.stderr
+    assert "worker: FINISHED" not in proc.stdout  # the job's own last line says it
 
 
 def test_a_job_whose_steps_spread_beyond_the_limit_is_flagged_noisy(tmp_path: Path, store: str):
-    """The run says when its step times should not be trusted to a few percent: the metric, the note as
-    a tag, and the job's last line."""
+    """The run says when its step times should not be trusted to a few percent: the metric, a tag to
+    filter on, the note in its description and run_info.json, and the job's last line."""
     proc = run_cli([*TINY, "compile.mode=eager", "benchmark.noisy_spread_pct=1e-9"], tmp_path, store)
     assert proc.returncode == 0, output(proc)
     (run,) = runs(store)
     m, tags = run.data.metrics, run.data.tags
     assert m["step/spread_pct"] > 1e-9 and m["step/noisy"] == 1.0
-    assert tags["info.measurement_note"].startswith("noisy: p10-p90 of the measured steps spans")
-    assert "benchmark.noisy_spread_pct=1e-09" in tags["info.measurement_note"]
+    assert tags["noisy"] == "true"
+    note = run_info(run)["info"]["measurement_note"]
+    assert note.startswith("noisy: p10-p90 of the measured steps spans")
+    assert "benchmark.noisy_spread_pct=1e-09" in note
+    result = tags["mlflow.note.content"].split("\n\n")[0]
+    assert result.endswith(f" **Noisy**: {note.removeprefix('noisy: ')}."), result
     last_line = proc.stdout.strip().splitlines()[-1]
     assert last_line.startswith("vit_tiny·amp·eager: FINISHED: ") and ", noisy: p10-p90" in last_line
 

@@ -34,6 +34,7 @@ TORCH_FREE = [
     "pipeline.job.supervisor",
     "pipeline.job.signals",
     "pipeline.job.progress",
+    "pipeline.job.outcome",
     "pipeline.job.result",
     "pipeline.job.gpu_pool",
     "pipeline.job.worker",  # the worker's entry imports torch only once it runs a job
@@ -46,6 +47,7 @@ TORCH_FREE = [
     "pipeline.sweep.plots",
     "pipeline.sweep.finish",
     "pipeline.sweep.sync",
+    "pipeline.sweep.view",
     "hydra_plugins.pipeline_launchers.launchers",
 ]
 

@@ -15,7 +15,7 @@ from losses.cross_entropy import CrossEntropy
 from pipeline.config.checks import validate
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import COMPILE_SCOPES, InputSpec, ModelConfig, to_config
-from tests.conftest import compose, output, run_cli, runs, sqlite_uri
+from tests.conftest import compose, output, run_cli, run_info, runs, sqlite_uri
 
 # A vit_tiny student with the 3-block vit_tiny teacher: distillation small enough for a CPU.
 TINY_DISTILL = ["model=vit_tiny", "loss=distillation", "model@loss.teacher=vit_tiny_d3"]
@@ -214,7 +214,7 @@ def test_every_loss_runs_under_every_scope(loss_scope_sweeps, loss: str, scope: 
     assert run.data.metrics["step/count"] == 1
     assert math.isfinite(run.data.metrics["loss/first"])
     if scope == "regional":
-        assert run.data.tags["info.compiled_regions"] == "2"  # vit_tiny's 2 blocks
+        assert run_info(run)["info"]["compiled_regions"] == 2  # vit_tiny's 2 blocks
     if loss != "ce":
         assert run.data.params["loss.teacher.id"] == "vit_tiny_d3"
         assert run.data.params["loss.kind"] == loss.removeprefix("distill_")
@@ -240,4 +240,4 @@ def test_a_language_model_compiles_regionally_with_inductor(tmp_path: Path, stor
     assert proc.returncode == 0, output(proc)
     (run,) = runs(store)
     assert run.info.status == "FINISHED", run.data.tags.get("error_message")
-    assert run.data.tags["info.compiled_regions"] == "2" and run.data.metrics["diagnose/graph_breaks"] == 0
+    assert run_info(run)["info"]["compiled_regions"] == 2 and run.data.metrics["diagnose/graph_breaks"] == 0

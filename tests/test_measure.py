@@ -169,3 +169,34 @@ def test_timed_rounds_read_the_hosts_cpu_time_around_the_measured_steps():
     timer = timing.Timer(device=torch.device("cpu"), progress=timing.quiet, measured_total=3)
     timer.timed_round(v, 3)
     assert v.cpu_jiffies > 0 and 0 <= v.steal_jiffies <= v.cpu_jiffies
+
+
+def test_progress_in_a_log_shows_the_last_step_of_every_phase_once(capsys):
+    """Worker to parent, as a job runs them: the timer's events through the worker's rate limit (here:
+    nothing but a phase's last step gets through it), parsed by the parent and printed as plain lines."""
+    from pipeline.job.progress import JobProgress, Progress, parse_progress
+
+    def step(batch: int) -> torch.Tensor:
+        return torch.zeros(())
+
+    def variant(name: str) -> timing.Variant:
+        return timing.Variant(name, step=step, batches=iter(range(20)), losses=torch.zeros(20))
+
+    compiled, eager = variant("compiled"), variant("eager")
+    timer = timing.Timer(device=torch.device("cpu"), progress=Progress(min_interval_s=3600), measured_total=7)
+    timer.warm_up(compiled, 3)
+    timer.timed_round(compiled, 3)
+    timer.warm_up(eager, 3)
+    for n in (3, 2, 2):  # paired rounds: E1, then C2 E2, C3 E3
+        if n != 3:
+            timer.timed_round(compiled, n)
+        timer.timed_round(eager, n)
+    events = [parse_progress(line) for line in capsys.readouterr().out.splitlines()]
+    display = JobProgress("job", terminal=False)
+    for event in events:
+        assert event is not None
+        display.update(event)
+    lines = capsys.readouterr().out.splitlines()
+    for name in ("compiled", "eager"):
+        assert lines.count(f"[job] {name} warmup 3/3") == 1 and lines.count(f"[job] {name} measure 7/7") == 1
+    assert all("\x1b" not in line for line in lines)  # plain text in a log: no terminal escapes

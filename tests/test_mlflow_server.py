@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.mlflow_server import SCRIPT, free_port
 
 
@@ -49,3 +54,65 @@ def test_server_binds_to_loopback_unless_told_otherwise(tmp_path: Path):
         subprocess.run(
             [str(SCRIPT), "stop", "--port", str(port)], env=env, capture_output=True, text=True, timeout=120
         )
+
+
+def ui_recipe(port: int, base: Path) -> str:
+    """What `make ui` runs, read from the Makefile by a dry run (nothing is installed or started), with
+    its port, store and artifacts under `base`."""
+    places = [f"UI_PORT={port}", f"UI_STORE=sqlite:///{base / 'ui.db'}", f"UI_ARTIFACTS={base / 'artifacts'}"]
+    dry = subprocess.run(
+        ["make", "-n", "-s", "-o", ".venv/.installed", "ui", *places],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return dry.stdout
+
+
+def session_processes(sid: int) -> list[str]:
+    ps = subprocess.run(["ps", "-o", "pid=,args=", "-s", str(sid)], capture_output=True, text=True)
+    return [line.strip() for line in ps.stdout.splitlines() if line.strip()]
+
+
+def wait_for_health(url: str, proc: subprocess.Popen, timeout_s: float) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        assert proc.poll() is None, f"the server exited with {proc.returncode}"
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+            if response.status == 200:
+                return time.monotonic() - started
+        time.sleep(0.2)
+    raise AssertionError(f"{url}/health did not answer within {timeout_s} s")
+
+
+@pytest.mark.integration
+def test_make_ui_answers_in_seconds_and_one_sigterm_stops_all_of_it(tmp_path: Path):
+    """`make ui`'s command, run as make runs it (bash -c, which execs it; make passes on SIGTERM, and a
+    terminal's Ctrl-C reaches the whole group): one server process with one worker, no job runner, and
+    nothing left after one SIGTERM."""
+    port = free_port()
+    recipe = ui_recipe(port, tmp_path)
+    assert "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false" in recipe and "--workers 1" in recipe
+    with open(tmp_path / "ui.log", "w") as log:
+        proc = subprocess.Popen(
+            ["bash", "-c", recipe], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        up_s = wait_for_health(f"http://127.0.0.1:{port}", proc, timeout_s=120)
+        processes = session_processes(proc.pid)
+        assert len(processes) <= 2, processes  # `mlflow server` and uvicorn: no huey job consumers
+        signalled = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        stop_s = time.monotonic() - signalled
+        deadline = time.monotonic() + 10
+        while session_processes(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert session_processes(proc.pid) == [], (tmp_path / "ui.log").read_text()[-3000:]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    print(
+        f"\nmake ui: /health answered after {up_s:.1f} s ({len(processes)} processes); one SIGTERM stopped it in {stop_s:.1f} s"
+    )

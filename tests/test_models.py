@@ -12,7 +12,7 @@ import torch
 from pipeline.config.checks import validate
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import InputSpec, LossConfig, ModelConfig, to_config
-from tests.conftest import CONF, compose, output, run_cli, runs, sqlite_uri
+from tests.conftest import CONF, compose, output, run_cli, run_info, runs, sqlite_uri
 from tests.custom_model_factory import parameter_count
 
 MODEL_CONFIGS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
@@ -250,7 +250,7 @@ def test_small_model_trains_two_steps_through_the_cli(small_models_sweep, name: 
     assert run.info.status == "FINISHED", run.data.tags.get("error_message") or output(proc)
     assert run.data.metrics["step/count"] == 1 and run.data.metrics["diagnose/frames_compiled"] >= 1
     assert run.data.params["model._target_"] == compose_model(name).model._target_
-    assert int(run.data.tags["info.parameters"]) > 0
+    assert run_info(run)["info"]["parameters"] > 0
 
 
 @pytest.mark.slow
@@ -272,7 +272,7 @@ def test_hf_models_compile_regionally_through_the_cli(tmp_path: Path, store: str
     assert len(jobs) == 3
     for run in jobs:
         assert run.info.status == "FINISHED", run.data.tags.get("error_message")
-        assert run.data.tags["info.compiled_regions"] == "2"
+        assert run_info(run)["info"]["compiled_regions"] == 2
 
 
 def test_convnet_regional_fails_with_a_clear_message(tmp_path: Path, store: str):
@@ -304,4 +304,4 @@ def test_a_custom_factory_from_a_test_module_runs_through_the_cli(tmp_path: Path
     assert run.info.status == "FINISHED", run.data.tags.get("error_message")
     assert run.info.run_name.startswith("my_cnn·") and run.data.tags["model"] == "my_cnn"
     assert run.data.params["trainer.batch_size"] == "4"  # follows model.batch_size
-    assert int(run.data.tags["info.parameters"]) == parameter_count(3, 5, 16)
+    assert run_info(run)["info"]["parameters"] == parameter_count(3, 5, 16)

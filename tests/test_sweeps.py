@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,7 +29,8 @@ def split(store: str) -> tuple[object, list]:
 
 
 def test_2x2_sweep_gives_one_parent_four_children_summary_and_plots(tmp_path: Path, store: str):
-    args = [*TINY, "compile.mode=eager,default", "compile.backend=aot_eager", "precision=amp,fp32"]
+    noisy = "benchmark.noisy_spread_pct=1e-9"  # every job noisy: the warning is said once, at the end
+    args = [*TINY, "compile.mode=eager,default", "compile.backend=aot_eager", "precision=amp,fp32", noisy]
     started = time.time()
     proc = run_cli(args, tmp_path, store, multirun=True)
     assert proc.returncode == 0, output(proc)
@@ -80,6 +82,37 @@ def test_2x2_sweep_gives_one_parent_four_children_summary_and_plots(tmp_path: Pa
     assert "every job: model=vit_tiny, loss=ce" in proc.stdout  # constant columns once, above the table
     table = proc.stdout[proc.stdout.index("every job: ") : proc.stdout.index("\nsummary: ")]
     assert max(len(line) for line in table.splitlines()) <= 120  # the terminal summary fits 120 columns
+    # One line per job, noisy in brief; why and what to trust instead once, at the end.
+    lines = proc.stdout.splitlines()
+    job_lines = [ln for ln in lines if ": FINISHED: step " in ln]
+    assert len(job_lines) == 4 and all(
+        re.search(r", noisy \(p10-p90 spans \d+% of the median\)$", ln) for ln in job_lines
+    )
+    assert sum("flagged noisy" in ln for ln in lines) == 1
+    assert not [ln for ln in lines if "paired speedups" in ln and "flagged noisy" not in ln]
+    assert not [ln for ln in lines if ln.startswith("worker: ")]
+
+
+def test_a_sweep_saves_its_view_and_prints_its_link(tmp_path: Path, store: str):
+    """The runs table ranked by step time with the sweep's columns, saved in the experiment at the start
+    (its link printed before any job runs) and fitted at the end to what the runs logged (CPU: RSS)."""
+    proc = run_cli([*TINY, "compile.mode=eager", "trainer.seed=0,1"], tmp_path, store, multirun=True)
+    assert proc.returncode == 0, output(proc)
+    parent, _ = split(store)
+    sweep_id = parent.data.tags["sweep_id"]
+    links = [ln.removeprefix("browse: ") for ln in proc.stdout.splitlines() if ln.startswith("browse: ")]
+    assert len(links) == 2 and links[0] == links[1], links  # at the start, again under the summary
+    assert proc.stdout.index("browse: ") < proc.stdout.index("Launching 2 jobs")
+    assert f"#/experiments/{parent.info.experiment_id}/runs?viewStateShareKey=sweep-{sweep_id}&" in links[0]
+    experiment = client(store).get_experiment(parent.info.experiment_id)
+    envelope = json.loads(experiment.tags[f"mlflow.sharedViewState.sweep-{sweep_id}"])
+    assert envelope["name"] == f"{parent.info.run_name} ({sweep_id})"
+    state = json.loads(envelope["state"])
+    assert state["searchFilter"] == f"tags.sweep_id = '{sweep_id}'"
+    assert (state["orderByKey"], state["orderByAsc"]) == ("metrics.`step/p50_ms`", True)
+    columns = state["selectedColumns"]
+    assert columns[0] == "metrics.`step/p50_ms`" and "metrics.`memory/cpu_rss_peak_gib`" in columns
+    assert "metrics.`memory/peak_reserved_gib`" not in columns and "metrics.`speedup/vs_eager`" not in columns
 
 
 @pytest.mark.slow

@@ -13,13 +13,25 @@ What MLflow 3.17's UI looks like (the selectors below):
   name is indented one level further (a spacer 24 px wider): nesting shows as geometry, not as AG
   Grid tree levels (every row is `ag-row-level-0`).
 - The run page's Overview has a "Metrics (N)" section: a "Search metrics" box over a table with
-  role=table, rows role=row, cells role=cell (metric name as a link, then the value).
+  role=table, rows role=row, cells role=cell (metric name as a link, then the value). The description
+  is markdown rendered in `[data-testid="note-editor-preview-content"]`.
+- A saved view (`?viewStateShareKey=<id>`, pipeline/sweep/view.py) sorted by a metric lists the runs
+  flat; its columns are header cells `.ag-header-cell[col-id="metrics.`<name>`"]` and, per row, cells
+  with the same col-id. The runs page's mode toggle is a radio group (`input[name="runs-view-mode"]`,
+  values TABLE, CHART, ARTIFACT); CHART shows one collapsible section per metric prefix before `/`,
+  headed `<prefix> (<number of charts>)` (`[data-testid="experiment-view-compare-runs-section-header"]`),
+  each chart titled by an `h4[title=<metric>]`.
+
+Screenshots go to outputs/; with UI_SCREENSHOTS=docs/img the README's three (the sweep's view, a
+child run, the sweep's parent run) are written there too: `UI_SCREENSHOTS=docs/img .venv/bin/python
+-m pytest -p no:cacheprovider tests/test_ui.py` retakes them.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -44,8 +56,12 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 TIMEOUT_MS = 180_000  # a 2-core machine renders the UI's first page in tens of seconds
+LOADED_MS = 15_000  # for what is on a page once it has rendered
 SHOTS = ROOT / "outputs"
+PUBLISHED = os.environ.get("UI_SCREENSHOTS")  # a folder for the README's screenshots (docs/img)
 SWEEP_ARGS = [*TINY, "compile.mode=eager,default", "compile.backend=aot_eager"]
+# The sweep's view: what a user compares without clicking (pipeline/sweep/view.py).
+AT_A_GLANCE = ("step/p50_ms", "speedup/vs_eager", "compile/total_s")
 
 
 def _require_browser() -> None:
@@ -87,7 +103,10 @@ def sweep(server: Server, tmp_path_factory: pytest.TempPathFactory) -> dict:
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert {r.info.run_name for r in children} == {"vit_tiny·amp·eager", "vit_tiny·amp·default·aot_eager"}
     assert all(r.info.status == "FINISHED" for r in children)
-    return {"experiment_id": exp.experiment_id, "parent": parent, "children": children}
+    views = [
+        line.removeprefix("browse: ") for line in proc.stdout.splitlines() if line.startswith("browse: ")
+    ]
+    return {"experiment_id": exp.experiment_id, "parent": parent, "children": children, "view_url": views[-1]}
 
 
 @pytest.fixture(scope="module")
@@ -130,10 +149,15 @@ def close_assistant_panel(page) -> None:
         close.first.click()
 
 
-def screenshot(page, name: str) -> Path:
+def screenshot(page, name: str, *, publish: bool = False) -> Path:
+    """The page as it is now, in outputs/ (and in $UI_SCREENSHOTS when `publish`)."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     path = SHOTS / name
     page.screenshot(path=str(path))
+    if publish and PUBLISHED:
+        target = Path(PUBLISHED) if Path(PUBLISHED).is_absolute() else ROOT / PUBLISHED
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target / name)
     return path
 
 
@@ -188,11 +212,65 @@ def test_experiment_page_nests_the_sweeps_runs_under_its_parent(page, server: Se
     print(f"runs table with the sweep expanded: {shot}")
 
 
-def test_child_run_page_shows_its_step_time(page, server: Server, sweep: dict):
+def test_the_sweeps_view_ranks_its_runs_with_the_figures_that_matter(page, server: Server, sweep: dict):
+    """The URL the sweep printed opens its saved view: the sweep's runs, fastest first, with step time,
+    speedup and compile time in view, headers whole, values as the store has them."""
+    from playwright.sync_api import expect
+
+    children = sorted(sweep["children"], key=lambda r: r.data.metrics["step/p50_ms"])
+    assert "viewStateShareKey=" in sweep["view_url"]
+    page.goto(sweep["view_url"])
+    try:
+        for child in children:
+            expect(page.locator(f'.ag-row a[href$="/runs/{child.info.run_id}"]')).to_be_visible(
+                timeout=TIMEOUT_MS
+            )
+    except AssertionError as err:
+        screenshot(page, "ui-view-failed.png")
+        raise AssertionError(f"the sweep's view never listed its runs; {context_for(page, server)}") from err
+    close_assistant_panel(page)
+
+    viewport = page.viewport_size["width"]
+    for metric in AT_A_GLANCE:
+        header = page.locator(f'.ag-header-cell[col-id="metrics.`{metric}`"]')
+        expect(header).to_be_visible()
+        box = header.bounding_box()
+        assert box["x"] + box["width"] <= viewport, f"{metric} is off screen at x={box['x']:.0f}"
+        label = header.locator(f'[data-testid="sort-header-{metric}"]')
+        assert label.inner_text(timeout=LOADED_MS) == metric
+        cut = label.evaluate("e => e.parentElement.scrollWidth > e.parentElement.clientWidth")
+        assert not cut, f"the {metric} header is cut"
+    sorted_by = page.locator(f'.ag-header-cell[col-id="metrics.`{AT_A_GLANCE[0]}`"] .is-ordered-by')
+    expect(sorted_by).to_have_count(1, timeout=LOADED_MS)
+
+    def row_index(run) -> int:
+        row = page.locator(f'.ag-center-cols-container .ag-row[row-id="{run.info.run_id}"]')
+        return int(row.get_attribute("row-index"))
+
+    assert [row_index(r) for r in children] == sorted(row_index(r) for r in children), "not fastest first"
+    assert row_index(sweep["parent"]) > row_index(children[-1]), (
+        "the sweep's own run (no step time) goes last"
+    )
+    for child in children:
+        row = page.locator(f'.ag-center-cols-container .ag-row[row-id="{child.info.run_id}"]')
+        for metric in AT_A_GLANCE:
+            shown = row.locator(f'[col-id="metrics.`{metric}`"]').inner_text().strip()
+            stored = child.data.metrics.get(metric)
+            if stored is None:
+                assert shown == "-", f"{child.info.run_name} {metric}: {shown}"
+            else:
+                assert float(shown) == pytest.approx(stored, rel=1e-5), f"{child.info.run_name} {metric}"
+    shot = screenshot(page, "ui-view.png", publish=True)
+    print(f"\nthe sweep's view: {shot}")
+
+
+def test_child_run_page_leads_with_its_result(page, server: Server, sweep: dict):
+    """The description opens with the job's own result (the figures of its last line, rounded), then
+    how it was measured; the Metrics table holds the exact values."""
     from playwright.sync_api import expect
 
     child = next(r for r in sweep["children"] if r.data.tags["mode"] != "eager")
-    value = child.data.metrics["step/p50_ms"]
+    metrics = child.data.metrics
     page.goto(ui_url(server, f"experiments/{sweep['experiment_id']}/runs/{child.info.run_id}"))
     try:
         expect(page.get_by_text(child.info.run_name, exact=True).first).to_be_visible(timeout=TIMEOUT_MS)
@@ -204,7 +282,19 @@ def test_child_run_page_shows_its_step_time(page, server: Server, sweep: dict):
             f"the run page never showed its Metrics section; {context_for(page, server)}"
         ) from err
     close_assistant_panel(page)
-    assert int(re.search(r"\d+", heading.inner_text()).group()) == len(child.data.metrics)
+    assert int(re.search(r"\d+", heading.inner_text()).group()) == len(metrics)
+
+    description = page.locator('[data-testid="note-editor-preview-content"]')
+    first = description.locator("> *").first
+    expect(first).to_be_visible()
+    expected = (
+        f"FINISHED: step {metrics['step/p50_ms']:.2f} ms (p50), compile {metrics['compile/total_s']:.1f} s, "
+        f"{metrics['speedup/vs_eager']:.2f}x vs eager, peak RSS {metrics['memory/cpu_rss_peak_gib']:.2f} GiB"
+    )
+    assert first.inner_text().startswith(expected), first.inner_text()
+    assert ("Noisy: p10-p90" in first.inner_text()) == bool(metrics["step/noisy"])
+    assert description.inner_text().index("How it was measured") > len(first.inner_text())
+    shot = screenshot(page, "ui-child-run.png", publish=True)
 
     page.get_by_placeholder("Search metrics").fill("step/p50_ms")
     table = page.get_by_role("table").filter(has=page.get_by_role("columnheader", name="Metric"))
@@ -213,10 +303,58 @@ def test_child_run_page_shows_its_step_time(page, server: Server, sweep: dict):
     cells = row.get_by_role("cell")
     expect(cells.nth(0)).to_have_text("step/p50_ms")
     shown = cells.nth(1).inner_text().strip()
-    assert float(shown) == pytest.approx(value, rel=1e-5), f"UI shows {shown}, the store has {value}"
-    row.scroll_into_view_if_needed()
-    shot = screenshot(page, "ui-child-run.png")
-    print(f"\n{child.info.run_name}: step/p50_ms = {shown} in the UI; {shot}")
+    assert float(shown) == pytest.approx(metrics["step/p50_ms"], rel=1e-5)
+    print(f"\n{child.info.run_name}: {first.inner_text()[:100]}...; step/p50_ms = {shown}; {shot}")
+
+
+def test_chart_view_groups_metrics_by_concern(page, server: Server, sweep: dict):
+    """From the sweep's view, the chart mode shows one section per metric prefix, the most telling first
+    (`step`, `speedup`, `compile`, `memory`), the objective's chart on top."""
+    from playwright.sync_api import expect
+
+    child = sweep["children"][0]
+    page.goto(sweep["view_url"])
+    expect(page.locator(f'.ag-row a[href$="/runs/{child.info.run_id}"]')).to_be_visible(timeout=TIMEOUT_MS)
+    close_assistant_panel(page)
+    page.locator('label:has(input[name="runs-view-mode"][value="CHART"])').click()
+    headers = page.get_by_test_id("experiment-view-compare-runs-section-header")
+    try:
+        expect(headers.first).to_be_visible()
+    except AssertionError as err:
+        screenshot(page, "ui-charts-failed.png")
+        raise AssertionError(f"the chart view showed no section; {context_for(page, server)}") from err
+    sections = [" ".join(text.split()[:2]) for text in headers.all_inner_texts()]  # "step (13)"
+    logged = {name for run in sweep["children"] for name in run.data.metrics}
+    expected = [
+        f"{p} ({sum(1 for m in logged if m.startswith(f'{p}/'))})"
+        for p in ("step", "speedup", "compile", "memory")
+    ]
+    assert sections[:4] == expected, sections  # the most telling first, not alphabetical
+    first_chart = page.locator("h4[title]").first  # chart titles, in page order
+    assert first_chart.get_attribute("title", timeout=LOADED_MS) == AT_A_GLANCE[0]
+    shot = screenshot(page, "ui-charts.png")
+    print(f"\nchart sections: {shot}")
+
+
+def test_parent_run_page_shows_the_sweep_summary(page, server: Server, sweep: dict):
+    from playwright.sync_api import expect
+
+    parent = sweep["parent"]
+    page.goto(ui_url(server, f"experiments/{sweep['experiment_id']}/runs/{parent.info.run_id}"))
+    description = page.locator('[data-testid="note-editor-preview-content"]')
+    try:
+        expect(page.get_by_text(parent.info.run_name, exact=True).first).to_be_visible(timeout=TIMEOUT_MS)
+        expect(description).to_be_visible()
+    except AssertionError as err:
+        screenshot(page, "ui-parent-run-failed.png")
+        raise AssertionError(
+            f"the parent's page never showed its description; {context_for(page, server)}"
+        ) from err
+    close_assistant_panel(page)
+    fastest = min(sweep["children"], key=lambda r: r.data.metrics["step/p50_ms"])
+    assert fastest.info.run_name in description.inner_text(), "the summary names the fastest configuration"
+    shot = screenshot(page, "ui-parent-run.png", publish=True)
+    print(f"\n{parent.info.run_name}: {shot}")
 
 
 def test_artifacts_went_through_the_server(server: Server, sweep: dict):

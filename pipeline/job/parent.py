@@ -21,15 +21,16 @@ from omegaconf import OmegaConf
 
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import Config, to_dict
-from pipeline.identity import config_hash, identity, pool_hash, run_name
+from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
 from pipeline.job.gpu_pool import gpu_slot, pool_lock_dir
+from pipeline.job.outcome import one_line
 from pipeline.job.progress import JobProgress, sweep_status
 from pipeline.job.result import RESULT_FILE, JobResult
 from pipeline.job.signals import SchedulerSignals, in_submitit_job, signals_held
 from pipeline.job.supervisor import WorkerLaunch, run_worker
-from pipeline.provenance import PROJECT_ROOT, command_line
+from pipeline.provenance import command_line
 from pipeline.redaction import redacted
-from pipeline.status import FAILED, FINISHED, KILLED, NOT_SYNCED, SKIPPED
+from pipeline.status import FAILED, KILLED, NOT_SYNCED, SKIPPED
 from pipeline.sweep.state import SweepContext
 from pipeline.tracking import Tracker, TrackingUnavailable, check_reachable
 
@@ -117,7 +118,7 @@ class JobParent:
             return self.interrupted(interrupt)
         self.display.close()
         outcome = self.finish(result)
-        print(one_line(self.name, result), flush=True)
+        print(one_line(self.name, result, in_sweep=self.place.sweep is not None), flush=True)
         if self.place.sweep is not None:
             print(sweep_status(Path(self.place.sweep.sweep_dir), self.place.sweep.total_jobs), flush=True)
         return outcome
@@ -138,7 +139,7 @@ class JobParent:
 
     def tags(self) -> dict[str, str]:
         tags = {
-            **identity(self.config, self.varied),
+            **identity_tags(self.config, self.varied),
             "config_hash": self.config_hash,
             "pool_hash": pool_hash(self.config),
             "job_dir": str(self.job_dir),
@@ -190,7 +191,7 @@ class JobParent:
         else:
             self.finish(result)
         if in_submitit_job():  # only this job was stopped: the sweep collects its outcome and goes on
-            print(one_line(self.name, result), flush=True)
+            print(one_line(self.name, result, in_sweep=self.place.sweep is not None), flush=True)
             return KILLED
         raise interrupt
 
@@ -234,53 +235,22 @@ def inductor_cache_dir(config: Config, job_dir: Path, sweep: SweepContext | None
 
 
 def write_job_files(result: JobResult, job_dir: Path, warmup_steps: int) -> None:
-    """Per-step times as CSV, and the error with its traceback, beside the result."""
+    """Per-step times as CSV, the environment and the job's internals (run_info.json), and the error
+    with its traceback, beside the result."""
     with open(job_dir / "step_times.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["variant", "step", "step_time_ms"])
         for variant, key in (("compiled_or_eager", "curve/step_ms"), ("paired_eager", "curve/eager_step_ms")):
             for i, ms in enumerate(result.series.get(key, [])):
                 writer.writerow([variant, warmup_steps + i, f"{ms:.6f}"])
+    run_info = {"environment": result.environment, "info": result.info}
+    (job_dir / "run_info.json").write_text(json.dumps(run_info, indent=1, default=str))
     if result.diagnostics:
         (job_dir / "diagnostics.json").write_text(json.dumps(result.diagnostics, indent=1, default=str))
     if result.error:
         (job_dir / "error.txt").write_text(
             f"{result.error.type}: {result.error.message}\n\n{result.error.traceback}"
         )
-
-
-def one_line(name: str, result: JobResult) -> str:
-    """The job's last line: its result, or why it has none."""
-    if result.status != FINISHED:
-        assert result.error is not None
-        return f"{name}: {result.status}: {result.error.type}: {result.error.message}"
-    m = result.metrics
-    parts = [f"step {m['step/p50_ms']:.2f} ms (p50)"]
-    if "compile/total_s" in m:
-        parts.append(f"compile {m['compile/total_s']:.1f} s")
-    if "speedup/vs_eager" in m:
-        parts.append(f"{m['speedup/vs_eager']:.2f}x vs eager")
-    if "memory/peak_reserved_gib" in m:
-        parts.append(
-            f"peak {m['memory/peak_reserved_gib']:.2f} GiB reserved ({m['memory/peak_allocated_gib']:.2f} allocated)"
-        )
-    if m.get("diagnose/graph_breaks"):
-        breaks = result.diagnostics.get("graph_breaks") or []
-        parts.append(graph_break_note(int(m["diagnose/graph_breaks"]), breaks))
-    if result.info.get("measurement_note"):
-        parts.append(result.info["measurement_note"])
-    return f"{name}: FINISHED: " + ", ".join(parts)
-
-
-def graph_break_note(count: int, breaks: list[dict[str, str]]) -> str:
-    """`3 graph breaks (first at models/x.py:31: Unsupported Tensor.item() call ...); compile.fullgraph=false let them through`."""
-    note = f"{count} graph break{'s' if count != 1 else ''}"
-    if breaks:
-        where = breaks[0]["location"]
-        if where.startswith(str(PROJECT_ROOT) + "/"):
-            where = where[len(str(PROJECT_ROOT)) + 1 :]
-        note += f" (e.g. {where}: {breaks[0]['reason'][:80]}; all in diagnostics.json)"
-    return note + ", compile.fullgraph=false let them through"
 
 
 def record_bad_job(sweep: SweepContext, err: ConfigError, overrides: list[str]) -> None:

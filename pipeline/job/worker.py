@@ -127,11 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         _record_memory_at_failure(result)
     finally:
         result.write(args.result)
-    print(
-        f"worker: {result.status}"
-        + (f" ({result.error.type}: {result.error.message})" if result.error else ""),
-        flush=True,
-    )
+    if result.error:  # a finished job's result is the parent's last line; a failure is also in worker.log
+        print(f"worker: {result.status} ({result.error.type}: {result.error.message})", flush=True)
     return 0 if result.status == FINISHED else 1
 
 

@@ -16,7 +16,8 @@ from pipeline.config.schema import MlflowConfig
 from pipeline.provenance import command_line
 from pipeline.sweep.finish import close_interrupted, finish_sweep
 from pipeline.sweep.state import SweepContext, count_jobs, new_sweep_id, swept, swept_keys
-from pipeline.tracking import Tracker, TrackingUnavailable
+from pipeline.sweep.view import objective_for, publish_sweep_view
+from pipeline.tracking import RunRecord, Tracker, TrackingUnavailable
 
 # The sweep this process started (so an interrupted sweep can close its parent run).
 ACTIVE_SWEEP: SweepContext | None = None
@@ -74,9 +75,10 @@ class SweepCallback(Callback):
                 or " ".join(a.split("=", 1)[0].rsplit(".", 1)[-1] + "=" + a.split("=", 1)[1] for a in axes)
                 or sweep_id
             )
-            parent_id = tracker.start_run(f"sweep {label}", tags)
+            parent_name = f"sweep {label}"
+            parent_id = tracker.start_run(parent_name, tags)
         else:
-            parent_id = parent.run_id
+            parent_id, parent_name = parent.run_id, parent.name
             tracker.reopen(parent_id)
             tracker.set_tags(parent_id, {"resumed_in": sweep_dir})
         ACTIVE_SWEEP = SweepContext(
@@ -97,14 +99,35 @@ class SweepCallback(Callback):
             f"sweep {sweep_id}: {ACTIVE_SWEEP.total_jobs or '?'} jobs, parent run {parent_id}, output {sweep_dir}",
             flush=True,
         )
-        print(f"browse: {tracker.runs_url()}", flush=True)
+        print(f"browse: {browse_url(tracker, ACTIVE_SWEEP, parent_name, config)}", flush=True)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        """Summarize the sweep from MLflow, attach the summary to the parent run, close it."""
+        """Summarize the sweep from MLflow, attach the summary to the parent run, close it; fit the
+        sweep's view to the columns its runs have."""
         if ACTIVE_SWEEP is None:
             return
         failures = finish_sweep(ACTIVE_SWEEP)
         SWEEP_FAILURES.extend(failures)
+        tracker = Tracker(ACTIVE_SWEEP.tracking_uri, ACTIVE_SWEEP.experiment)
+        parent = tracker.get_run(ACTIVE_SWEEP.parent_run_id)
+        runs = tracker.sweep_children(ACTIVE_SWEEP.sweep_id)
+        label = parent.name if parent else f"sweep {ACTIVE_SWEEP.sweep_id}"
+        print(f"browse: {browse_url(tracker, ACTIVE_SWEEP, label, config, runs)}", flush=True)
+
+
+def browse_url(
+    tracker: Tracker, sweep: SweepContext, label: str, config: DictConfig, runs: list[RunRecord] | None = None
+) -> str:
+    """The URL of the sweep's saved view, ranked by its objective; the plain runs table when MLflow
+    would not take the view (the sweep goes on either way)."""
+    objective = objective_for(axes=swept(config.hydra), configured=config.sweep.objective)
+    try:
+        return publish_sweep_view(
+            tracker, sweep_id=sweep.sweep_id, label=label, objective=objective, runs=runs
+        )
+    except Exception as exc:
+        print(f"mlflow warning: could not save the sweep's view ({type(exc).__name__}: {exc})", flush=True)
+        return tracker.runs_url()
 
 
 def close_interrupted_sweep(reason: str) -> None:

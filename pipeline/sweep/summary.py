@@ -164,7 +164,7 @@ def row_from_run(run: RunRecord, varied: list[str] | tuple[str, ...] = ()) -> Ro
         batch_size=_int(params.get("scenario.batch_size")) or _int(params.get("trainer.batch_size")),
         tokens_per_sample=_tokens_per_sample(params),
         run_id=run.run_id,
-        environment={k.removeprefix("env."): v for k, v in tags.items() if k.startswith("env.")},
+        environment={key: tags[tag] for tag, key in (("torch", "torch"), ("device", "gpu_name")) if tag in tags},
     )
 
 
@@ -423,7 +423,9 @@ def eager_disagreements(summary: Summary) -> list[str]:
                 continue
             low = m.get("eager/p50_ci95_low_ms", m.get("eager/p10_ms", m["eager/p50_ms"]))
             high = m.get("eager/p50_ci95_high_ms", m.get("eager/p90_ms", m["eager/p50_ms"]))
-            apart = abs(math.log(m["eager/p50_ms"] / separate.value)) > math.log1p(summary.min_effect_pct / 100)
+            apart = abs(math.log(m["eager/p50_ms"] / separate.value)) > math.log1p(
+                summary.min_effect_pct / 100
+            )
             if apart and (high < separate.low or low > separate.high):
                 notes.append(
                     f"the eager job {eager_name} reads {separate.value:.2f} ms, but {row.name}'s paired eager baseline "

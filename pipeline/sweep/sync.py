@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from pipeline.config.schema import from_dict
-from pipeline.identity import config_hash, identity, pool_hash, run_name
+from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
 from pipeline.job.result import RESULT_FILE, JobResult
 from pipeline.sweep.state import SweepContext
 from pipeline.tracking import Tracker
@@ -39,7 +39,7 @@ def sync_one(tracker: Tracker, result_path: Path) -> str:
         sweep = SweepContext.load(job_dir.parent)
         varied = sweep.axes if sweep else []
         tags = {
-            **identity(cfg, varied),
+            **identity_tags(cfg, varied),
             "config_hash": config_hash(cfg),
             "pool_hash": pool_hash(cfg),
             "job_dir": str(job_dir),

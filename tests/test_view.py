@@ -1,0 +1,158 @@
+"""The sweep's saved view of the runs table (pipeline/sweep/view.py): what it ranks by, which columns it
+shows, and how it is stored in a real MLflow store. tests/test_ui.py opens one in the real UI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.sweep.view import (
+    KEEP_VIEWS,
+    VIEW_TAG_PREFIX,
+    columns_for,
+    filter_literal,
+    objective_for,
+    publish_sweep_view,
+    sweep_view,
+)
+from pipeline.tracking import RunRecord, Tracker
+from tests.conftest import sqlite_uri
+
+
+def test_the_objective_is_step_time_unless_batch_sizes_differ_or_the_sweep_names_one():
+    step = objective_for(axes=["compile.mode=eager,default", "precision=amp,fp32"])
+    assert (step.metric, step.ascending) == ("step/p50_ms", True)
+    assert step.interval == ("step/p50_ci95_low_ms", "step/p50_ci95_high_ms")
+    batch = objective_for(axes=["+trainer.batch_size=32,64"])
+    assert (batch.metric, batch.ascending, batch.interval) == ("throughput/samples_per_s", False, ())
+    named = objective_for(axes=["trainer.batch_size=32,64"], configured="compile/total_s")
+    assert (named.metric, named.ascending) == ("compile/total_s", True)
+    assert not objective_for(axes=[], configured="speedup/vs_eager").ascending
+
+
+def test_the_columns_answer_how_fast_by_how_much_at_what_cost_then_the_interval():
+    objective = objective_for(axes=[])
+    before = columns_for(objective)  # at the sweep's start: every candidate, both memory figures
+    assert before == [
+        "metrics.`step/p50_ms`",
+        "metrics.`speedup/vs_eager`",
+        "metrics.`compile/total_s`",
+        "metrics.`memory/peak_reserved_gib`",
+        "metrics.`memory/cpu_rss_peak_gib`",
+        "metrics.`diagnose/graph_breaks`",
+        "tags.`verdict`",
+        "tags.`noisy`",
+        "metrics.`step/p50_ci95_low_ms`",
+        "metrics.`step/p50_ci95_high_ms`",
+    ]
+    # At its end, only what some run has: a CPU sweep has no allocator peaks, nothing was noisy.
+    logged = {"step/p50_ms", "step/p50_ci95_low_ms", "step/p50_ci95_high_ms", "memory/cpu_rss_peak_gib"}
+    after = columns_for(objective, logged=logged, tags={"mode", "model"})
+    assert after == [
+        "metrics.`step/p50_ms`",
+        "metrics.`memory/cpu_rss_peak_gib`",
+        "metrics.`step/p50_ci95_low_ms`",
+        "metrics.`step/p50_ci95_high_ms`",
+    ]
+    throughput = columns_for(objective_for(axes=["trainer.batch_size=8,16"]))
+    assert throughput[:2] == ["metrics.`throughput/samples_per_s`", "metrics.`step/p50_ms`"]
+
+
+def test_a_view_is_the_json_mlflow_3_17_reads():
+    view = sweep_view(
+        sweep_id="20261123-1200-ab12", label="sweep mode=eager,default", objective=objective_for(axes=[])
+    )
+    assert view.tag_key == "mlflow.sharedViewState.sweep-20261123-1200-ab12"
+    envelope = json.loads(view.tag_value(now_ms=1_700_000_000_000))
+    assert envelope["name"] == "sweep mode=eager,default (20261123-1200-ab12)"
+    assert envelope["createdAt"] == envelope["updatedAt"] == 1_700_000_000_000
+    state = json.loads(envelope["state"])  # a JSON string inside the JSON value
+    assert state["searchFilter"] == "tags.sweep_id = '20261123-1200-ab12'"
+    assert (state["orderByKey"], state["orderByAsc"]) == ("metrics.`step/p50_ms`", True)
+    assert (state["startTime"], state["lifecycleFilter"], state["modelVersionFilter"]) == (
+        "ALL",
+        "Active",
+        "All Runs",
+    )
+    assert state["selectedColumns"] == view.columns
+    assert state["columnOrder"] == ["attributes.`Run Name`", *view.columns]  # widths apply to listed columns
+    assert set(state["columnWidths"]) == set(state["columnOrder"])
+    # A header is never cut: wider than its text at ~7 px a character.
+    for column, width in state["columnWidths"].items():
+        assert width >= 7 * len(column.split("`")[1]), column
+    # The chart view: sections by concern, most telling first (MLflow sorts them alphabetically unless
+    # told the order is the user's), each opening with the charts of the table's metrics.
+    assert state["isAccordionReordered"] is True
+    assert [s["name"] for s in state["compareRunSections"]][:4] == ["step", "speedup", "compile", "memory"]
+    assert all(s["isReordered"] and s["uuid"] == f"autogen-{s['name']}" for s in state["compareRunSections"])
+    charts = state["compareRunCharts"]
+    assert [c["metricKey"] for c in charts][:3] == ["step/p50_ms", "speedup/vs_eager", "compile/total_s"]
+    assert all(
+        c["type"] == "BAR" and c["metricSectionId"] == f"autogen-{c['metricKey'].split('/')[0]}"
+        for c in charts
+    )
+
+
+def test_odd_sweep_ids_make_safe_view_ids_and_quoted_filters():
+    view = sweep_view(sweep_id="my sweep/it's", label="x", objective=objective_for(axes=[]))
+    assert view.view_id == "sweep-my_sweep_it_s"
+    assert view.search_filter == 'tags.sweep_id = "my sweep/it\'s"'
+    assert filter_literal("plain") == "'plain'"
+    with pytest.raises(ValueError, match="both quote"):
+        filter_literal("""a'b"c""")
+
+
+def run(metrics: dict[str, float], tags: dict[str, str]) -> RunRecord:
+    return RunRecord(
+        run_id="r",
+        name="n",
+        status="FINISHED",
+        start_time_ms=0,
+        end_time_ms=1,
+        tags=tags,
+        metrics=metrics,
+        params={},
+    )
+
+
+def test_a_published_view_lands_in_the_experiment_and_fits_the_sweeps_runs(tmp_path: Path):
+    tracker = Tracker(sqlite_uri(tmp_path / "mlflow.db"), "views")
+    objective = objective_for(axes=[])
+    url = publish_sweep_view(tracker, sweep_id="s1", label="sweep a", objective=objective)
+    assert url.startswith(
+        f"http://127.0.0.1:5000/#/experiments/{tracker.experiment_id}/runs?viewStateShareKey=sweep-s1&"
+    )
+    state = json.loads(json.loads(tracker.experiment_tags()[VIEW_TAG_PREFIX + "sweep-s1"])["state"])
+    assert "metrics.`memory/peak_reserved_gib`" in state["selectedColumns"]
+
+    runs = [
+        run({"step/p50_ms": 3.0, "memory/cpu_rss_peak_gib": 0.4}, {"noisy": "true"}),
+        run({"step/p50_ms": 2.0}, {}),
+    ]
+    publish_sweep_view(tracker, sweep_id="s1", label="sweep a", objective=objective, runs=runs)
+    state = json.loads(json.loads(tracker.experiment_tags()[VIEW_TAG_PREFIX + "sweep-s1"])["state"])
+    assert state["selectedColumns"] == [
+        "metrics.`step/p50_ms`",
+        "metrics.`memory/cpu_rss_peak_gib`",
+        "tags.`noisy`",
+    ]
+    assert [s["name"] for s in state["compareRunSections"]] == ["step", "memory"]
+
+
+def test_only_this_projects_oldest_views_are_dropped(tmp_path: Path):
+    tracker = Tracker(sqlite_uri(tmp_path / "mlflow.db"), "views")
+    objective = objective_for(axes=[])
+    users_own = VIEW_TAG_PREFIX + "abc123"
+    tracker.set_experiment_tag(
+        users_own, json.dumps({"name": "mine", "createdAt": 1, "updatedAt": 1, "state": "{}"})
+    )
+    for i in range(KEEP_VIEWS):
+        view = sweep_view(sweep_id=f"old{i}", label="old", objective=objective)
+        tracker.set_experiment_tag(view.tag_key, view.tag_value(now_ms=1000 + i))
+    publish_sweep_view(tracker, sweep_id="new", label="new", objective=objective)
+    views = {k for k in tracker.experiment_tags() if k.startswith(VIEW_TAG_PREFIX)}
+    assert VIEW_TAG_PREFIX + "sweep-new" in views and users_own in views
+    assert VIEW_TAG_PREFIX + "sweep-old0" not in views  # the oldest of ours made room
+    assert len(views) == KEEP_VIEWS + 1
