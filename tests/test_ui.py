@@ -351,8 +351,11 @@ def test_parent_run_page_shows_the_sweep_summary(page, server: Server, sweep: di
             f"the parent's page never showed its description; {context_for(page, server)}"
         ) from err
     close_assistant_panel(page)
-    fastest = min(sweep["children"], key=lambda r: r.data.metrics["step/p50_ms"])
-    assert fastest.info.run_name in description.inner_text(), "the summary names the fastest configuration"
+    text, tags = description.inner_text(), parent.data.tags
+    # The description leads with the verdict the parent's tags hold, naming the configuration(s).
+    assert text.split("\n\n")[1].startswith(f"verdict: {tags['verdict']}"), text[:300]
+    named = [tags["fastest_config"]] if tags["verdict"] == "fastest" else tags["tied_configs"].split(", ")
+    assert all(name in text for name in named), "the summary names the verdict's configurations"
     shot = screenshot(page, "ui-parent-run.png", publish=True)
     print(f"\n{parent.info.run_name}: {shot}")
 

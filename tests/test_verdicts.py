@@ -278,3 +278,18 @@ def test_the_tiny_suite_counts_passes_and_classifies_its_failure(tmp_path: Path,
     assert "failures by class: 1 compile error" in proc.stdout
     assert "sweep/geomean_speedup_ci95_low" in parent.data.metrics
     assert parent.data.tags["objective"] == "throughput/samples_per_s"  # image and token models: samples/s
+
+
+def test_two_compiled_configurations_of_one_base_compare_on_their_paired_speedups():
+    """On an H200, ResNet-152 inference at batch 1: default mode read 5.98 ms but was flagged noisy,
+    reduce-overhead 1.47 ms; each against its own eager copy 2.07x [1.99, 2.16] and 8.58x [8.30, 8.88]."""
+    default = Estimate(
+        name="default", value=5.98, low=5.79, high=6.18, noisy=True, speedup=(2.07, 1.99, 2.16), base="rn152"
+    )
+    graphs = Estimate(name="ro", value=1.474, low=1.473, high=1.475, speedup=(8.58, 8.30, 8.88), base="rn152")
+    verdict = decide([default, graphs], Rule(), "ms")
+    assert verdict.kind == FASTEST and verdict.fastest == "ro" and "paired speedups" in verdict.reason
+    other_base = Estimate(
+        name="x", value=1.5, low=1.4, high=1.6, noisy=True, speedup=(8.0, 7.0, 9.0), base="vit"
+    )
+    assert decide([graphs, other_base], Rule(), "ms").kind == INCONCLUSIVE  # another base: step times, noisy

@@ -163,8 +163,8 @@ def aggregate_lines(summary: Summary) -> list[str]:
 
 
 HOW = (
-    "Figures: {objective}, with its 95% interval (batch means over contiguous blocks of steps: steps are "
-    "autocorrelated; repeats pooled). Speedup: paired eager median / compiled median in the same worker, "
+    "Figures: {objective}, with its 95% interval (it counts the steps' effective number: consecutive steps "
+    "are autocorrelated; repeats pooled). Speedup: paired eager median / compiled median in the same worker, "
     "with its interval. Peak: reserved GiB over the measured steps (CPU: the worker's peak RSS). "
     "★ fastest, = tied. The rule: docs/verdicts.md."
 )

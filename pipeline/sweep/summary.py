@@ -164,7 +164,9 @@ def row_from_run(run: RunRecord, varied: list[str] | tuple[str, ...] = ()) -> Ro
         batch_size=_int(params.get("scenario.batch_size")) or _int(params.get("trainer.batch_size")),
         tokens_per_sample=_tokens_per_sample(params),
         run_id=run.run_id,
-        environment={key: tags[tag] for tag, key in (("torch", "torch"), ("device", "gpu_name")) if tag in tags},
+        environment={
+            key: tags[tag] for tag, key in (("torch", "torch"), ("device", "gpu_name")) if tag in tags
+        },
     )
 
 
@@ -297,6 +299,7 @@ def _with_eager(config: Configuration, eager_name: str | None) -> Estimate:
         noisy=e.noisy,
         eager_name=eager_name,
         speedup=(geo, min(low, geo), max(high, geo)),
+        base=repr(_base(config.rows[0])),
     )
 
 

@@ -4,12 +4,13 @@ The rule (docs/verdicts.md says why it is sound):
 
 * Each configuration is an :class:`Estimate`: its objective (median step time, or throughput when
   batch sizes or sequence lengths differ) with a 95% interval that accounts for autocorrelated steps
-  (batch means, pipeline/measure/stats.py), pooled over repeats.
+  (counting the effective number of autocorrelated steps, pipeline/measure/stats.py), pooled over repeats.
 * Two configurations are compared on the log scale: one is faster when the difference exceeds 1.96
   standard errors of the difference *and* the smallest effect worth acting on
   (`benchmark.min_effect_pct`, 1%). A compiled configuration and the eager configuration it was
   paired with are compared on the paired speedup instead (measured in one worker, in alternating
-  rounds, so drift between the two jobs cannot fake a difference).
+  rounds, so drift between the two jobs cannot fake a difference), and two compiled configurations of
+  one base configuration on their paired speedups.
 * A noisy job (`step/noisy`) never decides a comparison by its step times; an interval wider than
   `benchmark.max_interval_pct` (half-width, % of the figure) does not either.
 * `fastest`: one configuration is faster than every other. Otherwise the configurations no one beats
@@ -24,6 +25,11 @@ import math
 from dataclasses import dataclass, field
 
 Z95 = 1.96
+WAYS = {
+    "intervals": "step-time intervals",
+    "paired speedup": "the paired eager baseline",
+    "paired speedups": "paired speedups",
+}
 FASTEST, TIE, INCONCLUSIVE = "fastest", "tie", "inconclusive"
 
 
@@ -39,6 +45,7 @@ class Estimate:
     # The paired eager baseline: the separate eager configuration's name and the speedup interval over it.
     eager_name: str | None = None
     speedup: tuple[float, float, float] | None = None  # (speedup, low, high)
+    base: str | None = None  # the configuration without its compile settings (shared with its eager copy)
 
     @property
     def half_pct(self) -> float:
@@ -79,6 +86,8 @@ class Verdict:
         if self.kind == FASTEST:
             return f"verdict: fastest: {self.fastest} ({self.reason}; objective: {self.objective})"
         names = ", ".join(self.tied)
+        if not self.tied:
+            return f"verdict: inconclusive ({self.reason}; objective: {self.objective})"
         if self.kind == TIE:
             return f"verdict: tie between {names} ({self.reason}; objective: {self.objective})"
         return f"verdict: inconclusive among {names} ({self.reason}; rerun with more steps, repeats or on a quiet machine; objective: {self.objective})"
@@ -90,6 +99,8 @@ def compare(a: Estimate, b: Estimate, rule: Rule) -> Comparison:
         return _paired(a, b, rule)
     if b.eager_name == a.name and b.speedup is not None:
         return _paired(b, a, rule)
+    if a.speedup is not None and b.speedup is not None and a.base is not None and a.base == b.base:
+        return _by_speedups(a, b, rule)
     if a.noisy or b.noisy:
         return Comparison(better=None, reason="noisy")
     diff = math.log(b.value) - math.log(a.value)  # > 0: a is lower
@@ -115,6 +126,18 @@ def _paired(compiled: Estimate, eager: Estimate, rule: Rule) -> Comparison:
     return Comparison(better=None, reason="wide" if wide else "tie")
 
 
+def _by_speedups(a: Estimate, b: Estimate, rule: Rule) -> Comparison:
+    """Two compiled configurations of one base configuration: each was timed against its own eager copy in
+    alternating rounds, so their speedups compare them free of drift between the two jobs (noisy or not)."""
+    assert a.speedup is not None and b.speedup is not None
+    se = [(math.log(s[2]) - math.log(s[1])) / (2 * Z95) for s in (a.speedup, b.speedup)]
+    diff = math.log(a.speedup[0]) - math.log(b.speedup[0])  # > 0: a is faster
+    if abs(diff) > Z95 * math.hypot(*se) and abs(diff) > math.log1p(rule.min_effect_pct / 100):
+        return Comparison(better=a.name if diff > 0 else b.name, reason="paired speedups")
+    wide = max(100 * (s[2] - s[1]) / 2 / s[0] for s in (a.speedup, b.speedup)) > rule.max_interval_pct
+    return Comparison(better=None, reason="wide" if wide else "tie")
+
+
 def decide(estimates: list[Estimate], rule: Rule, objective: str) -> Verdict:
     """The verdict over the passing configurations (see the module's docstring)."""
     if len(estimates) < 2:
@@ -128,7 +151,7 @@ def decide(estimates: list[Estimate], rule: Rule, objective: str) -> Verdict:
     beaten = {y if c.better == x else x for (x, y), c in results.items() if c.better}
     unbeaten = [e.name for e in estimates if e.name not in beaten]
     if len(unbeaten) == 1 and _beats_all(unbeaten[0], estimates, results):
-        ways = sorted({c.reason for pair, c in results.items() if unbeaten[0] in pair})
+        ways = sorted({WAYS[c.reason] for pair, c in results.items() if unbeaten[0] in pair})
         return Verdict(
             kind=FASTEST,
             objective=objective,
