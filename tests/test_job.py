@@ -32,7 +32,17 @@ CORE_METRICS = {
 
 
 # A job's tags beyond MLflow's own: its identity, its place, the verdict flags and two environment facts.
-FILTER_TAGS = {*IDENTITY_KEYS, "config_hash", "pool_hash", "job_dir", "sweep_id", "job_num", "noisy", "torch", "device"}
+FILTER_TAGS = {
+    *IDENTITY_KEYS,
+    "config_hash",
+    "pool_hash",
+    "job_dir",
+    "sweep_id",
+    "job_num",
+    "noisy",
+    "torch",
+    "device",
+}
 
 
 def children(store: str) -> list:

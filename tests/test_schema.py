@@ -118,7 +118,8 @@ def test_unknown_group_option_lists_the_options():
     assert {"vit_b16", "vit_tiny"} <= set(message.split(": allowed values are ")[1].split(", "))
     message = compose_error(["precision=fp8"])
     assert (
-        message.startswith("precision=fp8 is not an option") and "amp, amp_fp16, bf16, fp16, fp32, tf32" in message
+        message.startswith("precision=fp8 is not an option")
+        and "amp, amp_fp16, bf16, fp16, fp32, tf32" in message
     )
 
 

@@ -89,7 +89,9 @@ def test_2x2_sweep_gives_one_parent_four_children_summary_and_plots(tmp_path: Pa
         re.search(r", noisy \(p10-p90 spans \d+% of the median\)$", ln) for ln in job_lines
     )
     assert sum("flagged noisy" in ln for ln in lines) == 1
-    assert not [ln for ln in lines if "compare configurations on paired speedups" in ln]  # the long note: once, in the summary
+    assert not [
+        ln for ln in lines if "compare configurations on paired speedups" in ln
+    ]  # the long note: once, in the summary
     assert not [ln for ln in lines if ln.startswith("worker: ")]
 
 

@@ -172,7 +172,10 @@ def decide(estimates: list[Estimate], rule: Rule, objective: str) -> Verdict:
     if any(reason in ("noisy", "wide") for reason in undecided):
         why = "noisy jobs" if "noisy" in undecided else "intervals too wide"
         return Verdict(
-            kind=INCONCLUSIVE, objective=objective, tied=contenders, reason=f"{why} cannot be told apart"
+            kind=INCONCLUSIVE,
+            objective=objective,
+            tied=contenders,
+            reason=f"{why}: they cannot be told apart",
         )
     return Verdict(
         kind=TIE,
