@@ -2,7 +2,8 @@
 
     python -m pipeline.report --sweep <sweep id>        # print, write summary files, log them to the parent
     python -m pipeline.report --list                    # the sweeps in the experiment
-    python -m pipeline.report --sync [DIR ...]          # upload job results MLflow never received
+    python -m pipeline.report --sync [DIR ...]          # upload job results MLflow never received, close runs of
+                                                        # jobs killed outright, finish sweeps whose end failed
     python -m pipeline.report --results DIR             # summarize job folders without MLflow
 
 At the end of every multirun the same summary is printed, written as `summary.md` and `summary.csv`
@@ -18,10 +19,10 @@ import sys
 from pathlib import Path
 
 from pipeline.config.schema import default_store
-from pipeline.sweep.finish import build_summary, publish, write_summary
+from pipeline.sweep.finish import build_summary, finish_left_sweeps, publish, write_summary
 from pipeline.sweep.render import print_table
 from pipeline.sweep.summary import row_from_result, summarize
-from pipeline.sweep.sync import sync_results
+from pipeline.sweep.sync import close_lost_jobs, sync_results
 from pipeline.tracking import Tracker, TrackingUnavailable
 
 
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         "--sync",
         nargs="*",
         metavar="DIR",
-        help="upload job results under these folders (default outputs/) that never reached MLflow",
+        help="upload job results under these folders (default outputs/) that never reached MLflow, close the runs of jobs killed without a result, finish sweeps whose end failed",
     )
     what.add_argument(
         "--results",
@@ -71,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         return 0
     if args.sync is not None:
-        return sync_results(tracker, [Path(d) for d in (args.sync or ["outputs"])])
+        dirs = [Path(d) for d in (args.sync or ["outputs"])]
+        synced = sync_results(tracker, dirs)
+        close_lost_jobs(tracker, dirs)
+        return 1 if finish_left_sweeps(tracker, dirs) else synced
     parent = tracker.sweep_parent(args.sweep)
     if parent is None:
         print(

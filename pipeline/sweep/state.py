@@ -14,10 +14,22 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.status import EXIT_FAILED
+
 SWEEP_FILE = "sweep.json"
 
 
-@dataclass
+class SweepStopped(SystemExit):
+    """A sweep (or a single run) refused or stopped, said in one line with its exit code. A SystemExit:
+    Hydra turns any other exception in a callback into a warning and goes on (a sweep without its
+    parent run), and `pipeline.run` prints the line."""
+
+    def __init__(self, line: str, code: int = EXIT_FAILED):
+        super().__init__(code)
+        self.line = line
+
+
+@dataclass(kw_only=True)
 class SweepContext:
     sweep_id: str
     parent_run_id: str
@@ -27,6 +39,13 @@ class SweepContext:
     total_jobs: int | None = None
     resume: bool = False
     name: str | None = None
+    started_at: float = 0.0  # when this driver started the sweep (epoch seconds)
+    prior_wall_s: float = 0.0  # wall time of the sweep's earlier sessions (resumed: not the gap between)
+    finished: bool = False  # the summary is published and the parent run closed
+
+    def wall_s(self) -> float:
+        """The sweep's wall time so far: its earlier sessions' plus this one's."""
+        return self.prior_wall_s + time.time() - self.started_at
 
     def save(self) -> None:
         path = Path(self.sweep_dir) / SWEEP_FILE
