@@ -36,6 +36,7 @@ TORCH_FREE = [
     "pipeline.job.progress",
     "pipeline.job.result",
     "pipeline.job.gpu_pool",
+    "pipeline.job.lifeline",
     "pipeline.job.worker",  # the worker's entry imports torch only once it runs a job
     "pipeline.measure.registry",
     "pipeline.measure.stats",
@@ -46,6 +47,8 @@ TORCH_FREE = [
     "pipeline.sweep.plots",
     "pipeline.sweep.finish",
     "pipeline.sweep.sync",
+    "pipeline.sweep.lease",
+    "pipeline.sweep.slurm",
     "hydra_plugins.pipeline_launchers.launchers",
 ]
 

@@ -9,7 +9,9 @@ If the cluster does not come up, the test fails with the script's output.
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, TINY, client, output, runs
+from tests.conftest import ROOT, TINY, client, output, run_cli, runs
 from tests.mlflow_server import start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -240,3 +242,143 @@ def _sweep_runs(url: str, sweep_id: str) -> tuple[object, dict[str, list]]:
         if r.data.tags.get("sweep_parent") != "true":
             by_status.setdefault(r.info.status, []).append(r)
     return parents[0], by_status
+
+
+def start_make_sweep(args: list[str], sweep_dir: Path, url: str) -> subprocess.Popen:
+    """make_sweep, in the background and in a session of its own (a test can kill the whole driver)."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": url, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [
+            "make",
+            "--no-print-directory",
+            "sweep",
+            f"ARGS={' '.join([*args, f'hydra.sweep.dir={sweep_dir}'])}",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for(path: Path, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared: {_sh('squeue').stdout}"
+        time.sleep(0.5)
+
+
+def test_the_readme_sweep_example_finishes_on_the_test_cluster(
+    slurm_cluster, mlflow_server: str, tmp_path: Path, capsys
+):
+    """The README's `make sweep` line, as written, on the cluster `make slurm-up` makes (no GPUs, a
+    2-CPU node): the request is fitted to the cluster, the CPU preset runs, every run FINISHED."""
+    example = re.search(r'^\s*make sweep ARGS="([^"]*)"', (ROOT / "README.md").read_text(), re.M)
+    assert example is not None, "README.md has no `make sweep ARGS=...` example"
+    try:
+        proc = make_sweep(example[1].split(), tmp_path, mlflow_server, timeout=1500)
+    finally:
+        arrays = tmp_path / "multirun" / ".slurm_arrays"
+        if arrays.exists():
+            _sh("scancel", *arrays.read_text().split())
+    with capsys.disabled():
+        print(f"\n--- make sweep ARGS={example[1]!r}\n{proc.stdout[-3000:]}")
+    assert proc.returncode == 0, output(proc)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "slurm: the cluster declares no GPUs" in proc.stdout and "CPU smoke preset" in proc.stdout
+    (parent,) = [
+        r
+        for r in runs(mlflow_server)
+        if r.data.tags.get("sweep_dir") == str((tmp_path / "multirun").resolve())
+    ]
+    _, by_status = _sweep_runs(mlflow_server, parent.data.tags["sweep_id"])
+    assert parent.info.status == "FINISHED" and set(by_status) == {"FINISHED"}
+    assert sorted(r.data.tags["mode"] for r in by_status["FINISHED"]) == ["default", "max-autotune"]
+
+
+def test_an_sbatch_refusal_is_one_line_and_closes_the_parent_run(
+    slurm_cluster, mlflow_server: str, tmp_path: Path
+):
+    """sbatch refuses the array (a partition the cluster lacks): one line, exit 1, the parent closed."""
+    name = f"pytest-slurm-{uuid.uuid4().hex[:6]}"
+    args = ["hydra/launcher=slurm", f"hydra.launcher.name={name}", "hydra.launcher.partition=nope"]
+    args += [f"sweep.id={name}", *TINY, "compile.mode=eager", "trainer.seed=0,1"]
+    proc = run_cli(args, tmp_path, mlflow_server, multirun=True, timeout=300)
+    assert proc.returncode == 1, output(proc)
+    assert "Traceback" not in proc.stdout + proc.stderr, output(proc)
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("slurm error:")]
+    assert "invalid partition" in line.lower(), line
+    parent, by_status = _sweep_runs(mlflow_server, name)
+    assert parent.info.status == "FAILED" and "invalid partition" in parent.data.tags["error_message"].lower()
+    assert by_status == {}
+
+
+def test_a_task_killed_outright_records_its_own_slurm_state(
+    slurm_cluster, mlflow_server: str, tmp_path: Path, capsys
+):
+    """The job process of the array's last task (whose SLURM_JOB_ID is the array's id) is killed
+    outright: its run is closed KILLED with sacct's state of that task, `<array>_1`, not of task 0."""
+
+    def kill_the_long_ones_job(name: str) -> None:
+        _wait_running(name, "1")
+        _wait_for(tmp_path / "multirun" / "1" / "mlflow_run_id")  # its run is open, its worker started
+        worker = int((tmp_path / "multirun" / "1" / "worker.pid").read_text())
+        job = int(Path(f"/proc/{worker}/stat").read_text().split(")")[1].split()[1])  # the worker's parent
+        os.kill(job, signal.SIGKILL)
+
+    name, proc = _long_and_short_sweep(
+        tmp_path, mlflow_server, ["hydra.launcher.timeout_min=20"], during=kill_the_long_ones_job
+    )
+    parent, by_status = _sweep_runs(mlflow_server, name)
+    assert parent.info.status == "FINISHED", output(proc)
+    (lost,) = by_status["KILLED"]
+    tags = lost.data.tags
+    array, task = tags["slurm_array_job_id"], tags["slurm_array_task_id"]
+    assert task == "1" and tags["slurm_job_id"] == array  # the task sacct -j <array id> mistakes for all
+    with capsys.disabled():
+        print(f"\n--- the lost task's run: {tags['error_message']}")
+    assert tags["error_type"] == "JobLost"
+    assert f"SLURM job {array}_1: " in tags["error_message"]
+    assert "COMPLETED" not in tags["error_message"]  # task 0's state
+
+
+def test_resuming_while_the_sweeps_array_still_runs_is_refused(
+    slurm_cluster, mlflow_server: str, tmp_path: Path
+):
+    """The driver is killed (kill -9 of `make sweep`) while its array runs on: resuming the sweep then
+    is refused in one line saying what to do, and nothing runs twice."""
+    name = f"pytest-slurm-{uuid.uuid4().hex[:6]}"
+    args = [
+        *NO_GPU_SMALL_NODE,
+        f"hydra.launcher.name={name}",
+        "hydra.launcher.timeout_min=20",
+        f"sweep.id={name}",
+        *TINY,
+        "compile.mode=eager",
+        "trainer.steps=4,1000000",
+    ]
+    driver = start_make_sweep(args, tmp_path / "first", mlflow_server)
+    try:
+        _wait_running(name, "1")
+        _wait_for(tmp_path / "first" / "1" / "mlflow_run_id")  # the long job's run is open
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver dies; the array runs on
+        driver.wait()
+        again = [
+            "hydra/launcher=slurm",
+            *args,
+            "sweep.resume=true",
+        ]  # exit codes are pipeline.run's, not make's
+        resume = run_cli(again, tmp_path / "again", mlflow_server, multirun=True, timeout=300)
+        assert resume.returncode == 1, output(resume)
+        (line,) = [ln for ln in resume.stderr.splitlines() if ln.startswith("sweep error:")]
+        assert f"sweep {name} is still running" in line and "scancel" in line, line
+        assert "Traceback" not in resume.stdout + resume.stderr
+        _, by_status = _sweep_runs(mlflow_server, name)
+        assert sorted(by_status) == ["FINISHED", "RUNNING"] or sorted(by_status) == ["RUNNING"], by_status
+        assert len(by_status["RUNNING"]) == 1  # the live job's run, left alone, and no second one
+    finally:
+        _sh("scancel", "--name", name)
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
