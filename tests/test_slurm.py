@@ -8,6 +8,7 @@ If the cluster does not come up, the test fails with the script's output.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -263,10 +264,14 @@ def start_make_sweep(args: list[str], sweep_dir: Path, url: str) -> subprocess.P
     )
 
 
-def _wait_for(path: Path, timeout: float = 600) -> None:
+def _wait_for_run(url: str, sweep_id: str, task: str, timeout: float = 600) -> None:
+    """Until array task `task` of the sweep has opened its run (its worker is started by then)."""
     deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared: {_sh('squeue').stdout}"
+    while not any(
+        r.data.tags.get("sweep_id") == sweep_id and r.data.tags.get("slurm_array_task_id") == task
+        for r in runs(url)
+    ):
+        assert time.monotonic() < deadline, f"task {task} never opened its run: {_sh('squeue').stdout}"
         time.sleep(0.5)
 
 
@@ -275,7 +280,7 @@ def test_the_readme_sweep_example_finishes_on_the_test_cluster(
 ):
     """The README's `make sweep` line, as written, on the cluster `make slurm-up` makes (no GPUs, a
     2-CPU node): the request is fitted to the cluster, the CPU preset runs, every run FINISHED."""
-    example = re.search(r'^\s*make sweep ARGS="([^"]*)"', (ROOT / "README.md").read_text(), re.M)
+    example = re.search(r'make sweep ARGS="([^"]*)"', (ROOT / "README.md").read_text())
     assert example is not None, "README.md has no `make sweep ARGS=...` example"
     try:
         proc = make_sweep(example[1].split(), tmp_path, mlflow_server, timeout=1500)
@@ -323,10 +328,12 @@ def test_a_task_killed_outright_records_its_own_slurm_state(
 
     def kill_the_long_ones_job(name: str) -> None:
         _wait_running(name, "1")
-        _wait_for(tmp_path / "multirun" / "1" / "mlflow_run_id")  # its run is open, its worker started
+        _wait_for_run(mlflow_server, name, "1")
         worker = int((tmp_path / "multirun" / "1" / "worker.pid").read_text())
         job = int(Path(f"/proc/{worker}/stat").read_text().split(")")[1].split()[1])  # the worker's parent
-        os.kill(job, signal.SIGKILL)
+        for pid in (job, worker):  # both, as the OOM killer or a node failure would
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     name, proc = _long_and_short_sweep(
         tmp_path, mlflow_server, ["hydra.launcher.timeout_min=20"], during=kill_the_long_ones_job
@@ -362,7 +369,7 @@ def test_resuming_while_the_sweeps_array_still_runs_is_refused(
     driver = start_make_sweep(args, tmp_path / "first", mlflow_server)
     try:
         _wait_running(name, "1")
-        _wait_for(tmp_path / "first" / "1" / "mlflow_run_id")  # the long job's run is open
+        _wait_for_run(mlflow_server, name, "1")  # the long job's run is open
         os.killpg(driver.pid, signal.SIGKILL)  # the driver dies; the array runs on
         driver.wait()
         again = [

@@ -413,10 +413,12 @@ def test_resuming_a_sweep_whose_driver_still_runs_is_refused_in_one_line(tmp_pat
     base = [*TINY, "compile.mode=eager", "sweep.id=busy"]
     first = popen_cli([*base, "trainer.steps=100000"], tmp_path / "a", store, multirun=True)
     try:
-        deadline = time.monotonic() + 300
-        while not (tmp_path / "a" / "multirun" / "0" / "mlflow_run_id").exists():
-            assert time.monotonic() < deadline and first.poll() is None, "the first sweep's job never started"
-            time.sleep(0.2)
+        assert first.stdout is not None
+        for line in first.stdout:  # `job 0 <name>: run <id>, output ...`: its run is open, its worker started
+            if line.startswith("job 0 "):
+                break
+        else:
+            raise AssertionError(f"the first sweep's job never started: {first.stderr.read()}")
         again = run_cli([*base, "sweep.resume=true"], tmp_path / "b", store, multirun=True)
         assert again.returncode == 1, output(again)
         (line,) = one_line_errors(again, "sweep error:")
@@ -428,7 +430,7 @@ def test_resuming_a_sweep_whose_driver_still_runs_is_refused_in_one_line(tmp_pat
         assert not (tmp_path / "b" / "multirun" / "0").exists()  # no job of the second driver started
     finally:
         os.killpg(first.pid, signal.SIGINT)
-        first.wait(timeout=120)
+        first.communicate(timeout=120)
     assert first.returncode == 130
     assert "RUNNING" not in {r.info.status for r in runs(store)}
 
