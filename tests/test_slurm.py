@@ -233,6 +233,14 @@ def test_time_limit_ends_that_run_killed_and_the_sweep_finishes(
     _check_one_killed(mlflow_server, name, proc, capsys, "SIGUSR2", "time limit")
 
 
+def _job_runs(url: str, sweep_id: str) -> dict[str, str]:
+    """Array task -> status of the sweep's job runs (each task has one run)."""
+    _, by_status = _sweep_runs(url, sweep_id)
+    tasks = [(r.data.tags["slurm_array_task_id"], status) for status, rs in by_status.items() for r in rs]
+    assert len({task for task, _ in tasks}) == len(tasks), tasks
+    return dict(tasks)
+
+
 def _sweep_runs(url: str, sweep_id: str) -> tuple[object, dict[str, list]]:
     """The parent and the children by status of one sweep (the module's server holds several)."""
     all_runs = [r for r in runs(url) if r.data.tags.get("sweep_id") == sweep_id]
@@ -372,19 +380,19 @@ def test_resuming_while_the_sweeps_array_still_runs_is_refused(
         _wait_for_run(mlflow_server, name, "1")  # the long job's run is open
         os.killpg(driver.pid, signal.SIGKILL)  # the driver dies; the array runs on
         driver.wait()
-        again = [
-            "hydra/launcher=slurm",
-            *args,
-            "sweep.resume=true",
-        ]  # exit codes are pipeline.run's, not make's
+        before = _job_runs(mlflow_server, name)
+        again = ["hydra/launcher=slurm", *args, "sweep.resume=true"]  # exit codes: pipeline.run's, not make's
         resume = run_cli(again, tmp_path / "again", mlflow_server, multirun=True, timeout=300)
         assert resume.returncode == 1, output(resume)
         (line,) = [ln for ln in resume.stderr.splitlines() if ln.startswith("sweep error:")]
         assert f"sweep {name} is still running" in line and "scancel" in line, line
         assert "Traceback" not in resume.stdout + resume.stderr
-        _, by_status = _sweep_runs(mlflow_server, name)
-        assert sorted(by_status) == ["FINISHED", "RUNNING"] or sorted(by_status) == ["RUNNING"], by_status
-        assert len(by_status["RUNNING"]) == 1  # the live job's run, left alone, and no second one
+        after = _job_runs(mlflow_server, name)
+        assert set(after) == set(before), (before, after)  # no job ran a second time
+        assert after["1"] == "RUNNING" and set(after.values()) <= {
+            "RUNNING",
+            "FINISHED",
+        }  # none closed as lost
     finally:
         _sh("scancel", "--name", name)
         if driver.poll() is None:
