@@ -30,8 +30,13 @@ run: $(STAMP) ## one job with the default config (ARGS=... for overrides; CPU sm
 	  set -x; $(PY) -m pipeline.run experiment=cpu_smoke $(ARGS); \
 	fi
 
-sweep: $(STAMP) ## a multirun on SLURM (hydra/launcher=slurm): ARGS=... overrides, SWEEP=<name> a conf/sweep file; log to an MLflow server (MLFLOW_TRACKING_URI)
-	$(PY) -m pipeline.run -m hydra/launcher=slurm $(if $(SWEEP),sweep=$(SWEEP)) $(ARGS)
+sweep: $(STAMP) ## a multirun on SLURM (hydra/launcher=slurm): ARGS=... overrides, SWEEP=<name> a conf/sweep file; log to an MLflow server (MLFLOW_TRACKING_URI); CPU smoke preset on a cluster without GPUs
+	@preset=; \
+	if [ -z "$(findstring experiment=,$(ARGS))" ] && [ "$$($(PY) -m pipeline.sweep.slurm gpus)" = none ]; then \
+	  echo "make sweep: the cluster declares no GPUs, so its jobs run the CPU smoke preset (experiment=cpu_smoke: vit_tiny, 20 steps) on CPUs"; \
+	  preset=experiment=cpu_smoke; \
+	fi; \
+	set -x; $(PY) -m pipeline.run -m hydra/launcher=slurm $$preset $(if $(SWEEP),sweep=$(SWEEP)) $(ARGS)
 
 mlflow-server: $(STAMP) ## a real MLflow server on http://127.0.0.1:5000 over outputs/ (ARGS="--background", "--host 0.0.0.0"; stop: scripts/mlflow-server.sh stop)
 	./scripts/mlflow-server.sh $(ARGS)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.redaction import looks_secret
+from pipeline.redaction import redact_text
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,11 +29,9 @@ def _git(*args: str) -> str:
 
 
 def command_line(argv: list[str] | None = None) -> str:
-    """The command that started this process, with the values of secret-looking overrides masked."""
+    """The command that started this process, with the values of secret-looking overrides (also inside
+    a mapping value) and URI passwords masked."""
     args = list(sys.argv if argv is None else argv)
     if args and args[0].endswith("pipeline/run.py"):
         args[0] = "python -m pipeline.run"
-    masked = [
-        f"{a.split('=', 1)[0]}=***" if "=" in a and looks_secret(a.split("=", 1)[0]) else a for a in args
-    ]
-    return " ".join(masked)
+    return " ".join(redact_text(a) for a in args)

@@ -1,26 +1,49 @@
 """Secrets never leave the machine: the values of secret-looking keys are masked, and URIs lose their
-passwords, wherever a value is written (MLflow params, the uploaded config, the command line)."""
+passwords, wherever a value is written (run names, tags, params, descriptions, artifacts, the command
+line). Three forms, by what is written:
+
+- structured data (a config, a result): :func:`redacted`, by key;
+- free text (a run name, a tag, an override, a command line, a log): :func:`redact_text` masks
+  `key=value` and `key: value` pairs whose key looks secret, and URI passwords;
+- text that may hold a secret's value without its key (a traceback, a factory's error):
+  :func:`scrub` replaces the known secret values themselves (:func:`secret_values` of the config).
+"""
 
 from __future__ import annotations
 
 import re
 import urllib.parse
+from collections.abc import Iterable
 from typing import Any
 
-_SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|(^|_|\.)(API_?)?KEY$)", re.IGNORECASE)
+_SECRET = re.compile(
+    r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|COOKIE|(^|_|\.)PWD$|(^|_|\.)(API_?|PRIVATE_?)?KEY$)",
+    re.IGNORECASE,
+)
 MASK = "***"
+# `key=value` or `key: value` in free text; the key may be quoted, dotted or prefixed (`+a.b`, `"a"`).
+_KEY = re.compile(r"""(?P<key>["']?[+~]{0,2}[\w.-]+["']?)(?P<sep>\s*=\s*|:\s+|:(?=["']))""")
+# Its value: quoted, a mapping or list, or up to the next space (a swept `k=a,b` is one value) or the
+# next `,` `}` `]` inside a mapping.
+_VALUE = re.compile(r"""'[^']*'|"[^"]*"|\{[^}]*\}|\[[^\]]*\]|[^\s,}\]]+(?:,[^\s,}\]=:]+)*""")
+_URI = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"]+")
+MIN_SCRUBBED_LENGTH = 4  # shorter values (`1`, `on`) would mask unrelated text
 
 
 def looks_secret(key: str) -> bool:
     """A dotted key any of whose parts names a secret (`model.kwargs.hf_token`, `db.password`)."""
-    return any(_SECRET.search(part) for part in key.lstrip("+~").split("."))
+    return any(_SECRET.search(part) for part in key.strip("'\"").lstrip("+~").split("."))
 
 
 def redact_uri(uri: str) -> str:
     """Drop a password from a URI (`postgresql://user:pw@host/db` -> `postgresql://user:***@host/db`)."""
-    parts = urllib.parse.urlsplit(uri)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", f":{MASK}@")
+    try:
+        parts = urllib.parse.urlsplit(uri)
+        password = parts.password
+    except ValueError:  # not a URI after all (e.g. an unparsable port)
+        return uri
+    if password:
+        netloc = parts.netloc.replace(f":{password}@", f":{MASK}@")
         return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
     return uri
 
@@ -33,6 +56,52 @@ def redacted(data: Any, path: str = "") -> Any:
         return [redacted(v, path) for v in data]
     if path and looks_secret(path):
         return MASK
-    if isinstance(data, str) and "://" in data:
-        return redact_uri(data)
+    if isinstance(data, str):
+        return redact_text(data)
     return data
+
+
+def redact_text(text: str) -> str:
+    """Free text with the values of secret-looking `key=value` / `key: value` pairs masked (also inside
+    a mapping: `{db_password: x}`) and URI passwords dropped."""
+    text = _URI.sub(lambda m: redact_uri(m[0]), text)
+    out, pos = [], 0
+    for key in _KEY.finditer(text):
+        if key.start() < pos or not looks_secret(key["key"]):
+            continue
+        value = _VALUE.match(text, key.end())
+        if value is not None:
+            out += [text[pos : key.end()], MASK]
+            pos = value.end()
+    return "".join(out) + text[pos:]
+
+
+def secret_values(data: Any, path: str = "") -> set[str]:
+    """The string values of secret-looking keys in `data` (a config as plain data), and URI passwords:
+    what :func:`scrub` removes from text that may quote them without their key."""
+    found: set[str] = set()
+    if isinstance(data, dict):
+        for k, v in data.items():
+            found |= secret_values(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(data, list):
+        for v in data:
+            found |= secret_values(v, path)
+    elif isinstance(data, str | int | float) and not isinstance(data, bool):
+        text = str(data)
+        if path and looks_secret(path):
+            found.add(text)
+        for uri in _URI.findall(text):
+            try:
+                password = urllib.parse.urlsplit(uri).password
+            except ValueError:
+                continue
+            if password:
+                found.add(password)
+    return {v for v in found if len(v) >= MIN_SCRUBBED_LENGTH}
+
+
+def scrub(text: str, values: Iterable[str]) -> str:
+    """`text` redacted (:func:`redact_text`), and every known secret value in it masked."""
+    for value in sorted(values, key=len, reverse=True):
+        text = text.replace(value, MASK)
+    return redact_text(text)

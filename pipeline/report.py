@@ -2,7 +2,8 @@
 
     python -m pipeline.report --sweep <sweep id>        # print, write summary files, log them to the parent
     python -m pipeline.report --list                    # the sweeps in the experiment
-    python -m pipeline.report --sync [DIR ...]          # upload job results MLflow never received
+    python -m pipeline.report --sync [DIR ...]          # upload job results MLflow never received, close runs of
+                                                        # jobs killed outright, finish sweeps whose end failed
     python -m pipeline.report --results DIR             # summarize job folders without MLflow
     python -m pipeline.report --compare A B             # two sweeps, configuration by configuration
 
@@ -22,11 +23,11 @@ from pipeline.config.schema import default_store
 from pipeline.sweep.compare import compare_sweeps
 from pipeline.sweep.compare import lines as comparison_lines
 from pipeline.sweep.compare import write as write_comparison
-from pipeline.sweep.finish import build_summary, publish, write_summary
+from pipeline.sweep.finish import build_summary, finish_left_sweeps, publish, write_summary
 from pipeline.sweep.render import print_table
 from pipeline.sweep.state import SweepContext
 from pipeline.sweep.summary import Summary, row_from_result, summarize
-from pipeline.sweep.sync import sync_results
+from pipeline.sweep.sync import close_lost_jobs, sync_results
 from pipeline.sweep.verdict import Rule
 from pipeline.tracking import Tracker, TrackingUnavailable
 
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         "--sync",
         nargs="*",
         metavar="DIR",
-        help="upload job results under these folders (default outputs/) that never reached MLflow",
+        help="upload job results under these folders (default outputs/) that never reached MLflow, close the runs of jobs killed without a result, finish sweeps whose end failed",
     )
     what.add_argument(
         "--compare",
@@ -83,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         return 0
     if args.sync is not None:
-        return sync_results(tracker, [Path(d) for d in (args.sync or ["outputs"])])
+        dirs = [Path(d) for d in (args.sync or ["outputs"])]
+        synced = sync_results(tracker, dirs)
+        close_lost_jobs(tracker, dirs)
+        return 1 if finish_left_sweeps(tracker, dirs) else synced
     if args.compare is not None:
         return compare(tracker, *args.compare, out_dir=args.out)
     parent = tracker.sweep_parent(args.sweep)

@@ -34,12 +34,13 @@ from pipeline.status import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    FAILED,
     FINISHED,
     SKIPPED,
 )
+from pipeline.sweep import lease
 from pipeline.sweep.callbacks import SWEEP_FAILURES, close_interrupted_sweep
-from pipeline.sweep.state import SweepContext
-from pipeline.tracking import TrackingUnavailable
+from pipeline.sweep.state import SweepContext, SweepStopped
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 OUTCOMES: list[str] = []  # one per job run by this process
@@ -62,7 +63,12 @@ def run_job(cfg: DictConfig) -> str:
         place = JobPlace(
             job_dir=Path(hc.runtime.output_dir), sweep=sweep, job_num=hc.job.num if multirun else None
         )
-        return JobParent(config, place, signals).run()
+        try:
+            with lease.held(place.job_dir):  # a resumed sweep checks that no job of it still runs
+                return JobParent(config, place, signals).run()
+        except lease.Busy as busy:
+            print(f"job error: {busy}", file=sys.stderr, flush=True)
+            return FAILED
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
@@ -100,14 +106,15 @@ def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, to print them in one line
     try:
         _hydra_main()
+    except SweepStopped as stop:  # refused before anything started, or the launcher could not go on
+        close_interrupted_sweep(stop.line, status=FAILED)
+        print(stop.line, file=sys.stderr, flush=True)
+        sys.exit(stop.code)
     except KeyboardInterrupt as interrupt:
         reason = f"interrupted by {interrupt.args[0] if interrupt.args else 'SIGINT'}"
         close_interrupted_sweep(reason)
         print(reason, file=sys.stderr, flush=True)
         sys.exit(EXIT_INTERRUPTED)
-    except TrackingUnavailable as err:  # the sweep callback could not reach the store: nothing started
-        print(f"mlflow error: {err}", file=sys.stderr, flush=True)
-        sys.exit(EXIT_FAILED)
     except (HydraException, OmegaConfBaseException) as err:
         if user_wants_traceback:
             close_interrupted_sweep(f"sweep failed: {err}")

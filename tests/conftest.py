@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+from pipeline.tracking import mlflow_client
 
 ROOT = Path(__file__).resolve().parent.parent
 # Config checks remembered by pipeline.config.known_good go to a folder of this test session, not the user's.
@@ -71,10 +75,103 @@ def run_cli(
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=full_env)
 
 
-def runs(store_uri: str, experiment: str = "compile-sweeps", filter_string: str = "") -> list:
-    from mlflow.tracking import MlflowClient
+def cli_command(
+    args: list[str], tmp_path: Path, store_uri: str, *, multirun: bool = False
+) -> tuple[list[str], dict[str, str]]:
+    """The command and environment run_cli uses (for tests that start the CLI in the background)."""
+    cmd = [sys.executable, "-m", "pipeline.run", *(["-m"] if multirun else [])]
+    cmd += [*args, f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/multirun"]
+    cmd.append(f"mlflow.tracking_uri={store_uri}")
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    return cmd, {**env, "PYTHONUNBUFFERED": "1"}
 
-    client = MlflowClient(tracking_uri=store_uri)
+
+def popen_cli(
+    args: list[str],
+    tmp_path: Path,
+    store_uri: str,
+    *,
+    multirun: bool = False,
+    env: dict[str, str] | None = None,
+    stderr: int = subprocess.PIPE,
+) -> subprocess.Popen:
+    """run_cli, in the background, in a session of its own (so a test can signal its group). `env`
+    replaces the environment (MLFLOW_TRACKING_URI is always dropped)."""
+    cmd, default_env = cli_command(args, tmp_path, store_uri, multirun=multirun)
+    if env is not None:
+        default_env = {
+            **{k: v for k, v in env.items() if k != "MLFLOW_TRACKING_URI"},
+            "PYTHONUNBUFFERED": "1",
+        }
+    return subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        text=True,
+        start_new_session=True,
+        env=default_env,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+    )
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """SIGKILL what is left of a popen_cli process (a test that failed midway leaves nothing behind)."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def finish(proc: subprocess.Popen, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Wait for a popen_cli process and return what run_cli would have."""
+    out, err = proc.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def one_line_errors(proc: subprocess.CompletedProcess, prefix: str) -> list[str]:
+    """The lines of stderr that start with `prefix` (e.g. `config error:`); a traceback fails the test."""
+    assert "Traceback" not in proc.stderr + proc.stdout, output(proc)
+    return [line for line in proc.stderr.splitlines() if line.startswith(prefix)]
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path):
+    """An existing folder nothing can be written in: a read-only tmpfs mounted there where the tests
+    run as root (root writes through permissions), else a folder without write permission."""
+    path = tmp_path / "read-only"
+    path.mkdir()
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)], check=True)
+        yield path
+        subprocess.run(["umount", str(path)], check=False)
+    else:
+        path.chmod(0o555)
+        yield path
+        path.chmod(0o755)
+
+
+@pytest.fixture
+def full_dir(tmp_path: Path):
+    """A folder on a full filesystem: a 1 MiB tmpfs, filled up by `filler` (delete it to make room).
+    Mounting needs root."""
+    if os.geteuid() != 0:
+        pytest.skip("a full filesystem needs a tmpfs mount: root only")
+    path = tmp_path / "full"
+    path.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(path)], check=True)
+    try:
+        with open(path / "filler", "wb") as filler:
+            while True:
+                filler.write(b"\0" * 65536)
+                filler.flush()
+    except OSError:
+        pass
+    yield path
+    subprocess.run(["umount", str(path)], check=False)
+
+
+def runs(store_uri: str, experiment: str = "compile-sweeps", filter_string: str = "") -> list:
+    client = mlflow_client(store_uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         return []
@@ -90,9 +187,9 @@ def run_info(run) -> dict:
 
 
 def client(store_uri: str):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=store_uri)
+    """MLflow's client, opened as the jobs open it (a new sqlite store is set up under its lock: a test
+    polling a store a job is setting up must not race it)."""
+    return mlflow_client(store_uri)
 
 
 def output(proc: subprocess.CompletedProcess) -> str:

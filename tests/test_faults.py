@@ -368,3 +368,163 @@ def test_no_eval_or_exec_of_config_strings():
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                     assert node.func.id not in ("eval", "exec"), f"{path}:{node.lineno}"
+
+
+def report(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m pipeline.report ...`."""
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.report", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def gone(pid: int) -> bool:
+    return not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def everything_logged(store: str, tmp_path: Path) -> str:
+    """Every run's name, tags, params and description, and the text of every artifact, as one string."""
+    c = client(store)
+    text = ""
+    for i, run in enumerate(runs(store)):
+        text += f"{run.info.run_name}\n{run.data.tags}\n{run.data.params}\n"
+        folder = Path(c.download_artifacts(run.info.run_id, "", str(tmp_path / f"artifacts{i}")))
+        for path in folder.rglob("*"):
+            if path.is_file():
+                text += path.read_text(errors="replace")
+    return text
+
+
+def test_swept_secrets_and_bad_input_overrides_never_reach_mlflow(tmp_path: Path, store: str):
+    """A swept secret-looking key and a passphrase, in a sweep with bad-input jobs: no value reaches a
+    run name, tag (sweep_axes, overrides, command), param, description or artifact."""
+    first, second, phrase = "pw-first-1234", "pw-second-5678", "phrase-90123"
+    args = [
+        *FAULTY,
+        "model._target_=tests.fault_models.with_secret",
+        f"+model.kwargs.db_password={first},{second}",
+        f"+model.kwargs.auth_passphrase={phrase}",
+        "trainer.batch_size=2,0",
+    ]
+    proc = run_cli(args, tmp_path, store, multirun=True)
+    assert proc.returncode == 1, output(proc)  # the two bad-input jobs
+    statuses = sorted(r.info.status for r in runs(store) if r.data.tags.get("sweep_parent") != "true")
+    assert statuses == ["FAILED", "FAILED", "FINISHED", "FINISHED"]
+    logged = everything_logged(store, tmp_path)
+    for secret in (first, second, phrase):
+        assert secret not in logged, secret
+    assert "db_password=***" in logged and "auth_passphrase" in logged  # the keys are there, masked
+
+
+def test_the_worker_dies_with_its_job_process(tmp_path: Path, store: str):
+    """`kill -9` of the job: its worker ends at once (no orphan holding the device, no late result)."""
+    assert runs(store) == []  # the store exists before the job starts: the polling below races nothing
+    proc = start_cli([*TINY, "compile.mode=eager", "trainer.steps=100000"], tmp_path, store)
+    worker = int(wait_for_file(tmp_path / "run" / "worker.pid"))
+    try:
+        wait_for_job_under_way(tmp_path / "run", store)
+        proc.kill()
+        proc.wait()
+        wait_until(lambda: gone(worker), 10, "the worker outlived its job process")
+        time.sleep(2)
+        assert not (tmp_path / "run" / "result.json").exists()  # no spurious result either
+    finally:
+        if not gone(worker):
+            os.killpg(worker, signal.SIGKILL)
+    sync = report("--tracking-uri", store, "--sync", str(tmp_path / "run"))  # closes what the job could not
+    assert sync.returncode == 0 and "nothing to sync" in sync.stdout, sync.stdout + sync.stderr
+    (run,) = runs(store)
+    assert run.info.status == "KILLED" and run.data.tags["error_type"] == "JobLost"
+
+
+@pytest.mark.slow
+def test_a_worker_whose_job_hangs_ends_itself_and_sync_records_it_in_the_jobs_run(tmp_path: Path, store: str):
+    """The job process stops (SIGSTOP: hung) after opening its run: the worker ends itself
+    trainer.timeout_s (+ a grace) after it started, with a Timeout result, and `--sync` records that
+    result in the job's own run, adding none."""
+    assert runs(store) == []  # the store exists before the job starts: the polling below races nothing
+    proc = start_cli(
+        [*TINY, "compile.mode=eager", "trainer.steps=100000", "trainer.timeout_s=20"], tmp_path, store
+    )
+    worker = int(wait_for_file(tmp_path / "run" / "worker.pid"))
+    try:
+        wait_for_job_under_way(tmp_path / "run", store)
+        proc.send_signal(signal.SIGSTOP)
+        wait_until(lambda: gone(worker), 120, "the worker ran on past its timeout")
+    finally:
+        proc.kill()
+        proc.wait()
+        if not gone(worker):
+            os.killpg(worker, signal.SIGKILL)
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["status"] == "KILLED" and result["error"]["type"] == "Timeout"
+    assert "trainer.timeout_s=20" in result["error"]["message"]
+    sync = report("--tracking-uri", store, "--sync", str(tmp_path / "run"))
+    assert sync.returncode == 0, sync.stdout + sync.stderr
+    (run,) = runs(store)
+    assert run.info.status == "KILLED" and run.data.tags["error_type"] == "Timeout"
+
+
+def test_sync_never_overrides_a_finished_run_nor_adds_one(tmp_path: Path, store: str):
+    """A late failure result beside a job whose run FINISHED (what a worker that outlived its job
+    used to write): `--sync` keeps the FINISHED run as it is and makes no second run."""
+    proc = run_cli([*TINY, "compile.mode=eager"], tmp_path, store)
+    assert proc.returncode == 0, output(proc)
+    (finished,) = runs(store)
+    path = tmp_path / "run" / "result.json"
+    late = json.loads(path.read_text())
+    late.update(status="FAILED", mlflow_run_id=None, mlflow_synced=False)
+    late["error"] = {"type": "BrokenPipeError", "message": "[Errno 32] Broken pipe", "traceback": ""}
+    path.write_text(json.dumps(late))
+    sync = report("--tracking-uri", store, "--sync", str(tmp_path / "run"))
+    assert sync.returncode == 0, sync.stdout + sync.stderr
+    assert "kept: the run is FINISHED in MLflow" in sync.stdout
+    (run,) = runs(store)
+    assert run.info.run_id == finished.info.run_id and run.info.status == "FINISHED"
+    assert "error_type" not in run.data.tags
+    assert len(client(store).get_metric_history(run.info.run_id, "curve/loss")) == 4
+
+
+@pytest.mark.slow
+def test_an_artifact_store_failure_closes_the_run_with_the_reason_and_sync_completes_it(
+    tmp_path: Path, store: str, full_dir: Path
+):
+    """The artifact store is full (a full tmpfs) in a sweep: the job's run ends FAILED with the real
+    error (not RUNNING, not `JobLost`), the sweep says its end failed, nothing stays RUNNING; once
+    there is room, `--sync` completes both runs without doubling any metric history."""
+    args = [*TINY, "compile.mode=eager", "trainer.seed=0", f"mlflow.artifact_location=file://{full_dir}"]
+    proc = run_cli(args, tmp_path, store, multirun=True)
+    assert proc.returncode == 1, output(proc)
+    assert any(line.startswith("mlflow error: could not log run") for line in proc.stderr.splitlines())
+    parent, (job,) = split_sweep(store)
+    assert job.info.status == "FAILED" and job.data.tags["error_type"] == "ResultNotLogged", job.data.tags
+    assert "No space left on device" in job.data.tags["error_message"]
+    assert parent.info.status == "FAILED" and parent.data.tags["error_type"] == "SweepEndFailed"
+    assert job.data.metrics["step/p50_ms"] > 0  # what the store took is kept
+
+    (full_dir / "filler").unlink()  # room again
+    sync = report("--tracking-uri", store, "--sync", str(tmp_path / "multirun"))
+    assert sync.returncode == 0, sync.stdout + sync.stderr
+    parent, (job,) = split_sweep(store)
+    assert job.info.status == "FINISHED" and "error_type" not in job.data.tags
+    assert parent.info.status == "FINISHED" and "error_type" not in parent.data.tags
+    c = client(store)
+    assert [p.step for p in c.get_metric_history(job.info.run_id, "curve/loss")] == [0, 1, 2, 3]
+    assert {"summary.md", "summary.csv"} <= {a.path for a in c.list_artifacts(parent.info.run_id)}
+    assert "config.yaml" in {a.path for a in c.list_artifacts(job.info.run_id)}
+
+
+def split_sweep(store: str) -> tuple[object, list]:
+    all_runs = runs(store)
+    (parent,) = [r for r in all_runs if r.data.tags.get("sweep_parent") == "true"]
+    return parent, [r for r in all_runs if r.data.tags.get("sweep_parent") != "true"]

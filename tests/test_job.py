@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.identity import IDENTITY_KEYS
 from pipeline.measure.registry import unregistered
-from tests.conftest import TINY, client, output, run_cli, run_info, runs
+from tests.conftest import TINY, client, one_line_errors, output, run_cli, run_info, runs
 
 CORE_METRICS = {
     "step/p50_ms",
@@ -185,6 +185,7 @@ def test_compile_state_never_carries_over_between_jobs(tmp_path: Path, store: st
         ("trainer.steps=0", "trainer.steps=0"),
         ("trainer.warmup_steps=4", "trainer.warmup_steps=4"),
         ("trainer.batch_size=0", "trainer.batch_size=0"),
+        ("+compile.options.not_a_real_option=1", "compile.options.not_a_real_option=1"),
     ],
 )
 def test_bad_input_fails_before_training_with_one_line(tmp_path: Path, store: str, override: str, key: str):
@@ -221,3 +222,16 @@ def test_timeout_is_recorded_and_the_sweep_goes_on(tmp_path: Path, store: str):
     assert "trainer.timeout_s=1" in killed.data.tags["error_message"]
     assert "KILLED: Timeout" in proc.stdout
     assert all(r.info.status != "RUNNING" for r in runs(store))
+
+
+def test_an_unwritable_output_folder_is_refused_in_one_line_before_anything_starts(
+    read_only_dir: Path, store: str
+):
+    """hydra.run.dir / hydra.sweep.dir in a read-only place: one line naming the key, exit 2, and no
+    run in MLflow (not even an empty parent)."""
+    for multirun, key in ((False, "hydra.run.dir"), (True, "hydra.sweep.dir")):
+        proc = run_cli([*TINY, "compile.mode=eager"], read_only_dir, store, multirun=multirun)
+        assert proc.returncode == 2, output(proc)
+        (line,) = one_line_errors(proc, "config error:")
+        assert line.startswith(f"config error: {key}=") and "is not writable" in line, line
+    assert runs(store) == []

@@ -37,6 +37,7 @@ TORCH_FREE = [
     "pipeline.job.outcome",
     "pipeline.job.result",
     "pipeline.job.gpu_pool",
+    "pipeline.job.lifeline",
     "pipeline.job.worker",  # the worker's entry imports torch only once it runs a job
     "pipeline.measure.registry",
     "pipeline.measure.stats",
@@ -48,6 +49,8 @@ TORCH_FREE = [
     "pipeline.sweep.finish",
     "pipeline.sweep.sync",
     "pipeline.sweep.view",
+    "pipeline.sweep.lease",
+    "pipeline.sweep.slurm",
     "hydra_plugins.pipeline_launchers.launchers",
 ]
 

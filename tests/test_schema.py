@@ -175,3 +175,26 @@ def test_a_teachers_problems_name_the_teacher():
         ]
     )
     assert err.key == "loss.teacher.name"
+
+
+def test_compile_options_take_the_mapping_form_and_only_inductor_options():
+    """`compile.options={...}` composes (Hydra's struct mode refused it as "not a config key"); each
+    key is checked against the installed torch's inductor config before anything starts, and a backend
+    that would ignore options refuses them."""
+    cfg = validate(
+        compose(["model=vit_tiny", "compile.options={max_autotune: true, triton.cudagraphs: false}"])
+    )
+    assert cfg.compile.inductor_options() == {"max_autotune": True, "triton.cudagraphs": False}
+    nested = validate(compose(["model=vit_tiny", "+compile.options.triton.cudagraphs=false"]))
+    assert nested.compile.inductor_options() == {"triton.cudagraphs": False}  # as torch takes it
+    with pytest.raises(ConfigError) as err:
+        validate(compose(["model=vit_tiny", "compile.options={max_autotun: true}"]))
+    assert err.value.key == "compile.options.max_autotun" and "close: max_autotune" in err.value.allowed
+    with pytest.raises(ConfigError) as err:
+        validate(compose(["model=vit_tiny", "compile.options={max_autotune: 1}"]))
+    assert "takes bool" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        validate(
+            compose(["model=vit_tiny", "compile.backend=aot_eager", "compile.options={max_autotune: true}"])
+        )
+    assert err.value.key == "compile.options" and "would ignore them" in err.value.allowed

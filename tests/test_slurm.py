@@ -8,8 +8,11 @@ If the cluster does not come up, the test fails with the script's output.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, TINY, client, output, runs
+from tests.conftest import ROOT, TINY, client, output, run_cli, runs
 from tests.mlflow_server import start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -114,7 +117,7 @@ def test_sweep_runs_as_slurm_jobs(slurm_cluster, mlflow_server: str, tmp_path: P
         print(f"--- sinfo\n{sinfo.strip()}\n--- sacct --name {name}\n{jobs.strip()}")
     assert proc.returncode == 0, output(proc)
     assert "jobs done" in proc.stdout  # progress while the array ran
-    assert "fastest:" in proc.stdout  # the summary, printed at the end
+    assert "verdict: " in proc.stdout  # the summary, printed at the end
 
     parent, by_status = _sweep_runs(mlflow_server, name)
     assert parent.info.status == "FINISHED" and set(by_status) == {"FINISHED"}
@@ -230,6 +233,14 @@ def test_time_limit_ends_that_run_killed_and_the_sweep_finishes(
     _check_one_killed(mlflow_server, name, proc, capsys, "SIGUSR2", "time limit")
 
 
+def _job_runs(url: str, sweep_id: str) -> dict[str, str]:
+    """Array task -> status of the sweep's job runs (each task has one run)."""
+    _, by_status = _sweep_runs(url, sweep_id)
+    tasks = [(r.data.tags["slurm_array_task_id"], status) for status, rs in by_status.items() for r in rs]
+    assert len({task for task, _ in tasks}) == len(tasks), tasks
+    return dict(tasks)
+
+
 def _sweep_runs(url: str, sweep_id: str) -> tuple[object, dict[str, list]]:
     """The parent and the children by status of one sweep (the module's server holds several)."""
     all_runs = [r for r in runs(url) if r.data.tags.get("sweep_id") == sweep_id]
@@ -240,3 +251,149 @@ def _sweep_runs(url: str, sweep_id: str) -> tuple[object, dict[str, list]]:
         if r.data.tags.get("sweep_parent") != "true":
             by_status.setdefault(r.info.status, []).append(r)
     return parents[0], by_status
+
+
+def start_make_sweep(args: list[str], sweep_dir: Path, url: str) -> subprocess.Popen:
+    """make_sweep, in the background and in a session of its own (a test can kill the whole driver)."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": url, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [
+            "make",
+            "--no-print-directory",
+            "sweep",
+            f"ARGS={' '.join([*args, f'hydra.sweep.dir={sweep_dir}'])}",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for_run(url: str, sweep_id: str, task: str, timeout: float = 600) -> None:
+    """Until array task `task` of the sweep has opened its run (its worker is started by then)."""
+    deadline = time.monotonic() + timeout
+    while not any(
+        r.data.tags.get("sweep_id") == sweep_id and r.data.tags.get("slurm_array_task_id") == task
+        for r in runs(url)
+    ):
+        assert time.monotonic() < deadline, f"task {task} never opened its run: {_sh('squeue').stdout}"
+        time.sleep(0.5)
+
+
+def test_the_readme_sweep_example_finishes_on_the_test_cluster(
+    slurm_cluster, mlflow_server: str, tmp_path: Path, capsys
+):
+    """The README's `make sweep` line, as written, on the cluster `make slurm-up` makes (no GPUs, a
+    2-CPU node): the request is fitted to the cluster, the CPU preset runs, every run FINISHED."""
+    example = re.search(r'make sweep ARGS="([^"]*)"', (ROOT / "README.md").read_text())
+    assert example is not None, "README.md has no `make sweep ARGS=...` example"
+    try:
+        proc = make_sweep(example[1].split(), tmp_path, mlflow_server, timeout=1500)
+    finally:
+        arrays = tmp_path / "multirun" / ".slurm_arrays"
+        if arrays.exists():
+            _sh("scancel", *arrays.read_text().split())
+    with capsys.disabled():
+        print(f"\n--- make sweep ARGS={example[1]!r}\n{proc.stdout[-3000:]}")
+    assert proc.returncode == 0, output(proc)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "slurm: the cluster declares no GPUs" in proc.stdout and "CPU smoke preset" in proc.stdout
+    (parent,) = [
+        r
+        for r in runs(mlflow_server)
+        if r.data.tags.get("sweep_dir") == str((tmp_path / "multirun").resolve())
+    ]
+    _, by_status = _sweep_runs(mlflow_server, parent.data.tags["sweep_id"])
+    assert parent.info.status == "FINISHED" and set(by_status) == {"FINISHED"}
+    assert sorted(r.data.tags["mode"] for r in by_status["FINISHED"]) == ["default", "max-autotune"]
+
+
+def test_an_sbatch_refusal_is_one_line_and_closes_the_parent_run(
+    slurm_cluster, mlflow_server: str, tmp_path: Path
+):
+    """sbatch refuses the array (a partition the cluster lacks): one line, exit 1, the parent closed."""
+    name = f"pytest-slurm-{uuid.uuid4().hex[:6]}"
+    args = ["hydra/launcher=slurm", f"hydra.launcher.name={name}", "hydra.launcher.partition=nope"]
+    args += [f"sweep.id={name}", *TINY, "compile.mode=eager", "trainer.seed=0,1"]
+    proc = run_cli(args, tmp_path, mlflow_server, multirun=True, timeout=300)
+    assert proc.returncode == 1, output(proc)
+    assert "Traceback" not in proc.stdout + proc.stderr, output(proc)
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("slurm error:")]
+    assert "invalid partition" in line.lower(), line
+    parent, by_status = _sweep_runs(mlflow_server, name)
+    assert parent.info.status == "FAILED" and "invalid partition" in parent.data.tags["error_message"].lower()
+    assert by_status == {}
+
+
+def test_a_task_killed_outright_records_its_own_slurm_state(
+    slurm_cluster, mlflow_server: str, tmp_path: Path, capsys
+):
+    """The job process of the array's last task (whose SLURM_JOB_ID is the array's id) is killed
+    outright: its run is closed KILLED with sacct's state of that task, `<array>_1`, not of task 0."""
+
+    def kill_the_long_ones_job(name: str) -> None:
+        _wait_running(name, "1")
+        _wait_for_run(mlflow_server, name, "1")
+        worker = int((tmp_path / "multirun" / "1" / "worker.pid").read_text())
+        job = int(Path(f"/proc/{worker}/stat").read_text().split(")")[1].split()[1])  # the worker's parent
+        for pid in (job, worker):  # both, as the OOM killer or a node failure would
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    name, proc = _long_and_short_sweep(
+        tmp_path, mlflow_server, ["hydra.launcher.timeout_min=20"], during=kill_the_long_ones_job
+    )
+    parent, by_status = _sweep_runs(mlflow_server, name)
+    assert parent.info.status == "FINISHED", output(proc)
+    (lost,) = by_status["KILLED"]
+    tags = lost.data.tags
+    array, task = tags["slurm_array_job_id"], tags["slurm_array_task_id"]
+    assert task == "1" and tags["slurm_job_id"] == array  # the task sacct -j <array id> mistakes for all
+    with capsys.disabled():
+        print(f"\n--- the lost task's run: {tags['error_message']}")
+    assert tags["error_type"] == "JobLost"
+    assert f"SLURM job {array}_1: " in tags["error_message"]
+    assert "COMPLETED" not in tags["error_message"]  # task 0's state
+
+
+def test_resuming_while_the_sweeps_array_still_runs_is_refused(
+    slurm_cluster, mlflow_server: str, tmp_path: Path
+):
+    """The driver is killed (kill -9 of `make sweep`) while its array runs on: resuming the sweep then
+    is refused in one line saying what to do, and nothing runs twice."""
+    name = f"pytest-slurm-{uuid.uuid4().hex[:6]}"
+    args = [
+        *NO_GPU_SMALL_NODE,
+        f"hydra.launcher.name={name}",
+        "hydra.launcher.timeout_min=20",
+        f"sweep.id={name}",
+        *TINY,
+        "compile.mode=eager",
+        "trainer.steps=4,1000000",
+    ]
+    driver = start_make_sweep(args, tmp_path / "first", mlflow_server)
+    try:
+        _wait_running(name, "1")
+        _wait_for_run(mlflow_server, name, "1")  # the long job's run is open
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver dies; the array runs on
+        driver.wait()
+        before = _job_runs(mlflow_server, name)
+        again = ["hydra/launcher=slurm", *args, "sweep.resume=true"]  # exit codes: pipeline.run's, not make's
+        resume = run_cli(again, tmp_path / "again", mlflow_server, multirun=True, timeout=300)
+        assert resume.returncode == 1, output(resume)
+        (line,) = [ln for ln in resume.stderr.splitlines() if ln.startswith("sweep error:")]
+        assert f"sweep {name} is still running" in line and "scancel" in line, line
+        assert "Traceback" not in resume.stdout + resume.stderr
+        after = _job_runs(mlflow_server, name)
+        assert set(after) == set(before), (before, after)  # no job ran a second time
+        assert after["1"] == "RUNNING" and set(after.values()) <= {
+            "RUNNING",
+            "FINISHED",
+        }  # none closed as lost
+    finally:
+        _sh("scancel", "--name", name)
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)

@@ -18,7 +18,8 @@ import pytest
 from pipeline.sweep.render import table_rows
 from pipeline.sweep.state import count_jobs
 from pipeline.sweep.summary import Row, summarize
-from tests.conftest import ROOT, TINY, client, compose, output, run_cli, runs
+from tests.conftest import ROOT, TINY, client, compose, one_line_errors, output, popen_cli, run_cli, runs
+from tests.mlflow_server import start_server
 
 
 def split(store: str) -> tuple[object, list]:
@@ -364,3 +365,140 @@ def test_optuna_search_records_failed_trials_and_goes_on(tmp_path: Path, store: 
     assert all(k.info.run_name == "bad input: trainer.batch_size=0" for k in failed)
     best_value = float(best.split("best_value:")[1].split()[0])
     assert best_value == min(k.data.metrics["step/p50_ms"] for k in finished)
+
+
+def test_sweep_keys_without_multirun_are_refused_in_one_line(tmp_path: Path, store: str):
+    for override in ("sweep.id=mine", "sweep.resume=true"):
+        proc = run_cli([*TINY, "compile.mode=eager", override], tmp_path, store)
+        assert proc.returncode == 2, output(proc)
+        (line,) = one_line_errors(proc, "config error:")
+        assert line.startswith(f"config error: {override.split('=')[0]}="), line
+        assert "add -m" in line, line
+    assert runs(store) == [] and not (tmp_path / "run").exists()  # nothing started, not even its folder
+
+
+def test_a_summary_that_cannot_be_written_fails_the_sweep_in_one_line_and_closes_its_parent(
+    tmp_path: Path, store: str
+):
+    (tmp_path / "multirun" / "summary.md").mkdir(parents=True)  # where the summary goes: a folder
+    proc = run_cli([*TINY, "compile.mode=eager", "trainer.seed=0"], tmp_path, store, multirun=True)
+    assert proc.returncode == 1, output(proc)
+    (line,) = one_line_errors(proc, "sweep error:")
+    assert "IsADirectoryError" in line and "summary.md" in line and "closed FAILED" in line, line
+    parent, kids = split(store)
+    assert parent.info.status == "FAILED" and "IsADirectoryError" in parent.data.tags["error_message"]
+    assert [k.info.status for k in kids] == ["FINISHED"]
+
+
+def test_a_sweep_id_with_a_quote_gets_its_parent_run_and_resumes(tmp_path: Path, store: str):
+    """Every value put into an MLflow filter is quoted: `o'brien` finds its sweep, and only it."""
+    args = [*TINY, "compile.mode=eager", "trainer.seed=0", 'sweep.id="o\'brien"']
+    first = run_cli(args, tmp_path / "a", store, multirun=True)
+    assert first.returncode == 0, output(first)
+    again = run_cli([*args, "sweep.resume=true"], tmp_path / "b", store, multirun=True)
+    assert again.returncode == 0, output(again)
+    assert "already FINISHED in sweep o'brien" in again.stdout
+    parent, kids = split(store)
+    assert parent.data.tags["sweep_id"] == "o'brien" and parent.info.status == "FINISHED"
+    assert [k.data.tags["mlflow.parentRunId"] for k in kids] == [parent.info.run_id]
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_the_store_gone_at_the_end_of_a_sweep_is_one_line_and_sync_finishes_the_sweep(tmp_path: Path):
+    """The MLflow server dies after the sweep's last job (a callback kills it just before the sweep's
+    own end): exit 1 with one line saying how to finish the sweep; once the server is back,
+    `report --sync` closes the parent run with its summary."""
+    server = start_server(tmp_path / "server")
+    try:
+        stop = [
+            "+hydra.callbacks.stop_server._target_=tests.fault_callbacks.StopServerAtSweepEnd",
+            f"+hydra.callbacks.stop_server.pid_file={server.pid_file}",
+        ]
+        proc = run_cli(
+            [*TINY, "compile.mode=eager", "trainer.seed=0", *stop], tmp_path, server.url, multirun=True
+        )
+    finally:
+        server.stop()
+    assert proc.returncode == 1, output(proc)
+    (line,) = one_line_errors(proc, "sweep error:")
+    assert "is not reachable" in line and f"--sync {tmp_path / 'multirun'}" in line, line
+    assert "stays RUNNING" in line, line
+
+    server = start_server(tmp_path / "server")  # the same store, back (on another port)
+    try:
+        sync = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pipeline.report",
+                "--tracking-uri",
+                server.url,
+                "--sync",
+                str(tmp_path / "multirun"),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert sync.returncode == 0, sync.stdout + sync.stderr
+        parent, kids = split(server.url)
+        assert parent.info.status == "FINISHED" and [k.info.status for k in kids] == ["FINISHED"]
+        assert {"summary.md", "summary.csv"} <= {
+            a.path for a in client(server.url).list_artifacts(parent.info.run_id)
+        }
+        assert 0 < parent.data.metrics["sweep/wall_s"] < 300
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_resuming_a_sweep_whose_driver_still_runs_is_refused_in_one_line(tmp_path: Path, store: str):
+    """A second driver resuming the sweep while the first still runs one of its jobs: refused, with
+    what to do; the live job's run is left alone (not closed as lost, not run twice)."""
+    base = [*TINY, "compile.mode=eager", "sweep.id=busy"]
+    first = popen_cli([*base, "trainer.steps=100000"], tmp_path / "a", store, multirun=True)
+    try:
+        assert first.stdout is not None
+        for line in first.stdout:  # `job 0 <name>: run <id>, output ...`: its run is open, its worker started
+            if line.startswith("job 0 "):
+                break
+        else:
+            raise AssertionError(f"the first sweep's job never started: {first.stderr.read()}")
+        again = run_cli([*base, "sweep.resume=true"], tmp_path / "b", store, multirun=True)
+        assert again.returncode == 1, output(again)
+        (line,) = one_line_errors(again, "sweep error:")
+        assert (
+            "sweep busy is still running" in line and f"pid {first.pid}" in line and "then resume" in line
+        ), line
+        parent, kids = split(store)
+        assert parent.info.status == "RUNNING" and [k.info.status for k in kids] == ["RUNNING"]
+        assert not (tmp_path / "b" / "multirun" / "0").exists()  # no job of the second driver started
+    finally:
+        os.killpg(first.pid, signal.SIGINT)
+        first.communicate(timeout=120)
+    assert first.returncode == 130
+    assert "RUNNING" not in {r.info.status for r in runs(store)}
+
+
+@pytest.mark.slow
+def test_a_resumed_sweep_counts_its_working_time_and_its_skipped_jobs(tmp_path: Path, store: str):
+    """The sweep's wall time leaves out the idle time between a sweep and its resumption, and jobs the
+    resumption skips count as done in its progress line."""
+    base = [*TINY, "compile.mode=eager", "sweep.id=gap"]
+    started = time.monotonic()
+    first = run_cli([*base, "trainer.seed=0,1"], tmp_path / "a", store, multirun=True)
+    first_s = time.monotonic() - started
+    assert first.returncode == 0, output(first)
+    gap_s = 20.0
+    time.sleep(gap_s)
+    started = time.monotonic()
+    again = run_cli([*base, "sweep.resume=true", "trainer.seed=0,1,2"], tmp_path / "b", store, multirun=True)
+    again_s = time.monotonic() - started
+    assert again.returncode == 0, output(again)
+    progress = [line for line in again.stdout.splitlines() if line.startswith("sweep: ")]
+    assert progress[-1].startswith("sweep: 3/3 jobs done, 0 failed"), progress
+    parent, kids = split(store)
+    assert len(kids) == 3 and parent.info.status == "FINISHED"
+    assert parent.data.metrics["sweep/wall_s"] <= first_s + again_s  # not the gap between them

@@ -193,15 +193,16 @@ def test_a_seed_sweep_is_not_called_fastest_and_its_runs_have_distinct_names(tmp
     assert "verdict: " in proc.stdout
 
 
-# Depth 1 against depth 12 of the tiny ViT: about 10x the work, a large and real difference. Enough
-# steps for batch-means intervals; the noise limits are loosened for a shared 2-core CPU host.
+# Depth 1 against depth 12 of the tiny ViT: about 10x the work, a large and real difference. A shared
+# 2-core host makes every CPU job "noisy" by the GPU-minded 10% limit, so this test lifts the limit: it
+# checks that a large real difference is found; the noisy rule has tests of its own above.
 DEPTHS = [
     "model=vit_tiny",
     "trainer.batch_size=8",
     "trainer.steps=32",
     "trainer.warmup_steps=2",
     "compile.mode=eager",
-    "benchmark.noisy_spread_pct=100",
+    "benchmark.noisy_spread_pct=1000",
     "sweep.max_interval_pct=30",
 ]
 

@@ -7,12 +7,20 @@ submitit gives) and the sweep goes on; its MLflow run, left RUNNING by the dead 
 when the sweep ends (pipeline.sweep.finish.finish_sweep). Ctrl-C while waiting cancels the sweep's jobs
 instead of leaving them running after the sweep's runs were closed.
 
+On SLURM the request is fitted to the cluster first (no GPUs asked of a cluster that declares none, no
+more CPUs per task than its largest node has, each change said in one line), an sbatch refusal stops
+the sweep in one line (its parent run closed FAILED), and the job array's id is noted in the sweep dir
+so that resuming the sweep can see its tasks still queued (pipeline.sweep.lease).
+
 The rest is Hydra's launcher as it is (hydra_plugins.hydra_submitit_launcher, 1.2.0).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +30,9 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher import submitit_launcher as hydra_submitit
 from omegaconf import OmegaConf
+
+from pipeline.sweep import lease, slurm
+from pipeline.sweep.state import SweepStopped
 
 KILLED = "KILLED"
 
@@ -71,11 +82,18 @@ def collect(
 
 
 class _Tolerant(hydra_submitit.BaseSubmititLauncher):
+    def fit(self, params: dict[str, Any]) -> None:
+        """Adjust the request to where the jobs run (in place)."""
+
+    def submitted(self, sweep_dir: Path, jobs: list[Any]) -> None:
+        """Note what was submitted."""
+
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         import submitit
 
         assert self.config is not None
         params = dict(self.params)
+        self.fit(params)
         init_params = {"folder": params["submitit_folder"]}
         if "max_num_timeout" in params:
             init_params[f"{self._EXECUTOR}_max_num_timeout"] = params["max_num_timeout"]
@@ -96,7 +114,14 @@ class _Tolerant(hydra_submitit.BaseSubmititLauncher):
             job_params.append(
                 (list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state())
             )
-        jobs = executor.map_array(self, *zip(*job_params, strict=True))
+        said = io.StringIO()  # submitit prints a refusal's stderr itself; the sweep says it in one line
+        try:
+            with contextlib.redirect_stderr(said):
+                jobs = executor.map_array(self, *zip(*job_params, strict=True))
+        except submitit.core.utils.FailedJobError as err:  # sbatch refused the array
+            raise SweepStopped(f"{self._EXECUTOR} error: the job array was refused: {_reason(err)}") from err
+        sys.stderr.write(said.getvalue())
+        self.submitted(sweep_dir, jobs)
         print(
             f"submitted {len(jobs)} jobs ({self._EXECUTOR}); each job's output: {params['submitit_folder'].replace('%j', '<job id>')}/<job id>_0_log.out",
             flush=True,
@@ -104,8 +129,24 @@ class _Tolerant(hydra_submitit.BaseSubmititLauncher):
         return collect(jobs, job_overrides, sweep_dir)
 
 
+def _reason(err: Exception) -> str:
+    """The line of a submission error that says why (`sbatch: error: ...`), without the traceback."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    said = [line for line in lines if "error:" in line]
+    return (said or lines or [type(err).__name__])[-1]
+
+
 class SlurmLauncher(_Tolerant, hydra_submitit.SlurmLauncher):
     _EXECUTOR = "slurm"
+
+    def fit(self, params: dict[str, Any]) -> None:
+        found = slurm.cluster(params.get("partition")) or slurm.cluster()  # a partition sbatch will refuse
+        for note in slurm.fit_request(params, found):
+            print(f"slurm: {note}", flush=True)
+
+    def submitted(self, sweep_dir: Path, jobs: list[Any]) -> None:
+        if jobs:
+            lease.record_array(sweep_dir, str(jobs[0].job_id).split("_")[0])
 
 
 class LocalLauncher(_Tolerant, hydra_submitit.LocalLauncher):

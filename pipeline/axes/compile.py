@@ -60,7 +60,7 @@ def compile_kwargs(settings: CompileConfig) -> dict[str, Any]:
         "fullgraph": settings.fullgraph,
         "dynamic": settings.dynamic,
     }
-    options = dict(settings.options)
+    options = settings.inductor_options()
     if options:
         if settings.backend == "inductor":
             from torch._inductor import list_mode_options
@@ -74,7 +74,7 @@ def compile_kwargs(settings: CompileConfig) -> dict[str, Any]:
 
 def uses_cudagraphs(settings: CompileConfig) -> bool:
     return settings.compiled and (
-        settings.mode in CUDAGRAPH_MODES or bool(settings.options.get("triton.cudagraphs"))
+        settings.mode in CUDAGRAPH_MODES or bool(settings.inductor_options().get("triton.cudagraphs"))
     )
 
 

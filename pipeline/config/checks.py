@@ -5,7 +5,8 @@ Three kinds, in this order:
    read from the field metadata, so allowed values are declared once;
 2. each section's own `check` method (combinations of its fields, next to them in the schema);
 3. checks that need a library: a timm model name, an HF config that builds for the input, a factory
-   that imports, a torch.compile backend. They import torch or the model library lazily, and once
+   that imports, a torch.compile backend, inductor options (`compile.options`, against
+   `torch._inductor.config`). They import torch or the model library lazily, and once
    passed they are remembered per library version (:mod:`pipeline.config.known_good`), so a job's own
    process usually skips those imports.
 """
@@ -13,6 +14,8 @@ Three kinds, in this order:
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import typing
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +23,7 @@ from omegaconf import DictConfig
 
 from pipeline.config import known_good
 from pipeline.config.errors import ConfigError
-from pipeline.config.schema import Config, ModelConfig, to_config
+from pipeline.config.schema import CompileConfig, Config, ModelConfig, to_config
 
 
 def validate(cfg: Config | DictConfig) -> Config:
@@ -32,6 +35,8 @@ def validate(cfg: Config | DictConfig) -> Config:
         errors += model_errors("model", config.model)
     if config.compile.compiled:
         errors += backend_errors(config.compile.backend)
+    if config.compile.compiled and not errors:
+        errors += inductor_option_errors(config.compile)
     if config.loss.teacher is not None and not errors:
         errors += model_errors("loss.teacher", config.loss.teacher)
     if errors:
@@ -137,3 +142,47 @@ def available_backends() -> list[str]:
     import torch._dynamo
 
     return sorted(torch._dynamo.list_backends(exclude_tags=()))
+
+
+def inductor_option_errors(settings: CompileConfig) -> list[ConfigError]:
+    """Each `compile.options` key is a key of the installed torch's inductor config, with a value of
+    its type: what torch checks only once the worker compiles, tens of seconds in."""
+    options = settings.inductor_options()
+    if not options or settings.backend != "inductor":
+        return []
+    check = sorted(options.items(), key=lambda item: item[0])
+    if known_good.passes("inductor options", check, lambda: not _option_errors(options)):
+        return []
+    return _option_errors(options)
+
+
+def _option_errors(options: dict[str, Any]) -> list[ConfigError]:
+    from torch._inductor import config
+
+    known = config.get_config_copy()
+    errors = []
+    for key, value in options.items():
+        name = key.replace("-", "_")  # as torch reads them
+        if name not in known:
+            close = difflib.get_close_matches(name, list(known), n=3)
+            hint = f"; close: {', '.join(close)}" if close else ""
+            errors.append(
+                ConfigError(
+                    f"compile.options.{key}", value, f"an inductor option (torch._inductor.config){hint}"
+                )
+            )
+            continue
+        expected = config.get_type(name)
+        if (
+            typing.get_origin(expected) is None
+            and isinstance(expected, type)
+            and not isinstance(value, expected)
+        ):
+            errors.append(
+                ConfigError(
+                    f"compile.options.{key}",
+                    value,
+                    f"torch._inductor.config.{name} takes {expected.__name__}",
+                )
+            )
+    return errors

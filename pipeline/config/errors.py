@@ -6,15 +6,23 @@ import typing
 from dataclasses import fields, is_dataclass
 from typing import Any
 
+from pipeline.redaction import MASK, looks_secret
+
 
 class ConfigError(ValueError):
     """Bad input. `str(err)` is the one line shown to the user; `errors` holds every error found when
-    a check collected several (the first is the one raised)."""
+    a check collected several (the first is the one raised). The value of a secret-looking key is
+    masked in the line (`shown`)."""
 
     def __init__(self, key: str, value: Any, allowed: str):
         self.key, self.value, self.allowed = key, value, allowed
         self.errors: list[ConfigError] = [self]
-        super().__init__(f"{key}={value!r} is not allowed: {allowed}")
+        super().__init__(f"{key}={self.shown!r} is not allowed: {allowed}")
+
+    @property
+    def shown(self) -> Any:
+        """The value as it may be written anywhere."""
+        return MASK if looks_secret(self.key) else self.value
 
 
 def _type_name(tp: Any) -> str:

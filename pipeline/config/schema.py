@@ -144,7 +144,9 @@ class CompileConfig:
     fullgraph: bool = doc(False, "fail on any graph break")
     dynamic: bool | None = doc(None, "dynamic shapes: null lets torch decide, true/false force it")
     options: dict[str, Any] = doc(
-        {}, "backend options (inductor config keys), merged over the mode's options"
+        {},
+        "inductor options (`torch._inductor.config` keys, checked before the job starts), merged over the mode's options; "
+        "`compile.options={max_autotune: true}` or `+compile.options.max_autotune=true`",
     )
     scope: str = doc("model", "what is compiled", choices=COMPILE_SCOPES)
     optimizer: bool = doc(False, "also compile `optimizer.step`")
@@ -157,6 +159,11 @@ class CompileConfig:
     def compiles_optimizer(self) -> bool:
         """Whether optimizer.step runs compiled (then the learning rate is a tensor: no recompiles)."""
         return self.compiled and (self.scope == "step" or self.optimizer)
+
+    def inductor_options(self) -> dict[str, Any]:
+        """The options as torch takes them: nested keys joined by dots (`+compile.options.triton.cudagraphs`
+        composes to `{triton: {cudagraphs: ...}}`, torch wants `triton.cudagraphs`)."""
+        return _dotted(self.options)
 
     def as_eager(self) -> CompileConfig:
         """These settings with compilation off (the paired eager baseline)."""
@@ -190,6 +197,22 @@ class CompileConfig:
                 self.mode,
                 f"only `default` works with compile.backend={self.backend} (modes are inductor's)",
             )
+        if self.compiled and self.options and self.backend != "inductor":
+            yield ConfigError(
+                f"{at}.options",
+                dict(self.options),
+                f"only the inductor backend takes options: compile.backend={self.backend} would ignore them",
+            )
+
+
+def _dotted(options: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in options.items():
+        if isinstance(value, dict) and value:
+            flat.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 @dataclass(kw_only=True)
@@ -500,9 +523,17 @@ def default_store() -> str:
 OmegaConf.register_new_resolver("default_store", default_store, replace=True)
 
 
+# Free-form mappings: `key={a: 1}` on the command line sets keys Hydra's struct mode would refuse as
+# "not a config key" (the `+key.a=1` form needs no help).
+OPEN_MAPPINGS = ("compile.options", "trainer.optimizer.kwargs")
+
+
 def register_configs() -> None:
     """Register the schema so `conf/config.yaml` can extend it."""
-    ConfigStore.instance().store(name="base_config", node=Config)
+    node = OmegaConf.structured(Config)
+    for key in OPEN_MAPPINGS:
+        OmegaConf.set_struct(OmegaConf.select(node, key), False)
+    ConfigStore.instance().store(name="base_config", node=node)
 
 
 def to_config(cfg: DictConfig) -> Config:

@@ -25,14 +25,15 @@ from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
 from pipeline.job.gpu_pool import gpu_slot, pool_lock_dir
 from pipeline.job.outcome import one_line
 from pipeline.job.progress import JobProgress, sweep_status
-from pipeline.job.result import RESULT_FILE, JobResult
+from pipeline.job.result import RESULT_FILE, RUN_ID_FILE, JobResult, record_run_id
+from pipeline.job.result import one_line as first_line
 from pipeline.job.signals import SchedulerSignals, in_submitit_job, signals_held
 from pipeline.job.supervisor import WorkerLaunch, run_worker
 from pipeline.provenance import command_line
 from pipeline.redaction import redacted
 from pipeline.status import FAILED, KILLED, NOT_SYNCED, SKIPPED
 from pipeline.sweep.state import SweepContext
-from pipeline.tracking import Tracker, TrackingUnavailable, check_reachable
+from pipeline.tracking import Tracker, TrackingUnavailable, check_reachable, retry_bound
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,9 +54,17 @@ class JobRun:
     libraries while this process imports MLflow and creates the run."""
 
     def __init__(
-        self, *, tracker: Tracker | None, config: Config, name: str, tags: dict[str, str], parent: str | None
+        self,
+        *,
+        tracker: Tracker | None,
+        config: Config,
+        name: str,
+        tags: dict[str, str],
+        parent: str | None,
+        job_dir: Path,
     ):
         self.tracker, self.config, self.name, self.tags, self.parent = tracker, config, name, tags, parent
+        self.job_dir = job_dir
         self.run_id: str | None = None  # set by open()
 
     def open(self) -> str:
@@ -65,6 +74,7 @@ class JobRun:
                 if self.tracker is None:
                     self.tracker = Tracker.from_config(self.config.mlflow)
                 self.run_id = self.tracker.start_run(self.name, self.tags, parent_run_id=self.parent)
+                record_run_id(self.job_dir, self.run_id)  # --sync logs a late result here, nowhere else
             except TrackingUnavailable:
                 raise
             except Exception as exc:  # the store answered, but not with a run
@@ -90,6 +100,7 @@ class JobParent:
 
     def run(self) -> str:
         self.job_dir.mkdir(parents=True, exist_ok=True)
+        (self.job_dir / RUN_ID_FILE).unlink(missing_ok=True)
         (self.job_dir / "config.yaml").write_text(OmegaConf.to_yaml(redacted(to_dict(self.config))))
         try:
             tracker = self.check_store()
@@ -98,6 +109,7 @@ class JobParent:
             return FAILED
         except AlreadyFinished as done:
             print(f"{self.name}: {done}", flush=True)
+            self.skipped(done.run_id)
             return SKIPPED
         self.job_run = JobRun(
             tracker=tracker,
@@ -105,6 +117,7 @@ class JobParent:
             name=self.name,
             tags=self.tags(),
             parent=self.place.sweep.parent_run_id if self.place.sweep else None,
+            job_dir=self.job_dir,
         )
         self.started = time.monotonic()
         try:
@@ -134,8 +147,16 @@ class JobParent:
         tracker = Tracker.from_config(self.config.mlflow)
         done = tracker.finished_run_for(sweep.sweep_id, self.config_hash)
         if done is not None:
-            raise AlreadyFinished(f"already FINISHED in sweep {sweep.sweep_id} (run {done.run_id}), skipped")
+            raise AlreadyFinished(done.run_id, sweep.sweep_id)
         return tracker
+
+    def skipped(self, run_id: str) -> None:
+        """A resumed job that already finished: its result names that run, and the sweep counts it done."""
+        path = self.job_dir / RESULT_FILE
+        if not path.exists():  # a resumption in the same folder keeps the earlier result
+            JobResult(status=SKIPPED, mlflow_run_id=run_id, mlflow_synced=True).write(path)
+        if self.place.sweep is not None:
+            print(sweep_status(Path(self.place.sweep.sweep_dir), self.place.sweep.total_jobs), flush=True)
 
     def tags(self) -> dict[str, str]:
         tags = {
@@ -205,24 +226,43 @@ class JobParent:
         write_job_files(result, self.job_dir, self.config.trainer.warmup_steps)
         result.write(self.job_dir / RESULT_FILE)
         logging_started = time.monotonic()
+        tracker = self.job_run.tracker
+        assert tracker is not None
         try:
-            assert self.job_run.tracker is not None
-            self.job_run.tracker.log_result(run_id, self.config, result, self.job_dir)
+            tracker.log_result(run_id, self.config, result, self.job_dir)
         except Exception as exc:
-            print(
-                f"mlflow error: could not log run {run_id} ({type(exc).__name__}: {exc}); the result is kept in {self.job_dir / RESULT_FILE}; upload it later with `python -m pipeline.report --sync {self.job_dir}`",
-                file=sys.stderr,
-                flush=True,
-            )
+            self.not_logged(tracker, run_id, f"{type(exc).__name__}: {first_line(str(exc))}")
             return NOT_SYNCED
         result.mlflow_synced = True
         result.info["mlflow_log_s"] = time.monotonic() - logging_started  # local copy only: MLflow has it
         result.write(self.job_dir / RESULT_FILE)
         return result.status
 
+    def not_logged(self, tracker: Tracker, run_id: str, error: str) -> None:
+        """The store took the run but not the whole result (an artifact store full, the server gone):
+        close the run FAILED with that reason where the store still answers, and say so in one line."""
+        sync = f"python -m pipeline.report --sync {self.job_dir}"
+        reason = f"could not log the result ({error}); it is kept in {self.job_dir / RESULT_FILE}: `{sync}` uploads it"
+        try:
+            tracker.close_run(run_id, FAILED, error_type="ResultNotLogged", message=reason)
+            closed = "closed FAILED"
+        except Exception:  # the store is gone altogether: the run stays RUNNING until --sync
+            closed = "left RUNNING"
+        bound = retry_bound(self.config.mlflow.tracking_uri)
+        print(
+            f"mlflow error: could not log run {run_id} ({error}{'; ' + bound if bound else ''}); run {closed}; "
+            f"the result is kept in {self.job_dir / RESULT_FILE}; upload it later with `{sync}`",
+            file=sys.stderr,
+            flush=True,
+        )
+
 
 class AlreadyFinished(Exception):
     """Resuming: this configuration already has a FINISHED run in the sweep."""
+
+    def __init__(self, run_id: str, sweep_id: str):
+        super().__init__(f"already FINISHED in sweep {sweep_id} (run {run_id}), skipped")
+        self.run_id = run_id
 
 
 def inductor_cache_dir(config: Config, job_dir: Path, sweep: SweepContext | None) -> Path:
@@ -263,7 +303,7 @@ def record_bad_job(sweep: SweepContext, err: ConfigError, overrides: list[str]) 
             "error_message": str(err),
             "overrides": " ".join(overrides),
         }
-        name = f"bad input: {err.key}={err.value}"[:250]
+        name = f"bad input: {err.key}={err.shown}"[:250]
         run_id = tracker.start_run(name, tags, parent_run_id=sweep.parent_run_id)
         tracker.end_run(run_id, FAILED)
     except Exception as exc:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.job.result import RESULT_FILE
-from pipeline.status import FINISHED
+from pipeline.status import FINISHED, SKIPPED
 
 PROGRESS_PREFIX = "@@progress "
 
@@ -97,20 +97,23 @@ class JobProgress:
 
 def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
     """`sweep: 3/8 jobs done, 1 failed, ETA 4m10s`, read from the job result files in the sweep dir
-    (so it is right whichever launcher ran the jobs)."""
-    walls, failed = [], 0
+    (so it is right whichever launcher ran the jobs). Jobs a resumed sweep skipped count as done; the
+    ETA is the mean of the jobs that ran."""
+    walls, done, failed = [], 0, 0
     for path in sweep_dir.glob(f"*/{RESULT_FILE}"):
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
+        done += 1
+        if data.get("status") == SKIPPED:
+            continue
         metrics = data.get("metrics", {})
         walls.append(float(metrics.get("job/wall_s") or metrics.get("job/worker_wall_s") or 0.0))
         failed += data.get("status") != FINISHED
-    done = len(walls)
     text = f"sweep: {done}/{total_jobs if total_jobs else '?'} jobs done, {failed} failed"
-    if total_jobs and done and done < total_jobs:
-        eta = (sum(walls) / done) * (total_jobs - done)
+    if total_jobs and walls and done < total_jobs:
+        eta = (sum(walls) / len(walls)) * (total_jobs - done)
         text += f", ETA {format_duration(eta)}"
     return text
 

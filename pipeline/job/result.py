@@ -18,6 +18,7 @@ from typing import Any
 from pipeline.status import FAILED
 
 RESULT_FILE = "result.json"
+RUN_ID_FILE = "mlflow_run_id"  # the job's MLflow run, written as soon as it exists (for --sync)
 
 
 @dataclass
@@ -75,3 +76,15 @@ def one_line(message: str, limit: int = 500) -> str:
     lines = [ln.strip() for ln in str(message).strip().splitlines() if ln.strip()]
     text = lines[0] if lines else "(no message)"
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def record_run_id(job_dir: Path, run_id: str) -> None:
+    """Note the job's run in its folder, so a result logged later goes to this run and no other."""
+    (job_dir / RUN_ID_FILE).write_text(run_id + "\n")
+
+
+def recorded_run_id(job_dir: Path) -> str | None:
+    try:
+        return (job_dir / RUN_ID_FILE).read_text().strip() or None
+    except OSError:
+        return None

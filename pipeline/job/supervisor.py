@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.schema import Config, to_dict
+from pipeline.job.lifeline import PARENT_ENV
 from pipeline.job.progress import parse_progress
 from pipeline.job.result import RESULT_FILE, JobResult
 from pipeline.status import FAILED, KILLED
@@ -54,6 +55,7 @@ def worker_env(
     if trace_dir is not None:
         env["TORCH_TRACE"] = str(trace_dir)  # the compiler's structured trace, for tlparse
     env["PYTHONUNBUFFERED"] = "1"
+    env[PARENT_ENV] = str(os.getpid())  # the worker ends when this process does (pipeline.job.lifeline)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
     if cache_dir is not None:
         env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)

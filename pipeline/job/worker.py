@@ -25,9 +25,10 @@ STARTED_AT = time.time()  # the interpreter reached this module (spawn + interpr
 
 from pipeline.config.errors import ConfigError  # noqa: E402 - after STARTED_AT; no torch here
 from pipeline.config.schema import Config, from_dict  # noqa: E402
+from pipeline.job import lifeline  # noqa: E402
 from pipeline.job.progress import Progress  # noqa: E402
 from pipeline.job.result import JobResult  # noqa: E402
-from pipeline.status import FAILED, FINISHED  # noqa: E402
+from pipeline.status import FAILED, FINISHED, KILLED  # noqa: E402
 
 
 def resolve_device(name: str) -> Any:
@@ -116,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
     cfg = from_dict(json.loads(Path(args.config).read_text()))
+    lifeline.hold(timeout_s=cfg.trainer.timeout_s, on_timeout=lambda why: _timed_out(args.result, why))
     result = JobResult()
     result.info["worker_pid"] = os.getpid()
     try:
@@ -126,10 +128,20 @@ def main(argv: list[str] | None = None) -> int:
         result.fail(FAILED, error_type, message, traceback.format_exc())
         _record_memory_at_failure(result)
     finally:
+        if not lifeline.parent_alive():  # its job is gone (a failure writing to it is no result)
+            os._exit(1)
         result.write(args.result)
     if result.error:  # a finished job's result is the parent's last line; a failure is also in worker.log
         print(f"worker: {result.status} ({result.error.type}: {result.error.message})", flush=True)
     return 0 if result.status == FINISHED else 1
+
+
+def _timed_out(result_path: str, message: str) -> None:
+    """The backstop's result: the job's parent did not stop the worker at trainer.timeout_s."""
+    result = JobResult()
+    result.info["worker_pid"] = os.getpid()
+    result.fail(KILLED, "Timeout", message)
+    result.write(result_path)
 
 
 def _record_memory_at_failure(result: JobResult) -> None:

@@ -188,7 +188,10 @@ SWEEP_METRICS: dict[str, Metric] = {
     "sweep/weighted_speedup": Metric(
         "x", "0.75 * geomean(AMP) + 0.25 * geomean(FP32) speedup (the PyTorch 2.0 launch's)"
     ),
-    "sweep/wall_s": Metric("s", "from the parent run's start to the end of the last job"),
+    "sweep/wall_s": Metric(
+        "s",
+        "from the parent run's start to the end of the last job; a resumed sweep adds its sessions, not the idle time between",
+    ),
     "sweep/geomean_speedup_ci95_low": Metric(
         "x", "95% bootstrap interval of sweep/geomean_speedup (passing configurations resampled), low end"
     ),

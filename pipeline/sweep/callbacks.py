@@ -1,27 +1,37 @@
-"""Hydra callbacks: the sweep's parent run at multirun start, its summary at multirun end.
+"""Hydra callbacks: the sweep's parent run at multirun start, its summary at multirun end, and the
+checks a single run needs before Hydra makes its folder.
 
 Hydra pickles callbacks for some launchers, so this object holds no client or connection: everything
 it needs is rebuilt from the config, and jobs learn the sweep from `sweep.json` in the sweep dir.
+Hydra turns an exception raised in a callback into a warning and goes on, so every failure here is a
+:class:`SweepStopped` (one line, an exit code) or, at the end, a failure the exit code counts.
 """
 
 from __future__ import annotations
 
+import json
+import sys
+import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.config.schema import MlflowConfig
 from pipeline.provenance import command_line
-from pipeline.sweep.finish import close_interrupted, finish_sweep
-from pipeline.sweep.state import SweepContext, count_jobs, new_sweep_id, swept, swept_keys
+from pipeline.status import EXIT_BAD_INPUT, FAILED, KILLED
+from pipeline.sweep import lease
+from pipeline.sweep.finish import abandon, close_interrupted, finish_sweep
+from pipeline.sweep.state import SweepContext, SweepStopped, count_jobs, new_sweep_id, swept, swept_keys
 from pipeline.sweep.view import objective_for, publish_sweep_view
 from pipeline.tracking import RunRecord, Tracker, TrackingUnavailable
 
 # The sweep this process started (so an interrupted sweep can close its parent run).
 ACTIVE_SWEEP: SweepContext | None = None
 SWEEP_FAILURES: list[str] = []
+_DRIVER_LEASE: list[IO[str]] = []  # held open while this process drives its sweep
 
 
 def _mlflow_settings(config: DictConfig) -> MlflowConfig:
@@ -29,85 +39,43 @@ def _mlflow_settings(config: DictConfig) -> MlflowConfig:
 
 
 class SweepCallback(Callback):
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A single run (no -m): sweep-only keys and a run dir that cannot be written are refused in
+        one line, before Hydra makes the folder and anything starts."""
+        for key in ("id", "resume"):
+            if config.sweep.get(key):
+                raise SweepStopped(
+                    f"config error: sweep.{key}={config.sweep[key]!r} is not allowed: it only means something in a sweep (add -m)",
+                    EXIT_BAD_INPUT,
+                )
+        writable_dir("hydra.run.dir", config.hydra.run.dir)
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Create the experiment (and sqlite schema) once and the parent run, before any job starts."""
         global ACTIVE_SWEEP
-        mlflow = _mlflow_settings(config)
         try:
-            tracker = Tracker.from_config(mlflow)
-        except TrackingUnavailable as err:  # Hydra turns callback exceptions into warnings: exit instead
-            raise SystemExit(f"mlflow error: {err}") from err
-        sweep_cfg = config.sweep
-        sweep_id = sweep_cfg.id or new_sweep_id()
-        parent = tracker.sweep_parent(sweep_id) if sweep_cfg.id else None
-        if sweep_cfg.resume and parent is None:
-            raise SystemExit(
-                f"sweep.resume=true: no sweep with sweep.id={sweep_cfg.id!r} in experiment {mlflow.experiment!r}; set sweep.id to the id of an earlier sweep"
-            )
-        if parent is not None and not sweep_cfg.resume:
-            raise SystemExit(
-                f"sweep.id={sweep_id!r} already exists in experiment {mlflow.experiment!r}: add sweep.resume=true to continue it, or pick a new id"
-            )
-        sweep_dir = str(Path(config.hydra.sweep.dir).resolve())
-        if "SlurmLauncher" in str(
-            config.hydra.launcher.get("_target_", "")
-        ) and mlflow.tracking_uri.startswith("sqlite:"):
-            print(
-                f"warning: SLURM jobs log to {mlflow.tracking_uri}: a sqlite file only works when every job runs on this machine; "
-                "on a cluster start `make mlflow-server` and set mlflow.tracking_uri=http://<host>:<port>",
-                flush=True,
-            )
-        if parent is None:
-            axes = swept(config.hydra)
-            tags = {
-                "sweep_id": sweep_id,
-                "sweep_parent": "true",
-                "sweep_dir": sweep_dir,
-                "sweep_axes": " ".join(axes),
-                "command": command_line(),
-                "min_effect_pct": sweep_cfg.min_effect_pct,
-                "max_interval_pct": sweep_cfg.max_interval_pct,
-            }
-            if sweep_cfg.name:
-                tags["sweep_name"] = sweep_cfg.name
-            label = (
-                sweep_cfg.name
-                or " ".join(a.split("=", 1)[0].rsplit(".", 1)[-1] + "=" + a.split("=", 1)[1] for a in axes)
-                or sweep_id
-            )
-            parent_name = f"sweep {label}"
-            parent_id = tracker.start_run(parent_name, tags)
-        else:
-            parent_id, parent_name = parent.run_id, parent.name
-            tracker.reopen(parent_id)
-            tracker.set_tags(parent_id, {"resumed_in": sweep_dir})
-        ACTIVE_SWEEP = SweepContext(
-            sweep_id=sweep_id,
-            parent_run_id=parent_id,
-            sweep_dir=sweep_dir,
-            tracking_uri=mlflow.tracking_uri,
-            experiment=mlflow.experiment,
-            total_jobs=count_jobs(config.hydra),
-            resume=bool(sweep_cfg.resume),
-            name=sweep_cfg.name,
-            axes=swept_keys(config.hydra),
-            min_effect_pct=sweep_cfg.min_effect_pct,
-            max_interval_pct=sweep_cfg.max_interval_pct,
-        )
-        ACTIVE_SWEEP.save()
-        print(
-            f"sweep {sweep_id}: {ACTIVE_SWEEP.total_jobs or '?'} jobs, parent run {parent_id}, output {sweep_dir}",
-            flush=True,
-        )
-        print(f"browse: {browse_url(tracker, ACTIVE_SWEEP, parent_name, config)}", flush=True)
+            ACTIVE_SWEEP = start_sweep(config)
+        except SweepStopped:
+            raise
+        except TrackingUnavailable as err:
+            raise SweepStopped(f"mlflow error: {err}") from err
+        except Exception as err:  # a store that answers with errors, a bug: never a sweep without parent
+            raise SweepStopped(
+                f"sweep error: could not start the sweep: {type(err).__name__}: {err}"
+            ) from err
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        """Summarize the sweep from MLflow, attach the summary to the parent run, close it; fit the
-        sweep's view to the columns its runs have."""
+        """Summarize the sweep from MLflow, attach the summary to the parent run, close it. A failure
+        (the summary cannot be written, the store is gone) is one line and exit code 1."""
         if ACTIVE_SWEEP is None:
             return
-        failures = finish_sweep(ACTIVE_SWEEP)
-        SWEEP_FAILURES.extend(failures)
+        try:
+            SWEEP_FAILURES.extend(finish_sweep(ACTIVE_SWEEP))
+        except Exception as err:
+            line = abandon(ACTIVE_SWEEP, err)
+            print(line, file=sys.stderr, flush=True)
+            SWEEP_FAILURES.append(line)
+            return
         tracker = Tracker(ACTIVE_SWEEP.tracking_uri, ACTIVE_SWEEP.experiment)
         parent = tracker.get_run(ACTIVE_SWEEP.parent_run_id)
         runs = tracker.sweep_children(ACTIVE_SWEEP.sweep_id)
@@ -130,8 +98,155 @@ def browse_url(
         return tracker.runs_url()
 
 
-def close_interrupted_sweep(reason: str) -> None:
-    """Mark the parent run, and any child still RUNNING, as KILLED (Ctrl-C or SIGTERM of the sweep)."""
+def start_sweep(config: DictConfig) -> SweepContext:
+    """Check that the sweep can start (its folder, the store, a resumed sweep's earlier jobs), take
+    the driver's lease, open or reopen the parent run, and write sweep.json for the jobs."""
+    mlflow = _mlflow_settings(config)
+    sweep_dir = writable_dir("hydra.sweep.dir", config.hydra.sweep.dir)
+    tracker = Tracker.from_config(mlflow)
+    sweep_cfg = config.sweep
+    sweep_id = sweep_cfg.id or new_sweep_id()
+    parent = tracker.sweep_parent(sweep_id) if sweep_cfg.id else None
+    if sweep_cfg.resume and parent is None:
+        raise SweepStopped(
+            f"sweep.resume=true: no sweep with sweep.id={sweep_cfg.id!r} in experiment {mlflow.experiment!r}; set sweep.id to the id of an earlier sweep"
+        )
+    if parent is not None and not sweep_cfg.resume:
+        raise SweepStopped(
+            f"sweep.id={sweep_id!r} already exists in experiment {mlflow.experiment!r}: add sweep.resume=true to continue it, or pick a new id"
+        )
+    dirs = _sweep_dirs(parent, sweep_dir)
+    if parent is not None:
+        _refuse_while_running(sweep_id, dirs)
+    try:
+        _DRIVER_LEASE.append(lease.hold(sweep_dir))
+    except lease.Busy as busy:
+        raise SweepStopped(f"sweep error: hydra.sweep.dir: {busy}; use another folder, or wait") from busy
+    _warn_sqlite_on_slurm(config, mlflow)
+    started_at = time.time()
+    if parent is None:
+        tags = _parent_tags(config, sweep_id, dirs)
+        parent_id, prior_wall_s = tracker.start_run(f"sweep {_label(config, sweep_id)}", tags), 0.0
+    else:
+        parent_id, prior_wall_s = parent.run_id, _wall_so_far(parent)
+        tracker.reopen(parent_id)
+        tracker.set_tags(parent_id, {"resumed_in": str(sweep_dir), "sweep_dirs": json.dumps(dirs)})
+    sweep = SweepContext(
+        sweep_id=sweep_id,
+        parent_run_id=parent_id,
+        sweep_dir=str(sweep_dir),
+        tracking_uri=mlflow.tracking_uri,
+        experiment=mlflow.experiment,
+        total_jobs=count_jobs(config.hydra),
+        resume=bool(sweep_cfg.resume),
+        name=sweep_cfg.name,
+        started_at=started_at,
+        prior_wall_s=prior_wall_s,
+        axes=swept_keys(config.hydra),
+        min_effect_pct=sweep_cfg.min_effect_pct,
+        max_interval_pct=sweep_cfg.max_interval_pct,
+    )
+    try:
+        sweep.save()
+    except OSError as err:
+        tracker.close_run(
+            parent_id, FAILED, error_type="SweepFailed", message=f"could not write sweep.json: {err}"
+        )
+        raise SweepStopped(
+            f"config error: hydra.sweep.dir={str(sweep_dir)!r}: {err}", EXIT_BAD_INPUT
+        ) from err
+    print(
+        f"sweep {sweep_id}: {sweep.total_jobs or '?'} jobs, parent run {parent_id}, output {sweep_dir}",
+        flush=True,
+    )
+    label = parent.name if parent is not None else f"sweep {_label(config, sweep_id)}"
+    print(f"browse: {browse_url(tracker, sweep, label, config)}", flush=True)
+    return sweep
+
+
+def writable_dir(key: str, path: Any) -> Path:
+    """The folder at `path`, made if needed, after a file was written there; else a one-line refusal
+    naming the key (exit 2), before anything starts."""
+    folder = Path(str(path)).resolve()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
+            pass
+    except OSError as err:
+        raise SweepStopped(
+            f"config error: {key}={str(path)!r} is not writable ({err.strerror or err}): pick a folder this user can write",
+            EXIT_BAD_INPUT,
+        ) from err
+    return folder
+
+
+def _sweep_dirs(parent: RunRecord | None, sweep_dir: Path) -> list[str]:
+    """Every folder the sweep has run in (its first and each resumption's), this one last."""
+    dirs: list[str] = []
+    if parent is not None:
+        tags = parent.tags
+        dirs = json.loads(tags["sweep_dirs"]) if "sweep_dirs" in tags else []
+        dirs = dirs or [d for d in (tags.get("sweep_dir"), tags.get("resumed_in")) if d]
+    return [d for d in dirs if d != str(sweep_dir)] + [str(sweep_dir)]
+
+
+def _refuse_while_running(sweep_id: str, dirs: list[str]) -> None:
+    """Resuming while the earlier driver or its jobs still run would run configurations twice."""
+    working, stop = lease.still_working([Path(d) for d in dirs])
+    if working:
+        more = f" (and {len(working) - 1} more)" if len(working) > 1 else ""
+        raise SweepStopped(
+            f"sweep error: sweep {sweep_id} is still running: {working[0]}{more}; wait for it to end, or stop "
+            f"it (`{stop}`), then resume"
+        )
+
+
+def _wall_so_far(parent: RunRecord) -> float:
+    """The wall time of a sweep's earlier sessions (logged when each ended), not the idle gaps."""
+    if "sweep/wall_s" in parent.metrics:
+        return parent.metrics["sweep/wall_s"]
+    if parent.end_time_ms:
+        return (parent.end_time_ms - parent.start_time_ms) / 1000
+    return 0.0
+
+
+def _label(config: DictConfig, sweep_id: str) -> str:
+    """The sweep's name, or its axes (`mode=eager,default precision=amp,fp32`), or its id."""
+    axes = swept(config.hydra)
+    short = " ".join(a.split("=", 1)[0].rsplit(".", 1)[-1] + "=" + a.split("=", 1)[1] for a in axes)
+    return config.sweep.name or short or sweep_id
+
+
+def _parent_tags(config: DictConfig, sweep_id: str, dirs: list[str]) -> dict[str, str]:
+    tags = {
+        "sweep_id": sweep_id,
+        "sweep_parent": "true",
+        "sweep_dir": dirs[-1],
+        "sweep_dirs": json.dumps(dirs),
+        "sweep_axes": " ".join(swept(config.hydra)),
+        "command": command_line(),
+        "min_effect_pct": str(config.sweep.min_effect_pct),
+        "max_interval_pct": str(config.sweep.max_interval_pct),
+    }
+    if config.sweep.name:
+        tags["sweep_name"] = config.sweep.name
+    return tags
+
+
+def _warn_sqlite_on_slurm(config: DictConfig, mlflow: MlflowConfig) -> None:
+    if "SlurmLauncher" in str(config.hydra.launcher.get("_target_", "")) and mlflow.tracking_uri.startswith(
+        "sqlite:"
+    ):
+        print(
+            f"warning: SLURM jobs log to {mlflow.tracking_uri}: a sqlite file only works when every job runs on this machine; "
+            "on a cluster start `make mlflow-server` and set mlflow.tracking_uri=http://<host>:<port>",
+            flush=True,
+        )
+
+
+def close_interrupted_sweep(reason: str, status: str = KILLED) -> None:
+    """Mark the parent run, and any child still RUNNING, as KILLED (Ctrl-C or SIGTERM of the sweep),
+    or the parent FAILED when the sweep could not go on (its job array refused)."""
     if ACTIVE_SWEEP is None:
         return
-    close_interrupted(ACTIVE_SWEEP, reason)
+    close_interrupted(ACTIVE_SWEEP, reason, status=status)

@@ -14,7 +14,19 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pipeline.status import EXIT_FAILED
+
 SWEEP_FILE = "sweep.json"
+
+
+class SweepStopped(SystemExit):
+    """A sweep (or a single run) refused or stopped, said in one line with its exit code. A SystemExit:
+    Hydra turns any other exception in a callback into a warning and goes on (a sweep without its
+    parent run), and `pipeline.run` prints the line."""
+
+    def __init__(self, line: str, code: int = EXIT_FAILED):
+        super().__init__(code)
+        self.line = line
 
 
 @dataclass(kw_only=True)
@@ -30,6 +42,13 @@ class SweepContext:
     axes: list[str] = field(default_factory=list)  # the swept keys, e.g. ["compile.mode", "trainer.seed"]
     min_effect_pct: float = 1.0  # the verdict's settings (sweep.min_effect_pct, sweep.max_interval_pct)
     max_interval_pct: float = 2.5
+    started_at: float = 0.0  # when this driver started the sweep (epoch seconds)
+    prior_wall_s: float = 0.0  # wall time of the sweep's earlier sessions (resumed: not the gap between)
+    finished: bool = False  # the summary is published and the parent run closed
+
+    def wall_s(self) -> float:
+        """The sweep's wall time so far: its earlier sessions' plus this one's."""
+        return self.prior_wall_s + time.time() - self.started_at
 
     def save(self) -> None:
         path = Path(self.sweep_dir) / SWEEP_FILE

@@ -2,8 +2,12 @@
 
 Every job keeps its result as `result.json` in its output folder, with `mlflow_synced` saying whether
 MLflow has it. When the store was unreachable at the end of a job, this finds those folders and logs
-them: into the job's own run when the store still knows it (e.g. a run left RUNNING when the store went
-away mid-job), or into a new run with the same name, tags and sweep parent otherwise.
+them into the job's own run: the one the result names, else the one the job noted in its folder
+(`mlflow_run_id`) as soon as the run existed, else the newest run tagged with the folder. Only a job
+the store never heard of gets a new run (same name, tags and sweep parent). Never twice: what the run
+already holds (metrics, curve points) is not logged again, and a run the store has as FINISHED is
+never overridden by a later result. A job that died without any result (killed outright) has its run,
+left RUNNING, closed KILLED once nothing holds its folder's lease.
 """
 
 from __future__ import annotations
@@ -11,11 +15,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.config.schema import from_dict
+from pipeline.config.schema import Config, from_dict
 from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
-from pipeline.job.result import RESULT_FILE, JobResult
+from pipeline.job.result import RESULT_FILE, RUN_ID_FILE, JobResult, recorded_run_id
+from pipeline.status import FINISHED, KILLED, RUNNING
+from pipeline.sweep import lease
 from pipeline.sweep.state import SweepContext
-from pipeline.tracking import Tracker
+from pipeline.tracking import RunRecord, Tracker
 
 
 def unsynced(dirs: list[Path]) -> list[Path]:
@@ -30,33 +36,54 @@ def unsynced(dirs: list[Path]) -> list[Path]:
     return found
 
 
-def sync_one(tracker: Tracker, result_path: Path) -> str:
+def the_jobs_run(tracker: Tracker, result: JobResult, job_dir: Path) -> RunRecord | None:
+    """The run this job opened, if the store knows it."""
+    for run_id in (result.mlflow_run_id, recorded_run_id(job_dir)):
+        run = tracker.get_run(run_id)
+        if run is not None:
+            return run
+    return tracker.job_run(job_dir)
+
+
+def sync_one(tracker: Tracker, result_path: Path) -> tuple[str, str]:
+    """Log one job's result; returns (run id, what was done)."""
     job_dir = result_path.parent
     result = JobResult.read(result_path)
     cfg = from_dict(json.loads((job_dir / "job_config.json").read_text()))
-    run = tracker.get_run(result.mlflow_run_id)
+    run = the_jobs_run(tracker, result, job_dir)
     if run is None:
-        sweep = SweepContext.load(job_dir.parent)
-        varied = sweep.axes if sweep else []
-        tags = {
-            **identity_tags(cfg, varied),
-            "config_hash": config_hash(cfg),
-            "pool_hash": pool_hash(cfg),
-            "job_dir": str(job_dir),
-            "synced_later": "true",
-        }
-        parent = None
-        if sweep is not None:
-            tags["sweep_id"] = sweep.sweep_id
-            parent = sweep.parent_run_id if tracker.get_run(sweep.parent_run_id) else None
-        run_id = tracker.start_run(run_name(cfg, varied), tags, parent_run_id=parent)
+        run_id = _new_run(tracker, cfg, job_dir)
+        tracker.log_result(run_id, cfg, result, job_dir)
+        done = f"logged into a new run: MLflow never had the job's run ({result.status})"
+    elif run.status == FINISHED:
+        run_id, done = run.run_id, "kept: the run is FINISHED in MLflow"
+        if result.status != FINISHED:
+            done += f", this later {result.status} result is not logged"
     else:
         run_id = run.run_id
         tracker.set_tags(run_id, {"synced_later": "true"})
-    tracker.log_result(run_id, cfg, result, job_dir)
+        tracker.log_result(run_id, cfg, result, job_dir, completing=True)
+        done = f"logged into the job's run ({result.status})"
     result.mlflow_run_id, result.mlflow_synced = run_id, True
     result.write(result_path)
-    return run_id
+    return run_id, done
+
+
+def _new_run(tracker: Tracker, cfg: Config, job_dir: Path) -> str:
+    sweep = SweepContext.load(job_dir.parent)
+    varied = sweep.axes if sweep else []
+    tags = {
+        **identity_tags(cfg, varied),
+        "config_hash": config_hash(cfg),
+        "pool_hash": pool_hash(cfg),
+        "job_dir": str(job_dir),
+        "synced_later": "true",
+    }
+    parent = None
+    if sweep is not None:
+        tags["sweep_id"] = sweep.sweep_id
+        parent = sweep.parent_run_id if tracker.get_run(sweep.parent_run_id) else None
+    return tracker.start_run(run_name(cfg, varied), tags, parent_run_id=parent)
 
 
 def sync_results(tracker: Tracker, dirs: list[Path]) -> int:
@@ -67,9 +94,23 @@ def sync_results(tracker: Tracker, dirs: list[Path]) -> int:
     failed = 0
     for path in paths:
         try:
-            run_id = sync_one(tracker, path)
-            print(f"synced {path.parent} -> run {run_id}")
+            run_id, done = sync_one(tracker, path)
+            print(f"synced {path.parent} -> run {run_id}: {done}")
         except Exception as exc:
             failed += 1
             print(f"could not sync {path.parent}: {type(exc).__name__}: {exc}")
     return 1 if failed else 0
+
+
+def close_lost_jobs(tracker: Tracker, dirs: list[Path]) -> None:
+    """Close the runs of jobs that ended without a result (a job process killed outright), as a
+    sweep's end does for its jobs: KILLED, `JobLost`."""
+    for noted in sorted({p for root in dirs for p in root.rglob(RUN_ID_FILE)}):
+        job_dir = noted.parent
+        if (job_dir / RESULT_FILE).exists() or lease.holders([job_dir]):
+            continue
+        run = tracker.get_run(recorded_run_id(job_dir))
+        if run is not None and run.status == RUNNING:
+            reason = "the job ended without recording a result (killed outright, or its node failed)"
+            tracker.close_run(run.run_id, KILLED, error_type="JobLost", message=reason)
+            print(f"closed run {run.run_id} of {job_dir}: KILLED: {reason}")

@@ -1,0 +1,84 @@
+"""The worker's tie to its job: a worker never outlives the process that owns its run, and never runs
+past its timeout even when that process cannot stop it.
+
+- On Linux the kernel kills the worker the moment its parent dies (`prctl(PR_SET_PDEATHSIG, SIGKILL)`),
+  even when it hangs in C code (a stuck kernel launch would otherwise hold the GPU for good).
+- A watchdog thread, everywhere: when the parent is gone (`os.getppid()` changed: the portable
+  fallback, and the window before prctl took effect) it kills the worker's whole process group
+  (its DataLoader and compile workers too) without writing a result, since no one would log it.
+- The same thread enforces `trainer.timeout_s` as a backstop, `BACKSTOP_GRACE_S` after the parent's
+  own deadline (a parent stopped or hung while it logs): it writes a `KILLED` `Timeout` result, which
+  the parent or `report --sync` records in the job's run, and kills the group.
+
+Torch-free: the worker installs it before importing torch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+PARENT_ENV = "PIPELINE_PARENT_PID"  # set by the supervisor: the pid the worker must not outlive
+PR_SET_PDEATHSIG = 1
+BACKSTOP_GRACE_S = 15.0  # past the parent's deadline (its kill takes up to 10 s)
+POLL_S = 0.5
+
+
+def hold(*, timeout_s: float, on_timeout: Callable[[str], None]) -> None:
+    """Tie this process to its parent (the pid in $PIPELINE_PARENT_PID, else the current parent).
+    `on_timeout(message)` writes the timeout's result before the group is killed."""
+    parent = int(os.environ.get(PARENT_ENV) or os.getppid())
+    _die_with_parent()
+    if os.getppid() != parent:  # the parent died before the kernel was told
+        _kill_group()
+    deadline = time.monotonic() + timeout_s + BACKSTOP_GRACE_S
+    message = (
+        f"worker ended itself after trainer.timeout_s={timeout_s:g} s (+{BACKSTOP_GRACE_S:g} s): "
+        "its job process did not stop it"
+    )
+    watchdog = threading.Thread(
+        target=_watch, args=(parent, deadline, lambda: on_timeout(message)), daemon=True, name="lifeline"
+    )
+    watchdog.start()
+
+
+def parent_alive() -> bool:
+    parent = os.environ.get(PARENT_ENV)
+    return parent is None or os.getppid() == int(parent)
+
+
+def _die_with_parent() -> None:
+    """Linux only; elsewhere the watchdog alone."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _watch(parent: int, deadline: float, on_timeout: Callable[[], None]) -> None:
+    while True:
+        time.sleep(POLL_S)
+        if os.getppid() != parent:
+            _kill_group()
+        if time.monotonic() > deadline:
+            try:
+                on_timeout()
+            finally:
+                _kill_group()
+
+
+def _kill_group() -> None:
+    """SIGKILL this process's group when it leads one (the supervisor starts the worker in a session
+    of its own, so this takes its DataLoader and compile workers with it), else itself. Nothing is
+    flushed first: a stopped parent leaves the output pipe full, and a write would block here."""
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)

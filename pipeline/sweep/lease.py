@@ -1,0 +1,118 @@
+"""Who is still working on a sweep, so that resuming it never runs beside its earlier driver's jobs
+(configurations run twice, live runs closed as lost, a summary picking one of each pair).
+
+The driver (`python -m pipeline.run -m`) holds a lease on `<sweep dir>/.lease` and every job one on
+`<job dir>/.lease` while it runs: an exclusive `flock` that the kernel drops when the process dies,
+however it dies (on a shared filesystem that supports locks, from any node). A job still queued in
+SLURM holds none yet, so the launcher also notes the sweep's job arrays (`.slurm_arrays`) for squeue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import socket
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO
+
+from pipeline.sweep import slurm
+
+LEASE_FILE = ".lease"
+ARRAYS_FILE = ".slurm_arrays"
+
+
+class Busy(RuntimeError):
+    """Someone holds the lease already (the message says who)."""
+
+
+def hold(folder: Path) -> IO[str]:
+    """Take the folder's lease for as long as the returned file stays open (keep a reference: closing
+    it, or the process ending, releases it). Raises Busy when another process holds it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = open(folder / LEASE_FILE, "a+")  # noqa: SIM115 - open for as long as the lease is held
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _read(handle)
+        handle.close()
+        raise Busy(f"{folder} is in use by {holder}") from None
+    except OSError:  # a filesystem without locks: no lease, as before leases existed
+        return handle
+    handle.truncate(0)
+    handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    handle.flush()
+    return handle
+
+
+@contextlib.contextmanager
+def held(folder: Path) -> Iterator[None]:
+    """The folder's lease for the block (Busy when another process holds it)."""
+    handle = hold(folder)
+    try:
+        yield
+    finally:
+        handle.close()
+
+
+def holders(sweep_dirs: Iterable[Path]) -> list[str]:
+    """`<folder>: pid N on host since T` for every lease held in these sweep folders or their jobs'."""
+    found = []
+    for sweep_dir in sweep_dirs:
+        for lease in [sweep_dir / LEASE_FILE, *sorted(sweep_dir.glob(f"*/{LEASE_FILE}"))]:
+            holder = _holder(lease)
+            if holder is not None:
+                found.append(f"{lease.parent}: {holder}")
+    return found
+
+
+def record_array(sweep_dir: Path, array_id: str) -> None:
+    """Note a job array submitted for this sweep (squeue knows its queued tasks, which hold no lease)."""
+    with open(sweep_dir / ARRAYS_FILE, "a") as f:
+        f.write(array_id + "\n")
+
+
+def arrays(sweep_dirs: Iterable[Path]) -> list[str]:
+    ids = []
+    for sweep_dir in sweep_dirs:
+        try:
+            ids += (sweep_dir / ARRAYS_FILE).read_text().split()
+        except OSError:
+            continue
+    return ids
+
+
+def still_working(sweep_dirs: list[Path]) -> tuple[list[str], str]:
+    """What still works on a sweep run from these folders (leases held, SLURM jobs queued), and the
+    command that stops it: `scancel <arrays>`, else `kill <pids>` of the holders on this host."""
+    held = holders(sweep_dirs)
+    queued = slurm.queued(arrays(sweep_dirs))
+    if queued:
+        stop = "scancel " + " ".join(sorted({job.split()[0].split("_")[0] for job in queued}))
+    else:
+        here = socket.gethostname()
+        stop = "kill " + " ".join(
+            m[1] for h in held if (m := re.search(rf"pid (\d+) on {re.escape(here)} ", h))
+        )
+    return held + [f"SLURM job {job}" for job in queued], stop
+
+
+def _holder(lease: Path) -> str | None:
+    """Who holds this lease, or None when no one does."""
+    try:
+        with open(lease) as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return _read(handle)
+    except OSError:  # no lease file (no one ever held it), or no locks on this filesystem
+        pass
+    return None
+
+
+def _read(handle: IO[str]) -> str:
+    handle.seek(0)
+    return handle.read().strip() or "another process"
