@@ -75,6 +75,17 @@ def run_cli(
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=full_env)
 
 
+def run_report(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m pipeline.report ...` in a fresh process, from the repository root."""
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.report", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def cli_command(
     args: list[str], tmp_path: Path, store_uri: str, *, multirun: bool = False
 ) -> tuple[list[str], dict[str, str]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, TINY, client, output, run_cli, runs
+from tests.conftest import ROOT, TINY, client, output, run_cli, run_report, runs
 from tests.mlflow_server import free_port, start_server
 
 # A linear model from tests/fault_models.py on 32 px images, 4 steps, eager.
@@ -257,21 +257,7 @@ def test_store_lost_mid_job_keeps_the_result_and_sync_uploads_it(tmp_path: Path)
         server.stop()
     server = start_server(tmp_path / "server")  # the same store comes back (on another port)
     try:
-        sync = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pipeline.report",
-                "--tracking-uri",
-                server.url,
-                "--sync",
-                str(tmp_path / "run"),
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        sync = run_report("--tracking-uri", server.url, "--sync", str(tmp_path / "run"))
         assert sync.returncode == 0, sync.stdout + sync.stderr
         (run,) = runs(server.url)
         assert run.info.run_id == result["mlflow_run_id"]  # the job's own run, left RUNNING, now complete
@@ -279,21 +265,7 @@ def test_store_lost_mid_job_keeps_the_result_and_sync_uploads_it(tmp_path: Path)
             result["metrics"]["step/p50_ms"]
         )
         assert json.loads((tmp_path / "run" / "result.json").read_text())["mlflow_synced"] is True
-        again = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pipeline.report",
-                "--tracking-uri",
-                server.url,
-                "--sync",
-                str(tmp_path / "run"),
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        again = run_report("--tracking-uri", server.url, "--sync", str(tmp_path / "run"))
         assert again.returncode == 0 and "nothing to sync" in again.stdout
     finally:
         server.stop()
@@ -370,17 +342,6 @@ def test_no_eval_or_exec_of_config_strings():
                     assert node.func.id not in ("eval", "exec"), f"{path}:{node.lineno}"
 
 
-def report(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python -m pipeline.report ...`."""
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline.report", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def gone(pid: int) -> bool:
     return not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
 
@@ -441,7 +402,8 @@ def test_the_worker_dies_with_its_job_process(tmp_path: Path, store: str):
     finally:
         if not gone(worker):
             os.killpg(worker, signal.SIGKILL)
-    sync = report("--tracking-uri", store, "--sync", str(tmp_path / "run"))  # closes what the job could not
+    # --sync closes what the job could not.
+    sync = run_report("--tracking-uri", store, "--sync", str(tmp_path / "run"))
     assert sync.returncode == 0 and "nothing to sync" in sync.stdout, sync.stdout + sync.stderr
     (run,) = runs(store)
     assert run.info.status == "KILLED" and run.data.tags["error_type"] == "JobLost"
@@ -469,7 +431,7 @@ def test_a_worker_whose_job_hangs_ends_itself_and_sync_records_it_in_the_jobs_ru
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["status"] == "KILLED" and result["error"]["type"] == "Timeout"
     assert "trainer.timeout_s=20" in result["error"]["message"]
-    sync = report("--tracking-uri", store, "--sync", str(tmp_path / "run"))
+    sync = run_report("--tracking-uri", store, "--sync", str(tmp_path / "run"))
     assert sync.returncode == 0, sync.stdout + sync.stderr
     (run,) = runs(store)
     assert run.info.status == "KILLED" and run.data.tags["error_type"] == "Timeout"
@@ -486,7 +448,7 @@ def test_sync_never_overrides_a_finished_run_nor_adds_one(tmp_path: Path, store:
     late.update(status="FAILED", mlflow_run_id=None, mlflow_synced=False)
     late["error"] = {"type": "BrokenPipeError", "message": "[Errno 32] Broken pipe", "traceback": ""}
     path.write_text(json.dumps(late))
-    sync = report("--tracking-uri", store, "--sync", str(tmp_path / "run"))
+    sync = run_report("--tracking-uri", store, "--sync", str(tmp_path / "run"))
     assert sync.returncode == 0, sync.stdout + sync.stderr
     assert "kept: the run is FINISHED in MLflow" in sync.stdout
     (run,) = runs(store)
@@ -513,7 +475,7 @@ def test_an_artifact_store_failure_closes_the_run_with_the_reason_and_sync_compl
     assert job.data.metrics["step/p50_ms"] > 0  # what the store took is kept
 
     (full_dir / "filler").unlink()  # room again
-    sync = report("--tracking-uri", store, "--sync", str(tmp_path / "multirun"))
+    sync = run_report("--tracking-uri", store, "--sync", str(tmp_path / "multirun"))
     assert sync.returncode == 0, sync.stdout + sync.stderr
     parent, (job,) = split_sweep(store)
     assert job.info.status == "FINISHED" and "error_type" not in job.data.tags

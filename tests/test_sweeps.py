@@ -18,7 +18,18 @@ import pytest
 from pipeline.sweep.render import table_rows
 from pipeline.sweep.state import count_jobs
 from pipeline.sweep.summary import Row, summarize
-from tests.conftest import ROOT, TINY, client, compose, one_line_errors, output, popen_cli, run_cli, runs
+from tests.conftest import (
+    ROOT,
+    TINY,
+    client,
+    compose,
+    one_line_errors,
+    output,
+    popen_cli,
+    run_cli,
+    run_report,
+    runs,
+)
 from tests.mlflow_server import start_server
 
 
@@ -133,18 +144,7 @@ def test_report_cli_rebuilds_the_summary_from_mlflow(tmp_path: Path, store: str)
     assert proc.returncode == 0, output(proc)
     parent, _ = split(store)
     out = tmp_path / "report"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pipeline.report",
-        "--tracking-uri",
-        store,
-        "--sweep",
-        parent.data.tags["sweep_id"],
-        "--out",
-        str(out),
-    ]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = run_report("--tracking-uri", store, "--sweep", parent.data.tags["sweep_id"], "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert (
         (out / "summary.md").exists()
@@ -152,42 +152,16 @@ def test_report_cli_rebuilds_the_summary_from_mlflow(tmp_path: Path, store: str)
         and (out / "plots" / "step_time.png").exists()
     )
     assert "vit_tiny" in done.stdout
-    listing = subprocess.run(
-        [sys.executable, "-m", "pipeline.report", "--tracking-uri", store, "--list"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    listing = run_report("--tracking-uri", store, "--list")
     assert parent.data.tags["sweep_id"] in listing.stdout
     # Without MLflow at all: the same summary from the job folders' result files.
-    offline = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipeline.report",
-            "--results",
-            str(tmp_path / "multirun"),
-            "--out",
-            str(tmp_path / "offline"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    offline = run_report("--results", str(tmp_path / "multirun"), "--out", str(tmp_path / "offline"))
     assert offline.returncode == 0, offline.stderr
     assert sorted(
         r["run_name"] for r in csv.DictReader((tmp_path / "offline" / "summary.csv").read_text().splitlines())
     ) == ["vit_tiny·amp·eager", "vit_tiny·fp32·eager"]
     assert (tmp_path / "offline" / "plots" / "step_time.png").exists()
-    missing = subprocess.run(
-        [sys.executable, "-m", "pipeline.report", "--tracking-uri", store, "--sweep", "nope"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    missing = run_report("--tracking-uri", store, "--sweep", "nope")
     assert missing.returncode == 1 and "no sweep with sweep_id='nope'" in missing.stderr
 
 
@@ -427,21 +401,7 @@ def test_the_store_gone_at_the_end_of_a_sweep_is_one_line_and_sync_finishes_the_
 
     server = start_server(tmp_path / "server")  # the same store, back (on another port)
     try:
-        sync = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pipeline.report",
-                "--tracking-uri",
-                server.url,
-                "--sync",
-                str(tmp_path / "multirun"),
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        sync = run_report("--tracking-uri", server.url, "--sync", str(tmp_path / "multirun"))
         assert sync.returncode == 0, sync.stdout + sync.stderr
         parent, kids = split(server.url)
         assert parent.info.status == "FINISHED" and [k.info.status for k in kids] == ["FINISHED"]

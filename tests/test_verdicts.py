@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import math
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ from pipeline.measure.stats import Latency
 from pipeline.sweep.compare import IMPROVEMENT, REGRESSION, SAME, change
 from pipeline.sweep.summary import Row, bootstrap_geomean, failure_class, summarize
 from pipeline.sweep.verdict import FASTEST, INCONCLUSIVE, TIE, Estimate, Rule, decide
-from tests.conftest import ROOT, TINY, output, run_cli, runs
+from tests.conftest import TINY, output, run_cli, run_report, runs
 
 TRIALS = 1000
 
@@ -223,24 +221,7 @@ def test_a_large_real_difference_ends_fastest_naming_it_and_two_sweeps_compare(t
         assert tags["verdict"] == "fastest", tags.get("verdict_reason")
         assert tags["fastest_config"] == "vit_tiny·amp·eager·depth=1"
     out = tmp_path / "compare"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipeline.report",
-            "--tracking-uri",
-            store,
-            "--compare",
-            "depth-a",
-            "depth-b",
-            "--out",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_report("--tracking-uri", store, "--compare", "depth-a", "depth-b", "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "of 2 matched" in done.stdout and "changed: nothing" in done.stdout
     assert {p.name for p in out.iterdir()} == {"compare.md", "compare.csv", "compare.png"}
