@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS ?=
 SWEEP ?=
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=15  # the slowest tests, in every log
 UI_PORT ?= 5000
 UI_STORE ?= sqlite:///$(CURDIR)/outputs/mlflow.db
 UI_ARTIFACTS ?= $(CURDIR)/outputs/mlartifacts
