@@ -515,6 +515,12 @@ def _parallel_fits(cfg: Config) -> Iterator[ConfigError]:
         yield ConfigError(
             "parallel.optimize_ddp", par.optimize_ddp, "has no effect with compile.mode=eager; leave it `on`"
         )
+    if par.optimize_ddp == "compiled_autograd" and cfg.compile.compiled and cfg.compile.scope != "step":
+        yield ConfigError(
+            "parallel.optimize_ddp",
+            par.optimize_ddp,
+            "needs compile.scope=step: compiled autograd traces a backward() called inside the compiled function",
+        )
     if par.strategy == "fsdp" and cfg.compile.compiled and cfg.compile.scope not in FSDP_SCOPES:
         yield ConfigError(
             "compile.scope",
