@@ -198,24 +198,31 @@ def worker_command(config: Config, config_path: Path, result_path: Path) -> list
 
 
 def ranks_result(job_dir: Path, result_path: Path, returncode: int | None, log_tail: str) -> JobResult:
-    """A distributed job's result: rank 0's when it finished; otherwise the failure of the rank that
-    failed first (its own result file, else how torch saw it exit), so any rank's crash is the job's."""
+    """A distributed job's result: rank 0's when every rank finished; otherwise the root failure, so any
+    rank's crash is the job's. torch's launcher lists the ranks it saw fail (`ranks_failed.json`): a
+    rank killed by a signal there (no result of its own) is the cause; else the failed rank results,
+    those torch listed first, the earliest failure first (a peer's broken collective comes after)."""
     rank0 = _read_or_new(result_path) if result_path.exists() else None
     if rank0 is not None and rank0.status == FINISHED and returncode == 0:
         return rank0
-    failed = [r for r in (rank0, *map(_read_or_new, job_dir.glob(RANK_RESULT_GLOB))) if r and r.error]
+    results = [r for r in (rank0, *map(_read_or_new, job_dir.glob(RANK_RESULT_GLOB))) if r and r.error]
     exits = _rank_failures(job_dir / RANK_FAILURES_FILE)
-    if failed:
-        result = min(failed, key=lambda r: r.info.get("failed_at", float("inf")))
+    listed = {e["rank"] for e in exits}
+    reported = {r.info.get("rank", 0) for r in results}
+    killed = [e for e in exits if e["exitcode"] < 0 and e["rank"] not in reported]
+    if results and not killed:
+        first_listed = [r for r in results if r.info.get("rank", 0) in listed] or results
+        result = min(first_listed, key=lambda r: r.info.get("failed_at", float("inf")))
     else:
         result = rank0 or JobResult()
-        first = exits[0] if exits else None
+        first = (killed or exits or [None])[0]
         how = (
             f"rank {first['rank']} {first['exit']}"
             if first
             else f"the ranks' launcher {signal_description(returncode or 0)}"
         )
         result.fail(FAILED, "WorkerCrashed", f"{how} before writing its result", log_tail)
+        result.info["failed_rank"] = first["rank"] if first else None
     result.info["rank_exits"] = exits
     return result
 

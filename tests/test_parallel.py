@@ -1,0 +1,224 @@
+"""Distributed jobs (`parallel=ddp|fsdp`) on the CPU: 2 gloo processes started by torchrun, through the
+real CLI into MLflow; a rank's failure is the job's; no rank outlives its job; a sweep over
+parallel=none,ddp summarizes both, with the scaling efficiency."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.config.checks import validate
+from pipeline.config.errors import ConfigError
+from tests.conftest import client, compose, one_line_errors, output, popen_cli, run_cli, runs
+
+# 2 processes of vit_tiny on the CPU, per-rank batch 2, 4 steps (2 warm-up).
+TINY_CPU = [
+    "device=cpu",
+    "model=vit_tiny",
+    "trainer.batch_size=2",
+    "trainer.steps=4",
+    "trainer.warmup_steps=2",
+]
+# A linear model with two blocks (tests/fault_models.py rank_fault), eager, 4 steps.
+RANK_FAULT = [
+    "device=cpu",
+    "model.id=rank_fault",
+    "model._target_=tests.fault_models.rank_fault",
+    "model.name=null",
+    "model.input.height=8",
+    "model.input.width=8",
+    "model.input.num_classes=10",
+    "trainer.batch_size=2",
+    "trainer.steps=4",
+    "trainer.warmup_steps=1",
+    "compile.mode=eager",
+    "parallel=ddp",
+]
+
+
+def only_run(store: str):
+    (run,) = runs(store)
+    return run
+
+
+def processes_mentioning(marker: str) -> list[int]:
+    """Live processes (not zombies) whose command line mentions `marker` (the job's folder)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(int(proc.name))
+    return found
+
+
+def wait_until_gone(marker: str, timeout: float = 30) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = processes_mentioning(marker)
+        if not left:
+            return []
+        time.sleep(0.2)
+    return processes_mentioning(marker)
+
+
+def rank_series(store: str, run_id: str, name: str) -> dict[int, float]:
+    return {m.step: m.value for m in client(store).get_metric_history(run_id, name)}
+
+
+def assert_two_ranks(store: str, run) -> None:
+    m, tags = run.data.metrics, run.data.tags
+    assert run.info.status == "FINISHED"
+    assert m["parallel/world_size"] == 2.0 and tags["world_size"] == "2"
+    assert run.data.params["parallel.nproc"] == "2"
+    per_rank = rank_series(store, run.info.run_id, "rank/step_p50_ms")
+    assert sorted(per_rank) == [0, 1] and all(v > 0 for v in per_rank.values())
+    # The job's step times are the slowest rank's, step by step: its median is at least each rank's own.
+    assert m["step/p50_ms"] >= min(per_rank.values())
+    assert m["step/rank_p50_max_ms"] == pytest.approx(max(per_rank.values()))
+    assert 0 <= m["step/rank_spread_pct"] < 100
+    assert sorted(rank_series(store, run.info.run_id, "rank/cpu_rss_peak_gib")) == [0, 1]
+    # Throughput counts both ranks' samples: 2 ranks x 2 samples per median step.
+    assert m["throughput/samples_per_s"] == pytest.approx(4 * 1000 / m["step/p50_ms"], rel=1e-6)
+
+
+def test_ddp_job_with_aot_eager_logs_every_rank(tmp_path: Path, store: str):
+    proc = run_cli([*TINY_CPU, "parallel=ddp", "compile.backend=aot_eager"], tmp_path, store)
+    assert proc.returncode == 0, output(proc)
+    run = only_run(store)
+    assert_two_ranks(store, run)
+    assert run.data.tags["parallel"] == "ddp" and "ddp×2" in run.info.run_name
+    m = run.data.metrics
+    assert m["speedup/vs_eager"] > 0  # the paired eager baseline ran in the same process group
+    assert sorted(rank_series(store, run.info.run_id, "rank/eager_step_p50_ms")) == [0, 1]
+    assert sorted(rank_series(store, run.info.run_id, "rank/compile_total_s")) == [0, 1]
+    assert m["diagnose/rank_max_unique_graphs"] >= 1
+    assert not (tmp_path / "run" / "result.rank1.json").read_text().count('"error": {')  # rank 1 finished
+    assert json.loads((tmp_path / "run" / "result.rank1.json").read_text())["status"] == "FINISHED"
+    assert wait_until_gone(str(tmp_path)) == []
+
+
+@pytest.mark.slow
+def test_ddp_eager_and_fsdp_regional_aot_eager_jobs(tmp_path: Path, store: str):
+    proc = run_cli([*TINY_CPU, "parallel=ddp", "compile.mode=eager"], tmp_path / "ddp", store)
+    assert proc.returncode == 0, output(proc)
+    proc = run_cli(
+        [*TINY_CPU, "parallel=fsdp", "compile.backend=aot_eager", "compile.scope=regional"],
+        tmp_path / "fsdp",
+        store,
+    )
+    assert proc.returncode == 0, output(proc)
+    by_strategy = {r.data.tags["parallel"]: r for r in runs(store)}
+    assert set(by_strategy) == {"ddp", "fsdp"}
+    for run in by_strategy.values():
+        assert_two_ranks(store, run)
+    fsdp = by_strategy["fsdp"]
+    assert "speedup/vs_eager" in fsdp.data.metrics and fsdp.data.metrics["compile/rank_total_max_s"] > 0
+    assert "speedup/vs_eager" not in by_strategy["ddp"].data.metrics  # eager: nothing to pair
+
+
+@pytest.mark.slow
+def test_a_rank_that_raises_fails_the_job_with_its_error_and_no_rank_is_left(tmp_path: Path, store: str):
+    proc = run_cli([*RANK_FAULT, "+model.kwargs.fault=raise"], tmp_path, store)
+    assert proc.returncode == 1, output(proc)
+    run = only_run(store)
+    assert run.info.status == "FAILED"
+    assert run.data.tags["error_type"] == "RuntimeError", run.data.tags
+    assert "rank 1: injected fault on rank 1" in run.data.tags["error_message"]
+    assert wait_until_gone(str(tmp_path)) == []
+
+
+@pytest.mark.slow
+def test_a_rank_killed_by_sigkill_fails_the_job_and_no_rank_is_left(tmp_path: Path, store: str):
+    proc = run_cli([*RANK_FAULT, "+model.kwargs.fault=sigkill"], tmp_path, store)
+    assert proc.returncode == 1, output(proc)
+    run = only_run(store)
+    assert run.info.status == "FAILED" and run.data.tags["error_type"] == "WorkerCrashed", run.data.tags
+    assert "rank 1 killed by SIGKILL" in run.data.tags["error_message"]
+    assert wait_until_gone(str(tmp_path)) == []
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_distributed_job_ends_it_killed_with_every_rank_gone(tmp_path: Path, store: str):
+    proc = popen_cli([*RANK_FAULT, "+model.kwargs.fault=hang"], tmp_path, store)
+    try:
+        deadline = time.monotonic() + 120
+        while not list((tmp_path / "run").glob("worker.log")) or "hang" not in _ranks_up(tmp_path):
+            assert time.monotonic() < deadline, "the ranks never started"
+            time.sleep(0.5)
+        time.sleep(3)  # rank 1 is in its hanging forward
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, out + err
+    run = only_run(store)
+    assert run.info.status == "KILLED" and run.data.tags["error_type"] == "Interrupted"
+    assert wait_until_gone(str(tmp_path)) == []
+
+
+def _ranks_up(tmp_path: Path) -> str:
+    """'hang' once both ranks run the worker (two worker processes for this job)."""
+    workers = [p for p in processes_mentioning(str(tmp_path)) if b"pipeline.job.worker" in _cmdline(p)]
+    return "hang" if len(workers) >= 2 else ""
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+@pytest.mark.slow
+def test_sweep_over_parallel_none_and_ddp_summarizes_both_with_scaling(tmp_path: Path, store: str):
+    proc = run_cli([*TINY_CPU, "compile.mode=eager", "parallel=none,ddp"], tmp_path, store, multirun=True)
+    assert proc.returncode == 0, output(proc)
+    kids = [r for r in runs(store) if r.data.tags.get("sweep_parent") != "true"]
+    assert sorted((k.data.tags["parallel"], k.data.tags["world_size"]) for k in kids) == [
+        ("ddp", "2"),
+        ("none", "1"),
+    ]
+    md = (tmp_path / "multirun" / "summary.md").read_text()
+    assert "ddp" in md and "none" in md
+    assert "scaling efficiency of vit_tiny·amp·eager·ddp×2 on 2 processes vs vit_tiny·amp·eager" in md, md
+    # Different global batches: the sweep ranks by throughput, not step time.
+    assert "throughput, samples/s" in md
+
+
+def test_unsupported_parallel_combinations_are_refused_before_anything_starts(tmp_path: Path, store: str):
+    proc = run_cli(
+        [
+            *TINY_CPU,
+            "parallel=fsdp",
+            "scenario=inference",
+            "compile.mode=reduce-overhead",
+            "parallel.bucket_cap_mb=50",
+        ],
+        tmp_path,
+        store,
+    )
+    assert proc.returncode == 2, output(proc)
+    errors = one_line_errors(proc, "config error:")
+    text = "\n".join(errors)
+    assert "parallel='fsdp'" in text and "scenario=inference" in text
+    assert "compile.mode='reduce-overhead'" in text and "pytorch/pytorch#140395" in text
+    assert "parallel.bucket_cap_mb=50" in text and "only with parallel=ddp" in text
+    assert runs(store) == []  # nothing started, nothing logged
+    with pytest.raises(ConfigError, match="has no repeated blocks to shard"):
+        validate(compose([*TINY_CPU, "parallel=fsdp", "model=convnet"]))
+    with pytest.raises(ConfigError, match=r"needs parallel=ddp or parallel=fsdp"):
+        validate(compose([*TINY_CPU, "parallel.nproc=2"]))
+    with pytest.raises(ConfigError, match=r"needs compile\.scope=step"):
+        validate(compose([*TINY_CPU, "parallel=ddp", "parallel.optimize_ddp=compiled_autograd"]))
