@@ -73,5 +73,7 @@ class _RankFault(nn.Module):
         return self.head(x)
 
 
-def rank_fault(input_spec: dict[str, Any], rank: int = 1, at_call: int = 2, fault: str = "raise") -> nn.Module:
+def rank_fault(
+    input_spec: dict[str, Any], rank: int = 1, at_call: int = 2, fault: str = "raise"
+) -> nn.Module:
     return _RankFault(input_spec, rank, at_call, fault)
