@@ -222,3 +222,14 @@ def test_unsupported_parallel_combinations_are_refused_before_anything_starts(tm
         validate(compose([*TINY_CPU, "parallel.nproc=2"]))
     with pytest.raises(ConfigError, match=r"needs compile\.scope=step"):
         validate(compose([*TINY_CPU, "parallel=ddp", "parallel.optimize_ddp=compiled_autograd"]))
+
+
+def test_slurm_asks_for_a_distributed_jobs_gpus_and_cpus_in_one_task():
+    from pipeline.sweep.slurm import request_for_ranks
+
+    params = {"gpus_per_node": 1, "cpus_per_task": 8, "tasks_per_node": 1}
+    notes = request_for_ranks(params, 2)
+    assert params == {"gpus_per_node": 2, "cpus_per_task": 16, "tasks_per_node": 1}
+    assert len(notes) == 2 and "gpus_per_node=2" in notes[0]
+    single = {"gpus_per_node": 1, "cpus_per_task": 8}
+    assert request_for_ranks(single, 1) == [] and single == {"gpus_per_node": 1, "cpus_per_task": 8}
