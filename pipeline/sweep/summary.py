@@ -88,7 +88,8 @@ class Objective:
         if self.metric == "step/p50_ms":
             return p50, low, high
         value = m[self.metric]
-        return value, value * p50 / high, value * p50 / low
+        # A median whose interval reaches 0 ms (two or three measured steps) bounds no throughput above.
+        return value, value * p50 / high, value * p50 / low if low > 0 else math.inf
 
 
 STEP_TIME = Objective(
