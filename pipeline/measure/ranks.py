@@ -31,6 +31,7 @@ PER_RANK: dict[str, tuple[str, str | None, str]] = {
     "compile/total_s": ("compile/rank_total_max_s", "compile/rank_total_spread_pct", "rank/compile_total_s"),
     "diagnose/graph_breaks": ("diagnose/rank_max_graph_breaks", None, "rank/graph_breaks"),
     "diagnose/unique_graphs": ("diagnose/rank_max_unique_graphs", None, "rank/unique_graphs"),
+    "diagnose/backend_graphs": ("diagnose/rank_max_backend_graphs", None, "rank/backend_graphs"),
     "diagnose/recompiles_after_warmup": (
         "diagnose/rank_max_recompiles",
         None,

@@ -75,6 +75,11 @@ METRICS: dict[str, Metric] = {
     "loss/final": Metric("loss", "loss of the last step"),
     "diagnose/graph_breaks": Metric("count", "graph breaks Dynamo recorded"),
     "diagnose/unique_graphs": Metric("count", "distinct graphs Dynamo compiled"),
+    "diagnose/backend_graphs": Metric(
+        "count",
+        "graphs the backend compiled through AOTAutograd (aot_eager, inductor): Dynamo's graphs, or with DDP "
+        "(parallel.optimize_ddp=on) the pieces DDPOptimizer split them into at bucket boundaries",
+    ),
     "diagnose/frames_compiled": Metric("count", "Dynamo frame compilations (first compiles and recompiles)"),
     "diagnose/recompiles_after_warmup": Metric("count", "frame compilations during the measured steps"),
     "flops/per_step": Metric(
@@ -199,6 +204,10 @@ METRICS: dict[str, Metric] = {
         "count",
         "distributed: the most distinct graphs any rank compiled (DDPOptimizer's bucket splits count here)",
     ),
+    "diagnose/rank_max_backend_graphs": Metric(
+        "count",
+        "distributed: the most backend-compiled graphs any rank has (DDPOptimizer's bucket splits count here)",
+    ),
     "diagnose/rank_max_recompiles": Metric(
         "count", "distributed: the most frame compilations any rank made during the measured steps"
     ),
@@ -218,6 +227,9 @@ SERIES: dict[str, Metric] = {
     "rank/compile_total_s": Metric("s", "distributed: each rank's compile/total_s (step = rank)"),
     "rank/graph_breaks": Metric("count", "distributed: each rank's graph breaks (step = rank)"),
     "rank/unique_graphs": Metric("count", "distributed: each rank's distinct graphs (step = rank)"),
+    "rank/backend_graphs": Metric(
+        "count", "distributed: each rank's backend-compiled graphs, DDP's splits included (step = rank)"
+    ),
     "rank/recompiles_after_warmup": Metric(
         "count", "distributed: each rank's recompiles after warm-up (step = rank)"
     ),
