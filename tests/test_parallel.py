@@ -150,12 +150,8 @@ def test_a_rank_killed_by_sigkill_fails_the_job_and_no_rank_is_left(tmp_path: Pa
 
 @pytest.mark.slow
 def test_sigterm_to_a_distributed_job_ends_it_killed_with_every_rank_gone(tmp_path: Path, store: str):
-    proc = popen_cli([*RANK_FAULT, "+model.kwargs.fault=hang"], tmp_path, store)
+    proc = _start_hanging_job(tmp_path, store)
     try:
-        deadline = time.monotonic() + 120
-        while not list((tmp_path / "run").glob("worker.log")) or "hang" not in _ranks_up(tmp_path):
-            assert time.monotonic() < deadline, "the ranks never started"
-            time.sleep(0.5)
         time.sleep(3)  # rank 1 is in its hanging forward
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=120)
@@ -168,10 +164,10 @@ def test_sigterm_to_a_distributed_job_ends_it_killed_with_every_rank_gone(tmp_pa
     assert wait_until_gone(str(tmp_path)) == []
 
 
-def _ranks_up(tmp_path: Path) -> str:
-    """'hang' once both ranks run the worker (two worker processes for this job)."""
+def _ranks_up(tmp_path: Path) -> bool:
+    """Both ranks run the worker (two worker processes for this job)."""
     workers = [p for p in processes_mentioning(str(tmp_path)) if b"pipeline.job.worker" in _cmdline(p)]
-    return "hang" if len(workers) >= 2 else ""
+    return len(workers) >= 2
 
 
 def _cmdline(pid: int) -> bytes:
@@ -233,3 +229,59 @@ def test_slurm_asks_for_a_distributed_jobs_gpus_and_cpus_in_one_task():
     assert len(notes) == 2 and "gpus_per_node=2" in notes[0]
     single = {"gpus_per_node": 1, "cpus_per_task": 8}
     assert request_for_ranks(single, 1) == [] and single == {"gpus_per_node": 1, "cpus_per_task": 8}
+
+
+@pytest.mark.slow
+def test_optimize_ddp_splits_show_as_backend_graphs_and_compiled_autograd_captures_backward(
+    tmp_path: Path, store: str
+):
+    """DDPOptimizer splits the compiled model at 1 MiB buckets (a 1.6M-parameter ViT: several graphs for
+    the backend); off, one graph; compiled autograd (with the compiled step) captures the backward."""
+    wide = [*TINY_CPU, "model.kwargs.embed_dim=256", "parallel=ddp", "compile.backend=aot_eager"]
+    wide += ["benchmark.paired_eager=false", "parallel.bucket_cap_mb=1"]
+    proc = run_cli([*wide, "parallel.optimize_ddp=on,off"], tmp_path, store, multirun=True)
+    assert proc.returncode == 0, output(proc)
+    graphs = {
+        r.data.params["parallel.optimize_ddp"]: r.data.metrics["diagnose/rank_max_backend_graphs"]
+        for r in runs(store)
+        if r.data.tags.get("sweep_parent") != "true"
+    }
+    assert graphs["off"] == 1 and graphs["on"] > 1, graphs
+    step = ["compile.scope=step", "parallel.optimize_ddp=compiled_autograd", "benchmark.paired_eager=false"]
+    proc = run_cli([*TINY_CPU, "parallel=ddp", "compile.backend=aot_eager", *step], tmp_path / "ca", store)
+    assert proc.returncode == 0, output(proc)
+    (run,) = [r for r in runs(store) if r.data.params.get("parallel.optimize_ddp") == "compiled_autograd"]
+    assert run.data.metrics["diagnose/compiled_autograd_captures"] >= 1
+
+
+def _start_hanging_job(tmp_path: Path, store: str, *extra: str):
+    """A ddp job whose rank 1 hangs in its second forward; returns once both ranks run."""
+    proc = popen_cli([*RANK_FAULT, "+model.kwargs.fault=hang", *extra], tmp_path, store)
+    deadline = time.monotonic() + 120
+    while not _ranks_up(tmp_path):
+        assert time.monotonic() < deadline and proc.poll() is None, "the ranks never started"
+        time.sleep(0.5)
+    return proc
+
+
+@pytest.mark.slow
+def test_a_hanging_rank_is_killed_at_the_jobs_timeout_with_every_rank(tmp_path: Path, store: str):
+    proc = _start_hanging_job(tmp_path, store, "trainer.timeout_s=40")
+    try:
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, out + err
+    run = only_run(store)
+    assert run.info.status == "KILLED" and run.data.tags["error_type"] == "Timeout", run.data.tags
+    assert wait_until_gone(str(tmp_path)) == []
+
+
+@pytest.mark.slow
+def test_every_rank_dies_with_its_job_process(tmp_path: Path, store: str):
+    """`kill -9` of the job's process: the agent dies with it (PDEATHSIG) and every rank with the agent."""
+    proc = _start_hanging_job(tmp_path, store)
+    proc.kill()
+    proc.wait()
+    assert wait_until_gone(str(tmp_path)) == []

@@ -515,6 +515,13 @@ def _parallel_fits(cfg: Config) -> Iterator[ConfigError]:
         yield ConfigError(
             "parallel.optimize_ddp", par.optimize_ddp, "has no effect with compile.mode=eager; leave it `on`"
         )
+    if par.strategy == "ddp" and par.optimize_ddp == "on" and cfg.compile.compiled and par.bucket_cap_mb < 1:
+        yield ConfigError(
+            "parallel.bucket_cap_mb",
+            par.bucket_cap_mb,
+            ">= 1 with parallel.optimize_ddp=on: DDPOptimizer asserts that DDP's first bucket (1 MiB) is no larger "
+            "than the others; or parallel.optimize_ddp=off",
+        )
     if par.optimize_ddp == "compiled_autograd" and cfg.compile.compiled and cfg.compile.scope != "step":
         yield ConfigError(
             "parallel.optimize_ddp",

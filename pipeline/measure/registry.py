@@ -80,6 +80,10 @@ METRICS: dict[str, Metric] = {
         "graphs the backend compiled through AOTAutograd (aot_eager, inductor): Dynamo's graphs, or with DDP "
         "(parallel.optimize_ddp=on) the pieces DDPOptimizer split them into at bucket boundaries",
     ),
+    "diagnose/compiled_autograd_captures": Metric(
+        "count",
+        "backward graphs compiled autograd captured (0 unless parallel.optimize_ddp=compiled_autograd)",
+    ),
     "diagnose/frames_compiled": Metric("count", "Dynamo frame compilations (first compiles and recompiles)"),
     "diagnose/recompiles_after_warmup": Metric("count", "frame compilations during the measured steps"),
     "flops/per_step": Metric(
