@@ -43,10 +43,6 @@ class Ranks:
             local_rank=int(env.get("LOCAL_RANK", "0")),
         )
 
-    @property
-    def distributed(self) -> bool:
-        return dist.is_available() and dist.is_initialized()
-
 
 def init_process_group(device: torch.device) -> str:
     """Join the job's process group (NCCL on GPUs, gloo on the CPU); returns the backend."""

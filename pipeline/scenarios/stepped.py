@@ -118,6 +118,8 @@ class SteppedScenario:
             rounds=len(self.rounds),
             paired=self.cfg.paired,
             data_loader=self.cfg.data.loader,
+            parallel=self.cfg.parallel.strategy,
+            world_size=self.ranks.world_size,
         )
 
     # ----------------------------------------------------------------------------- to implement
