@@ -528,12 +528,6 @@ def _parallel_fits(cfg: Config) -> Iterator[ConfigError]:
             par.optimize_ddp,
             "needs compile.scope=step: compiled autograd traces a backward() called inside the compiled function",
         )
-    if par.strategy == "fsdp" and cfg.compile.compiled and cfg.compile.scope not in FSDP_SCOPES:
-        yield ConfigError(
-            "compile.scope",
-            cfg.compile.scope,
-            f"with parallel=fsdp: {', '.join(FSDP_SCOPES)} (regional = per sharded block, model = the whole model)",
-        )
     if cfg.compile.compiled and cfg.compile.mode in CUDAGRAPH_COMPILE_MODES:
         yield ConfigError(
             "compile.mode",
@@ -548,9 +542,6 @@ def _parallel_fits(cfg: Config) -> Iterator[ConfigError]:
             True,
             "not with parallel=fsdp (sharded gradients need a sharded scaler): precision=amp (bf16)",
         )
-
-
-FSDP_SCOPES = ("regional", "model", "model_and_loss")
 
 
 NOT_TRAINING_SCOPES = ("model", "regional", "step")
