@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     lifeline.hold(timeout_s=args.timeout_s, on_timeout=lambda why: _timed_out(args.result, why))
     os.environ[lifeline.PARENT_ENV] = str(os.getpid())  # the ranks' lifeline is this agent
     os.environ.update(NVLINK_MULTICAST_OFF)
+    # The host's CPUs shared among the ranks (torchrun would set 1 thread per rank, and say so), so
+    # that a CPU job's ranks get the threads a one-process job would have in all.
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.nproc)))
     worker_args = (
         [a for a in args.worker_args if a != "--"] if args.worker_args[:1] == ["--"] else args.worker_args
     )
