@@ -152,6 +152,11 @@ def test_a_rank_killed_by_sigkill_fails_the_job_and_no_rank_is_left(tmp_path: Pa
 def test_sigterm_to_a_distributed_job_ends_it_killed_with_every_rank_gone(tmp_path: Path, store: str):
     proc = _start_hanging_job(tmp_path, store)
     try:
+        started = [p for p in processes_mentioning(str(tmp_path)) if b"pipeline.job." in _cmdline(p)]
+        assert len(started) == 3  # the agent (pipeline.job.ranks) and two ranks (pipeline.job.worker)
+        for pid in started:  # NVLink multicast off in each
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            assert b"NCCL_NVLS_ENABLE=0" in environ and b"NVSHMEM_DISABLE_NVLS=1" in environ, pid
         time.sleep(3)  # rank 1 is in its hanging forward
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=120)
@@ -285,3 +290,27 @@ def test_every_rank_dies_with_its_job_process(tmp_path: Path, store: str):
     proc.kill()
     proc.wait()
     assert wait_until_gone(str(tmp_path)) == []
+
+
+def test_every_process_a_job_starts_has_nvlink_multicast_off():
+    from pipeline.job.supervisor import NVLINK_MULTICAST_OFF, worker_env
+
+    env = worker_env(None)
+    assert NVLINK_MULTICAST_OFF == {
+        "NCCL_NVLS_ENABLE": "0",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+        "NVSHMEM_DISABLE_NVLS": "1",
+    }
+    assert all(env[k] == v for k, v in NVLINK_MULTICAST_OFF.items())
+
+
+@pytest.mark.slow
+def test_local_gpus_leases_two_gpus_for_a_ddp_job_and_its_ranks_see_both(tmp_path: Path, store: str):
+    """hydra/launcher=local_gpus on the CPU with pretend GPU indices: the job takes two of the pool at
+    once, and both ranks run with CUDA_VISIBLE_DEVICES naming the two."""
+    args = [*TINY_CPU, "compile.mode=eager", "parallel=ddp", "gpu_pool=[0,1,2]", "hydra/launcher=local_gpus"]
+    locks = {"PIPELINE_GPU_LOCK_DIR": str(tmp_path / "gpu-locks")}  # this test's own pool
+    proc = run_cli(args, tmp_path, store, multirun=True, env=locks)
+    assert proc.returncode == 0, output(proc)
+    (result,) = [json.loads(p.read_text()) for p in (tmp_path / "multirun").glob("*/result.json")]
+    assert result["status"] == "FINISHED" and result["info"]["gpu_pool_index"] == [0, 1]
