@@ -198,7 +198,9 @@ def test_sweep_over_parallel_none_and_ddp_summarizes_both_with_scaling(tmp_path:
     assert "throughput, samples/s" in md
 
 
-def test_unsupported_parallel_combinations_are_refused_before_anything_starts(tmp_path: Path, store: str):
+def test_unsupported_parallel_combinations_are_refused_before_anything_starts(
+    tmp_path: Path, store: str, monkeypatch: pytest.MonkeyPatch
+):
     proc = run_cli(
         [
             *TINY_CPU,
@@ -221,6 +223,11 @@ def test_unsupported_parallel_combinations_are_refused_before_anything_starts(tm
         validate(compose([*TINY_CPU, "parallel=fsdp", "model=convnet"]))
     with pytest.raises(ConfigError, match=r"needs parallel=ddp or parallel=fsdp"):
         validate(compose([*TINY_CPU, "parallel.nproc=2"]))
+    with pytest.raises(ConfigError, match=r"at most the 1 GPU\(s\) of gpu_pool=\[0\]"):
+        validate(compose([*TINY_CPU, "parallel=ddp", "gpu_pool=[0]"]))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # more ranks than GPUs this job may use
+    with pytest.raises(ConfigError, match=r"at most the 1 GPU\(s\) this job sees \(device=cuda\)"):
+        validate(compose([*TINY_CPU, "parallel=ddp", "device=cuda"]))
     with pytest.raises(ConfigError, match=r"needs compile\.scope=step"):
         validate(compose([*TINY_CPU, "parallel=ddp", "parallel.optimize_ddp=compiled_autograd"]))
 

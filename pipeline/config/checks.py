@@ -110,17 +110,19 @@ def model_errors(at: str, model: ModelConfig) -> list[ConfigError]:
 
 def parallel_errors(config: Config) -> list[ConfigError]:
     """A distributed job fits the machine and the model: no more processes than visible GPUs on
-    cuda (counted through NVML: this process never initializes CUDA), and blocks FSDP2 can shard
+    cuda, or on auto where there are GPUs (counted through NVML: this process never initializes
+    CUDA), and blocks FSDP2 can shard
     (the model built on the meta device, once per library version)."""
     par, errors = config.parallel, []
-    if config.device == "cuda":
-        visible = visible_gpus()
-        if visible is not None and par.nproc > visible:
-            errors.append(
-                ConfigError(
-                    "parallel.nproc", par.nproc, f"at most the {visible} GPU(s) this job sees (device=cuda)"
-                )
+    visible = visible_gpus() if config.device in ("cuda", "auto") else None
+    if visible is not None and (config.device == "cuda" or visible > 0) and par.nproc > visible:
+        errors.append(
+            ConfigError(
+                "parallel.nproc",
+                par.nproc,
+                f"at most the {visible} GPU(s) this job sees (device={config.device}); device=cpu runs gloo processes",
             )
+        )
     if par.strategy == "fsdp":
         settings = [config.model.id, config.model._target_, config.model.name, dict(config.model.kwargs)]
         if not known_good.passes("fsdp blocks", settings, lambda: _has_blocks(config.model)):

@@ -505,6 +505,12 @@ def _parallel_fits(cfg: Config) -> Iterator[ConfigError]:
     par = cfg.parallel
     if not par.distributed:
         return
+    if isinstance(cfg.gpu_pool, list) and par.nproc > len(cfg.gpu_pool):
+        yield ConfigError(
+            "parallel.nproc",
+            par.nproc,
+            f"at most the {len(cfg.gpu_pool)} GPU(s) of gpu_pool={cfg.gpu_pool} (one per rank)",
+        )
     if cfg.scenario.name != "train":
         yield ConfigError(
             "parallel",
