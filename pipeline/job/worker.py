@@ -73,9 +73,9 @@ def classify_error(exc: BaseException, cfg: Config) -> tuple[str, str]:
     return name, str(exc)
 
 
-def rank_of_this_process() -> int:
-    """This worker's rank in a distributed job (torchrun's RANK), 0 otherwise."""
-    return int(os.environ.get("RANK", "0"))
+def rank_of_this_process(cfg: Config) -> int:
+    """This worker's rank in a distributed job (torchrun's RANK), 0 otherwise (whatever RANK says)."""
+    return int(os.environ.get("RANK", "0")) if cfg.parallel.distributed else 0
 
 
 def quiet(*args: Any, **kwargs: Any) -> None:
@@ -107,7 +107,7 @@ def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
             result.info["process_group_backend"] = init_process_group(device)
             configure_dynamo(cfg.parallel)
             timeline.mark("process_group")
-        progress = Progress() if rank_of_this_process() == 0 else quiet
+        progress = Progress() if rank_of_this_process(cfg) == 0 else quiet
         ctx = WorkerContext(device=device, progress=progress, out_dir=out_dir, timeline=timeline)
         scenario = scenario_type(cfg, ctx)
         result.method = scenario.method()
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
     cfg = from_dict(json.loads(Path(args.config).read_text()))
-    rank = rank_of_this_process()
+    rank = rank_of_this_process(cfg)
     result_path = rank_result_path(args.result, rank)  # each rank its own; the supervisor merges them
     lifeline.hold(timeout_s=cfg.trainer.timeout_s, on_timeout=lambda why: _timed_out(result_path, why))
     result = JobResult()

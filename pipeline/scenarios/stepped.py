@@ -108,7 +108,7 @@ class SteppedScenario:
         self.timer = Timer(device=self.device, progress=ctx.progress, measured_total=self.measured)
         self.info: dict[str, Any] = {"rounds": self.rounds}
         self.head: nn.Module | None = None  # what turns the model's outputs into the step's result; prepare()
-        self.ranks = Ranks.from_env()  # a distributed job's rank (rank 0 of 1 otherwise)
+        self.ranks = Ranks.from_env() if cfg.parallel.distributed else Ranks()  # rank 0 of 1 otherwise
 
     def method(self) -> str:
         return describe_method(
