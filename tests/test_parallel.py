@@ -321,3 +321,44 @@ def test_local_gpus_leases_two_gpus_for_a_ddp_job_and_its_ranks_see_both(tmp_pat
     assert proc.returncode == 0, output(proc)
     (result,) = [json.loads(p.read_text()) for p in (tmp_path / "multirun").glob("*/result.json")]
     assert result["status"] == "FINISHED" and result["info"]["gpu_pool_index"] == [0, 1]
+
+
+def _rank_result(job_dir: Path, rank: int, *, error: str | None, failed_at: float = 0.0) -> None:
+    from pipeline.job.result import JobResult, rank_result_path
+    from pipeline.status import FAILED, FINISHED
+
+    result = JobResult(status=FINISHED)
+    result.info["rank"] = rank
+    if error:
+        result.info["failed_at"] = failed_at
+        result.fail(FAILED, error.split(":")[0], error)
+    result.write(rank_result_path(job_dir / "result.json", rank))
+
+
+def test_the_jobs_result_is_the_rank_that_failed_first(tmp_path: Path):
+    """How the supervisor merges the ranks' results: rank 0's when all finished; the earliest failure
+    among the ranks torch saw fail (a peer's broken collective comes later); a rank killed by a signal
+    before it wrote anything is the cause even when a peer then wrote its collective's error."""
+    from pipeline.job.supervisor import RANK_FAILURES_FILE, ranks_result
+
+    def exits(*rows: tuple[int, int]) -> None:
+        text = json.dumps([{"rank": r, "exitcode": c, "exit": f"code {c}", "timestamp": 1} for r, c in rows])
+        (tmp_path / RANK_FAILURES_FILE).write_text(text)
+
+    _rank_result(tmp_path, 0, error=None)
+    _rank_result(tmp_path, 1, error=None)
+    assert ranks_result(tmp_path, tmp_path / "result.json", 0, "").status == "FINISHED"
+
+    _rank_result(tmp_path, 0, error="DistBackendError: rank 0: Connection closed by peer", failed_at=2.0)
+    _rank_result(tmp_path, 1, error="RuntimeError: rank 1: injected", failed_at=1.0)
+    exits((1, 1), (0, 1))
+    merged = ranks_result(tmp_path, tmp_path / "result.json", 1, "")
+    assert merged.error is not None and merged.error.message == "RuntimeError: rank 1: injected"
+
+    (tmp_path / "result.rank1.json").unlink()
+    exits((1, -9))
+    merged = ranks_result(tmp_path, tmp_path / "result.json", 1, "log tail")
+    assert merged.error is not None and merged.error.type == "WorkerCrashed"
+    assert (
+        merged.error.message == "rank 1 code -9 before writing its result" and merged.info["failed_rank"] == 1
+    )
