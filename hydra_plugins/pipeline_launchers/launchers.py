@@ -146,18 +146,19 @@ class SlurmLauncher(_Tolerant, hydra_submitit.SlurmLauncher):
             print(f"slurm: {note}", flush=True)
 
     def largest_nproc(self, job_overrides: Sequence[Sequence[str]]) -> int:
-        """The most ranks a job of the sweep runs (`parallel.nproc`, from each job's composed config)."""
+        """The most ranks a job of the sweep runs (`parallel.nproc`, from each job's composed config);
+        where a job's config does not compose here, the sweep's own `parallel.nproc`, said in one line
+        (the job itself then fails its config check in one line too)."""
         assert self.hydra_context is not None and self.config is not None
-        loader = self.hydra_context.config_loader
-        found = [
-            OmegaConf.select(loader.load_sweep_config(self.config, list(o)), "parallel.nproc", default=1)
-            for o in job_overrides
-        ]
+        loader, found = self.hydra_context.config_loader, []
+        for overrides in job_overrides:
+            try:
+                job = loader.load_sweep_config(self.config, list(overrides))
+            except Exception as err:  # noqa: BLE001 - the request falls back; the job reports its own error
+                print(f"slurm: parallel.nproc of a job not read ({type(err).__name__}); using the sweep's", flush=True)
+                job = self.config
+            found.append(OmegaConf.select(job, "parallel.nproc", default=1))
         return max([int(n or 1) for n in found], default=1)
-
-    def submitted(self, sweep_dir: Path, jobs: list[Any]) -> None:
-        if jobs:
-            lease.record_array(sweep_dir, str(jobs[0].job_id).split("_")[0])
 
 
 class LocalLauncher(_Tolerant, hydra_submitit.LocalLauncher):
