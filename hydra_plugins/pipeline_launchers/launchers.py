@@ -154,11 +154,18 @@ class SlurmLauncher(_Tolerant, hydra_submitit.SlurmLauncher):
         for overrides in job_overrides:
             try:
                 job = loader.load_sweep_config(self.config, list(overrides))
-            except Exception as err:  # noqa: BLE001 - the request falls back; the job reports its own error
-                print(f"slurm: parallel.nproc of a job not read ({type(err).__name__}); using the sweep's", flush=True)
+            except Exception as err:  # the request falls back; the job reports its own error
+                print(
+                    f"slurm: parallel.nproc of a job not read ({type(err).__name__}); using the sweep's",
+                    flush=True,
+                )
                 job = self.config
             found.append(OmegaConf.select(job, "parallel.nproc", default=1))
         return max([int(n or 1) for n in found], default=1)
+
+    def submitted(self, sweep_dir: Path, jobs: list[Any]) -> None:
+        if jobs:
+            lease.record_array(sweep_dir, str(jobs[0].job_id).split("_")[0])
 
 
 class LocalLauncher(_Tolerant, hydra_submitit.LocalLauncher):
