@@ -362,3 +362,29 @@ def test_the_jobs_result_is_the_rank_that_failed_first(tmp_path: Path):
     assert (
         merged.error.message == "rank 1 code -9 before writing its result" and merged.info["failed_rank"] == 1
     )
+
+
+def test_the_slurm_launcher_reads_the_largest_nproc_of_the_sweeps_jobs():
+    """What the SLURM launcher asks for: each job's config composed as Hydra composes it (group
+    defaults included: parallel=ddp means 2 ranks), the largest parallel.nproc."""
+    from hydra import initialize_config_dir
+    from hydra._internal.callbacks import Callbacks
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.utils import HydraContext
+    from hydra.types import RunMode
+
+    from hydra_plugins.pipeline_launchers.launchers import SlurmLauncher
+    from pipeline.config.schema import register_configs
+    from tests.conftest import CONF
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        hydra = GlobalHydra.instance().hydra
+        assert hydra is not None
+        cfg = hydra.compose_config("config", overrides=["hydra/launcher=slurm"], run_mode=RunMode.MULTIRUN)
+        launcher = SlurmLauncher.__new__(SlurmLauncher)  # as Hydra sets it up, without a cluster
+        launcher.config = cfg
+        launcher.hydra_context = HydraContext(config_loader=hydra.config_loader, callbacks=Callbacks())
+        assert launcher.largest_nproc([["parallel=none"], ["parallel=ddp"]]) == 2
+        assert launcher.largest_nproc([["parallel=none"], ["parallel=fsdp", "parallel.nproc=3"]]) == 3
+        assert launcher.largest_nproc([["parallel=none"]]) == 1
