@@ -24,6 +24,8 @@ IDENTITY_KEYS = (
     "fullgraph",
     "dynamic",
     "scope",
+    "parallel",
+    "world_size",
     "scenario",
     "teacher",
 )
@@ -44,6 +46,9 @@ COVERED = {
     "model@loss.teacher": "teacher",
     "scenario": "scenario",
     "scenario.name": "scenario",
+    "parallel": "parallel",
+    "parallel.strategy": "parallel",
+    "parallel.nproc": "world_size",
 }
 # Config sections that say where or how a job is recorded, not what it measures: not in the hashes.
 NOT_IDENTITY = ("sweep", "mlflow")
@@ -63,6 +68,8 @@ def identity(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> dict[str,
         "fullgraph": str(c.fullgraph).lower(),
         "dynamic": str(c.dynamic).lower(),
         "scope": c.scope if c.compiled else "-",
+        "parallel": cfg.parallel.strategy,
+        "world_size": str(cfg.parallel.nproc),
         "scenario": cfg.scenario.name,
         "teacher": cfg.loss.teacher.id if cfg.loss.teacher is not None else "-",
     }
@@ -88,7 +95,7 @@ def extra_keys(varied: list[str] | tuple[str, ...]) -> list[str]:
 
 
 def run_name(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> str:
-    """Readable: `vit_b16·amp·max-autotune·inductor`, plus whatever differs from the defaults and every
+    """Readable: `vit_b16·amp·max-autotune·inductor` (`·ddp×2` for a distributed job), plus whatever differs from the defaults and every
     varied key (`·seed=1`)."""
     ident = identity(cfg, varied)
     parts = [ident["model"], ident["precision"], ident["mode"]]
@@ -100,6 +107,8 @@ def run_name(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> str:
             parts.append("fullgraph")
         if ident["dynamic"] != "none":
             parts.append(f"dynamic={ident['dynamic']}")
+    if cfg.parallel.distributed:
+        parts.append(f"{ident['parallel']}×{ident['world_size']}")
     if ident["scenario"] != "train":
         parts.append(ident["scenario"])
     if ident["loss"] != "ce":

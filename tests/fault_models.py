@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import os
+import signal
+import time
 from typing import Any
 
 import torch
@@ -41,3 +44,36 @@ def out_of_memory(input_spec: dict[str, Any], at_call: int = 2) -> nn.Module:
 def with_secret(input_spec: dict[str, Any], **kwargs: Any) -> nn.Module:
     """Accepts any keyword (e.g. an access token a real factory would use) and builds a linear model."""
     return _Linear(input_spec, at_call=10**9, fault="none")
+
+
+class _RankFault(nn.Module):
+    """Two repeated linear blocks (so FSDP2 can shard them); on rank `rank` (torchrun's RANK) the
+    forward raises or SIGKILLs its own process from call `at_call` on. Other ranks run normally."""
+
+    def __init__(self, input_spec: dict[str, Any], rank: int, at_call: int, fault: str):
+        super().__init__()
+        features = input_spec["channels"] * input_spec["height"] * input_spec["width"]
+        self.blocks = nn.ModuleList([nn.Linear(features, features) for _ in range(2)])
+        self.head = nn.Linear(features, input_spec["num_classes"])
+        self.faulty = int(os.environ.get("RANK", "0")) == rank
+        self.calls, self.at_call, self.fault = 0, at_call, fault
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.faulty and self.calls >= self.at_call:
+            if self.fault == "raise":
+                raise RuntimeError(f"injected fault on rank {os.environ.get('RANK')}")
+            if self.fault == "sigkill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            if self.fault == "hang":
+                time.sleep(3600)
+        x = x.flatten(1)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def rank_fault(
+    input_spec: dict[str, Any], rank: int = 1, at_call: int = 2, fault: str = "raise"
+) -> nn.Module:
+    return _RankFault(input_spec, rank, at_call, fault)

@@ -37,6 +37,31 @@ def test_gpu_pool_hands_out_distinct_gpus_and_waits_when_all_are_taken(tmp_path:
     assert waits and "all taken" in waits[0]  # the third job waited
 
 
+def test_gpu_pool_leases_a_distributed_jobs_gpus_all_at_once(tmp_path: Path):
+    """parallel.nproc=2 on a pool of 3: a job holds two GPUs; a second such job waits (never holding
+    the one free GPU meanwhile) until two are free."""
+    held: list[tuple[str, float, float]] = []
+    waits: list[str] = []
+
+    def job() -> None:
+        with gpu_slot([0, 1, 2], tmp_path, poll_s=0.05, on_wait=waits.append, count=2) as env:
+            start = time.monotonic()
+            time.sleep(0.5)
+            held.append((env["CUDA_VISIBLE_DEVICES"], start, time.monotonic()))
+
+    threads = [threading.Thread(target=job) for _ in range(2)]
+    for t in threads:
+        t.start()
+        time.sleep(0.1)
+    for t in threads:
+        t.join()
+    (first, _, e1), (second, s2, _) = sorted(held, key=lambda h: h[1])
+    assert first == "0,1" and len(second.split(",")) == 2 and e1 <= s2  # the second waited for two
+    assert waits and "2 free GPU(s)" in waits[0]
+    with pytest.raises(ValueError, match="holds 3"), gpu_slot([0, 1, 2], tmp_path, count=4):
+        pass
+
+
 @pytest.mark.slow
 def test_local_gpus_launcher_runs_jobs_at_once_one_gpu_each(tmp_path: Path, store: str):
     """hydra/launcher=local_gpus on the CPU: the pool still hands out indices (the workers run on the

@@ -38,6 +38,7 @@ TORCH_FREE = [
     "pipeline.job.result",
     "pipeline.job.gpu_pool",
     "pipeline.job.lifeline",
+    "pipeline.job.ranks",  # torch's launcher is imported once the lifeline holds
     "pipeline.job.worker",  # the worker's entry imports torch only once it runs a job
     "pipeline.measure.registry",
     "pipeline.measure.stats",

@@ -397,3 +397,31 @@ def test_resuming_while_the_sweeps_array_still_runs_is_refused(
         _sh("scancel", "--name", name)
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
+
+
+def test_a_ddp_sweep_runs_its_ranks_inside_one_slurm_task(slurm_cluster, mlflow_server: str, tmp_path: Path):
+    """parallel=ddp through SLURM: the array asks for the ranks' CPUs (nproc x cpus_per_task, fitted to
+    the node), one task per job runs torchrun inside its allocation, and the job logs both ranks."""
+    name = f"pytest-slurm-ddp-{uuid.uuid4().hex[:6]}"
+    args = [
+        *NO_GPU_SMALL_NODE,
+        f"hydra.launcher.name={name}",
+        f"sweep.id={name}",
+        "hydra.launcher.timeout_min=20",
+        *TINY,
+        "device=cpu",
+        "compile.mode=eager",
+        "parallel=ddp",
+        "trainer.seed=0,1",
+    ]
+    try:
+        proc = make_sweep(args, tmp_path, mlflow_server)
+    finally:
+        _sh("scancel", "--name", name)
+    assert proc.returncode == 0, output(proc)
+    assert "parallel.nproc=2: asking for cpus_per_task=2" in proc.stdout, output(proc)
+    parent, by_status = _sweep_runs(mlflow_server, name)
+    assert parent.info.status == "FINISHED" and set(by_status) == {"FINISHED"}, by_status
+    for run in by_status["FINISHED"]:
+        assert run.data.tags["world_size"] == "2" and run.data.metrics["parallel/world_size"] == 2.0
+        assert run.data.tags.get("slurm_job_id")

@@ -13,6 +13,9 @@
 #   seed004_llama  issue 20: generation with the Llama-2-7B-shaped LM, bf16, reduce-overhead decode
 #   seed004_mat  issue 20: max-autotune inference for both (long compiles)
 #   modes17  issue 17: ViT-B/16 training, eager/default/reduce-overhead x amp/fp32, for the verdicts
+#   dist21   issue 21 (2 GPUs of one host): ViT-B/16 and llama_1b x parallel={none,ddp,fsdp} x {eager, default},
+#           amp, regional compile (per sharded block under FSDP2): step time, speedup, per-rank memory, scaling
+#   dist21_ddp  issue 21: ViT-B/16 DDP, compiled step, optimize_ddp={on, off, compiled_autograd}
 # Every compiled job but the loader's compiles cold (diagnose.cold_cache=true): compile times are never
 # warm-cache times. SWEEP_STEPS (e.g. "trainer.steps=40") shortens the scopes and zoo jobs.
 # Usage on the GPU host: bash benchmarks/gpu/sweeps.sh <out dir> <seconds> <sweep>...
@@ -47,6 +50,8 @@ for sweep in "$@"; do
     seed004_llama) run seed004_llama scenario=generate model=llama_7b compile.mode=reduce-overhead trainer.steps=5 trainer.warmup_steps=2 $C ;;
     seed004_mat) run seed004_mat scenario=inference scenario.batch_size=1 model=resnet152,vit_b16 compile.mode=max-autotune trainer.steps=60 $C ;;
     modes17) run modes17 model=vit_b16 compile.mode=eager,default,reduce-overhead precision=amp,fp32 trainer.steps=40 $C ;;
+    dist21) run dist21 model=vit_b16,llama_1b precision=amp parallel=none,ddp,fsdp compile.mode=eager,default compile.scope=regional trainer.steps=40 $C ;;
+    dist21_ddp) run dist21_ddp model=vit_b16 precision=amp parallel=ddp compile.mode=default compile.scope=step parallel.optimize_ddp=on,off,compiled_autograd trainer.steps=40 $C ;;
     *) echo "unknown sweep $sweep"; exit 2 ;;
   esac
 done

@@ -82,8 +82,8 @@ def collect(
 
 
 class _Tolerant(hydra_submitit.BaseSubmititLauncher):
-    def fit(self, params: dict[str, Any]) -> None:
-        """Adjust the request to where the jobs run (in place)."""
+    def fit(self, params: dict[str, Any], job_overrides: Sequence[Sequence[str]]) -> None:
+        """Adjust the request to the jobs and to where they run (in place)."""
 
     def submitted(self, sweep_dir: Path, jobs: list[Any]) -> None:
         """Note what was submitted."""
@@ -93,7 +93,7 @@ class _Tolerant(hydra_submitit.BaseSubmititLauncher):
 
         assert self.config is not None
         params = dict(self.params)
-        self.fit(params)
+        self.fit(params, job_overrides)
         init_params = {"folder": params["submitit_folder"]}
         if "max_num_timeout" in params:
             init_params[f"{self._EXECUTOR}_max_num_timeout"] = params["max_num_timeout"]
@@ -139,10 +139,29 @@ def _reason(err: Exception) -> str:
 class SlurmLauncher(_Tolerant, hydra_submitit.SlurmLauncher):
     _EXECUTOR = "slurm"
 
-    def fit(self, params: dict[str, Any]) -> None:
+    def fit(self, params: dict[str, Any], job_overrides: Sequence[Sequence[str]]) -> None:
+        notes = slurm.request_for_ranks(params, self.largest_nproc(job_overrides))
         found = slurm.cluster(params.get("partition")) or slurm.cluster()  # a partition sbatch will refuse
-        for note in slurm.fit_request(params, found):
+        for note in [*notes, *slurm.fit_request(params, found)]:
             print(f"slurm: {note}", flush=True)
+
+    def largest_nproc(self, job_overrides: Sequence[Sequence[str]]) -> int:
+        """The most ranks a job of the sweep runs (`parallel.nproc`, from each job's composed config);
+        where a job's config does not compose here, the sweep's own `parallel.nproc`, said in one line
+        (the job itself then fails its config check in one line too)."""
+        assert self.hydra_context is not None and self.config is not None
+        loader, found = self.hydra_context.config_loader, []
+        for overrides in job_overrides:
+            try:
+                job = loader.load_sweep_config(self.config, list(overrides))
+            except Exception as err:  # the request falls back; the job reports its own error
+                print(
+                    f"slurm: parallel.nproc of a job not read ({type(err).__name__}); using the sweep's",
+                    flush=True,
+                )
+                job = self.config
+            found.append(OmegaConf.select(job, "parallel.nproc", default=1))
+        return max([int(n or 1) for n in found], default=1)
 
     def submitted(self, sweep_dir: Path, jobs: list[Any]) -> None:
         if jobs:

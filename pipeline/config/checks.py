@@ -39,6 +39,8 @@ def validate(cfg: Config | DictConfig) -> Config:
         errors += inductor_option_errors(config.compile)
     if config.loss.teacher is not None and not errors:
         errors += model_errors("loss.teacher", config.loss.teacher)
+    if config.parallel.distributed and not errors:
+        errors += parallel_errors(config)
     if errors:
         first = errors[0]
         first.errors = errors
@@ -104,6 +106,64 @@ def model_errors(at: str, model: ModelConfig) -> list[ConfigError]:
             )
         ]
     return []
+
+
+def parallel_errors(config: Config) -> list[ConfigError]:
+    """A distributed job fits the machine and the model: no more processes than visible GPUs on
+    cuda, or on auto where there are GPUs (counted through NVML: this process never initializes
+    CUDA), and blocks FSDP2 can shard
+    (the model built on the meta device, once per library version)."""
+    par, errors = config.parallel, []
+    visible = visible_gpus() if config.device in ("cuda", "auto") else None
+    if visible is not None and (config.device == "cuda" or visible > 0) and par.nproc > visible:
+        errors.append(
+            ConfigError(
+                "parallel.nproc",
+                par.nproc,
+                f"at most the {visible} GPU(s) this job sees (device={config.device}); device=cpu runs gloo processes",
+            )
+        )
+    if par.strategy == "fsdp":
+        settings = [config.model.id, config.model._target_, config.model.name, dict(config.model.kwargs)]
+        if not known_good.passes("fsdp blocks", settings, lambda: _has_blocks(config.model)):
+            errors.append(
+                ConfigError(
+                    "parallel",
+                    "fsdp",
+                    f"model={config.model.id} has no repeated blocks to shard (no ModuleList/Sequential of same-class "
+                    "modules): parallel=ddp or none",
+                )
+            )
+    return errors
+
+
+def visible_gpus() -> int | None:
+    """GPUs this job may use: CUDA_VISIBLE_DEVICES if set, else NVML's count; None if unknown."""
+    import os
+
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return len([d for d in listed.split(",") if d.strip() and d.strip() != "-1"])
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None
+
+
+def _has_blocks(model: ModelConfig) -> bool:
+    import torch
+
+    from models import build_model
+    from pipeline.axes.compile import repeated_blocks
+
+    with torch.device("meta"):
+        return bool(repeated_blocks(build_model(model)))
 
 
 def _timm_model_exists(name: str | None) -> bool:

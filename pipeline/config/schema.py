@@ -33,6 +33,8 @@ AUTOCAST_DTYPES = ("bfloat16", "float16")
 PARAM_DTYPES = ("float32", "bfloat16", "float16")
 SCENARIOS = ("train", "inference", "generate")
 DISTILL_KINDS = ("mse", "kl")
+PARALLEL_STRATEGIES = ("none", "ddp", "fsdp")
+OPTIMIZE_DDP = ("on", "off", "compiled_autograd")
 
 
 def doc(
@@ -391,12 +393,75 @@ class ScenarioConfig:
 
 
 @dataclass(kw_only=True)
+class ParallelConfig:
+    """One job, one training run on `nproc` processes of one node (torchrun, one process per GPU;
+    gloo processes on the CPU). `trainer.batch_size` is per process: the global batch is nproc times it."""
+
+    strategy: str = doc(
+        "none",
+        "`none` (one device, no process group), `ddp` (DistributedDataParallel), `fsdp` (FSDP2 `fully_shard` "
+        "per repeated block, then the root)",
+        choices=PARALLEL_STRATEGIES,
+    )
+    nproc: int = doc(1, "processes (GPUs) per job, started by torchrun; ddp/fsdp only", ge=1)
+    bucket_cap_mb: float = doc(
+        25.0, "ddp: gradient bucket size in MiB (DDPOptimizer splits graphs at buckets)", gt=0
+    )
+    optimize_ddp: str = doc(
+        "on",
+        "ddp with torch.compile: `on` (torch._dynamo.config.optimize_ddp: graphs split at bucket boundaries so "
+        "all-reduce overlaps backward), `off` (one graph, buckets reduced after it), `compiled_autograd` "
+        "(optimize_ddp=python_reducer with compiled autograd: backward traced whole, the reducer in Python)",
+        choices=OPTIMIZE_DDP,
+    )
+    reshard_after_forward: bool = doc(
+        True, "fsdp: free the gathered parameters after forward (gathered again for backward)"
+    )
+    param_dtype: str | None = doc(
+        None,
+        "fsdp: MixedPrecisionPolicy param_dtype (compute dtype of gathered weights); null: the weights' dtype",
+        choices=PARAM_DTYPES,
+    )
+    reduce_dtype: str | None = doc(
+        None,
+        "fsdp: MixedPrecisionPolicy reduce_dtype (gradient reduce-scatter dtype); null: param_dtype",
+        choices=PARAM_DTYPES,
+    )
+
+    @property
+    def distributed(self) -> bool:
+        return self.strategy != "none"
+
+    def check(self, at: str) -> Iterator[ConfigError]:
+        if not self.distributed and self.nproc != 1:
+            yield ConfigError(
+                f"{at}.nproc",
+                self.nproc,
+                "needs parallel=ddp or parallel=fsdp (parallel=none runs one process)",
+            )
+        neutral = {"bucket_cap_mb": ("ddp", 25.0), "optimize_ddp": ("ddp", "on")}
+        neutral |= {
+            "reshard_after_forward": ("fsdp", True),
+            "param_dtype": ("fsdp", None),
+            "reduce_dtype": ("fsdp", None),
+        }
+        for key, (strategy, default) in neutral.items():
+            if self.strategy != strategy and getattr(self, key) != default:
+                yield ConfigError(
+                    f"{at}.{key}", getattr(self, key), f"only with parallel={strategy}; leave it {default!r}"
+                )
+
+
+@dataclass(kw_only=True)
 class Config:
     model: ModelConfig = doc(MISSING, "model group: vit_b16, vit_tiny, resnet50, gpt2, ...")
     loss: LossConfig = doc(MISSING, "loss group: cross_entropy, distillation")
     precision: PrecisionConfig = doc(MISSING, "precision group: amp, fp32, tf32, amp_fp16, bf16")
     scenario: ScenarioConfig = doc(ScenarioConfig, "scenario group: train, inference, generate")
     compile: CompileConfig = doc(CompileConfig, "torch.compile settings")
+    parallel: ParallelConfig = doc(
+        ParallelConfig, "parallel group: none, ddp, fsdp (processes per job, DDP/FSDP2 knobs)"
+    )
     trainer: TrainerConfig = doc(TrainerConfig, "the fixed-step training loop")
     data: DataConfig = doc(DataConfig, "fake data")
     device: str = doc("auto", "`auto` (cuda if present, else cpu), `cuda` or `cpu`", choices=DEVICES)
@@ -429,6 +494,60 @@ class Config:
         if self.loss.teacher is not None:
             yield from _teacher_fits_student(self.model.input, self.loss.teacher.input)
         yield from _scenario_fits(self)
+        yield from _parallel_fits(self)
+
+
+CUDAGRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
+
+
+def _parallel_fits(cfg: Config) -> Iterator[ConfigError]:
+    """What a distributed job can run: training only, and the compile settings DDP/FSDP2 take."""
+    par = cfg.parallel
+    if not par.distributed:
+        return
+    if isinstance(cfg.gpu_pool, list) and par.nproc > len(cfg.gpu_pool):
+        yield ConfigError(
+            "parallel.nproc",
+            par.nproc,
+            f"at most the {len(cfg.gpu_pool)} GPU(s) of gpu_pool={cfg.gpu_pool} (one per rank)",
+        )
+    if cfg.scenario.name != "train":
+        yield ConfigError(
+            "parallel",
+            par.strategy,
+            f"scenario={cfg.scenario.name} runs on one device: parallel=none (ddp/fsdp: scenario=train)",
+        )
+    if par.optimize_ddp != "on" and not cfg.compile.compiled:
+        yield ConfigError(
+            "parallel.optimize_ddp", par.optimize_ddp, "has no effect with compile.mode=eager; leave it `on`"
+        )
+    if par.strategy == "ddp" and par.optimize_ddp == "on" and cfg.compile.compiled and par.bucket_cap_mb < 1:
+        yield ConfigError(
+            "parallel.bucket_cap_mb",
+            par.bucket_cap_mb,
+            ">= 1 with parallel.optimize_ddp=on: DDPOptimizer asserts that DDP's first bucket (1 MiB) is no larger "
+            "than the others; or parallel.optimize_ddp=off",
+        )
+    if par.optimize_ddp == "compiled_autograd" and cfg.compile.compiled and cfg.compile.scope != "step":
+        yield ConfigError(
+            "parallel.optimize_ddp",
+            par.optimize_ddp,
+            "needs compile.scope=step: compiled autograd traces a backward() called inside the compiled function",
+        )
+    if cfg.compile.compiled and cfg.compile.mode in CUDAGRAPH_COMPILE_MODES:
+        yield ConfigError(
+            "compile.mode",
+            cfg.compile.mode,
+            f"not with parallel={par.strategy}: CUDA graphs with DDP's hooks are known broken "
+            "(pytorch/pytorch#140395: DDP + max-autotune broken since 2.5; #113809: DDP + cudagraph trees); "
+            "use default or max-autotune-no-cudagraphs",
+        )
+    if par.strategy == "fsdp" and cfg.precision.grad_scaler:
+        yield ConfigError(
+            "precision.grad_scaler",
+            True,
+            "not with parallel=fsdp (sharded gradients need a sharded scaler): precision=amp (bf16)",
+        )
 
 
 NOT_TRAINING_SCOPES = ("model", "regional", "step")

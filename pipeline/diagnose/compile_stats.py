@@ -19,6 +19,8 @@ class CompileStats:
     graph_breaks: int
     graph_break_reasons: dict[str, int]
     unique_graphs: int
+    backend_graphs: int  # graphs the backend compiled (AOTAutograd): DDPOptimizer's splits each count
+    compiled_autograd_captures: int  # backward graphs compiled autograd captured
     torch_compile_time_s: float  # Dynamo frame compiles plus the backward compiles AOTAutograd runs lazily
     recompile_reasons: list[str]
 
@@ -35,6 +37,8 @@ class CompileStats:
             graph_breaks=sum(breaks.values()),
             graph_break_reasons=breaks,
             unique_graphs=counters["stats"].get("unique_graphs", 0),
+            backend_graphs=counters["aot_autograd"].get("total", 0),
+            compiled_autograd_captures=counters["compiled_autograd"].get("captures", 0),
             torch_compile_time_s=sum(_field(e, "entire_frame_compile_time_s") for e in forward)
             + sum(_field(e, "backward_cumulative_compile_time_us") for e in backward) / 1e6,
             recompile_reasons=[e.recompile_reason for e in forward if getattr(e, "recompile_reason", None)],
@@ -77,6 +81,8 @@ class CompileDiagnosis:
             "compile/torch_total_s": self.after_warmup.torch_compile_time_s,
             "diagnose/graph_breaks": self.final.graph_breaks,
             "diagnose/unique_graphs": self.final.unique_graphs,
+            "diagnose/backend_graphs": self.final.backend_graphs,
+            "diagnose/compiled_autograd_captures": self.final.compiled_autograd_captures,
             "diagnose/frames_compiled": self.final.frames_compiled,
             "diagnose/recompiles_after_warmup": self.final.frames_compiled
             - self.after_warmup.frames_compiled,

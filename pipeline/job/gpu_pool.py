@@ -1,4 +1,4 @@
-"""One GPU per job on a machine where several jobs run at once (`hydra/launcher=local_gpus`).
+"""GPUs per job (one, or `parallel.nproc` for a distributed job) on a machine where several jobs run at once (`hydra/launcher=local_gpus`).
 
 The jobs of a sweep share a pool of GPUs (`gpu_pool`: `all`, or a list such as `[0,1]`). Before it
 spawns its worker, a job takes the first free GPU of the pool, holding an exclusive `flock` on a file
@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 def pool_lock_dir() -> Path:
@@ -40,35 +41,62 @@ def pool_indices(spec: str | int | list[int]) -> list[int]:
 
 @contextlib.contextmanager
 def gpu_slot(
-    spec: str | int | list[int], lock_dir: Path, poll_s: float = 0.2, on_wait: object = print
+    spec: str | int | list[int],
+    lock_dir: Path,
+    poll_s: float = 0.2,
+    on_wait: object = print,
+    count: int = 1,
 ) -> Iterator[dict[str, str]]:
-    """Hold one GPU of the pool for the duration; yields the environment the worker needs."""
+    """Hold `count` GPUs of the pool (a distributed job's `parallel.nproc`; all at once, never some
+    while waiting for the rest) for the duration; yields the environment the worker needs."""
     indices = pool_indices(spec)
     if not indices:
         raise ValueError(f"gpu_pool={spec!r} holds no GPU (NVML sees none, or the list is empty)")
+    if count > len(indices):
+        raise ValueError(f"parallel.nproc={count} GPUs wanted, gpu_pool={spec!r} holds {len(indices)}")
     lock_dir.mkdir(parents=True, exist_ok=True)
     waited = False
     while True:
-        for index in indices:
-            handle = open(lock_dir / f"gpu{index}.lock", "w")  # noqa: SIM115 - held until the job ends
+        held = _take(indices, lock_dir, count)
+        if held:
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.close()
-                continue
-            handle.write(str(os.getpid()))
-            handle.flush()
-            try:
+                taken = ",".join(str(i) for i, _ in held)
                 yield {
-                    "CUDA_VISIBLE_DEVICES": str(index),
+                    "CUDA_VISIBLE_DEVICES": taken,
                     "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-                    "PIPELINE_GPU_INDEX": str(index),
+                    "PIPELINE_GPU_INDEX": taken,
                 }
             finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-                handle.close()
+                _release(held)
             return
         if not waited and callable(on_wait):
-            on_wait(f"waiting for a free GPU of gpu_pool={spec} ({len(indices)} GPUs, all taken)")
+            on_wait(
+                f"waiting for {count} free GPU(s) of gpu_pool={spec} ({len(indices)} GPUs, all taken or too few free)"
+            )
             waited = True
         time.sleep(poll_s)
+
+
+def _take(indices: list[int], lock_dir: Path, count: int) -> list[tuple[int, Any]]:
+    """`count` free GPUs, locked (exclusive flock per GPU), or none at all."""
+    held: list[tuple[int, Any]] = []
+    for index in indices:
+        handle = open(lock_dir / f"gpu{index}.lock", "w")  # noqa: SIM115 - held until the job ends
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        handle.write(str(os.getpid()))
+        handle.flush()
+        held.append((index, handle))
+        if len(held) == count:
+            return held
+    _release(held)
+    return []
+
+
+def _release(held: list[tuple[int, Any]]) -> None:
+    for _, handle in held:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()

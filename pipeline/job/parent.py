@@ -193,11 +193,13 @@ class JobParent:
         pool = self.config.gpu_pool or os.environ.get("PIPELINE_GPU_POOL")  # set by hydra/launcher=local_gpus
         if not pool:
             return run_worker(launch)
-        with gpu_slot(pool, pool_lock_dir(), on_wait=self.display.line) as env:
+        nproc = self.config.parallel.nproc  # a distributed job's ranks, one GPU each
+        with gpu_slot(pool, pool_lock_dir(), on_wait=self.display.line, count=nproc) as env:
             self.display.line(f"using GPU {env['PIPELINE_GPU_INDEX']} of gpu_pool={pool}")
             launch.extra_env.update(env)
             result = run_worker(launch)
-        result.info["gpu_pool_index"] = int(env["PIPELINE_GPU_INDEX"])
+        indices = [int(i) for i in env["PIPELINE_GPU_INDEX"].split(",")]
+        result.info["gpu_pool_index"] = indices[0] if nproc == 1 else indices
         return result
 
     def interrupted(self, interrupt: BaseException) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from pipeline.status import FAILED
 
 RESULT_FILE = "result.json"
+RANK_RESULT_GLOB = "result.rank*.json"  # ranks other than 0 of a distributed job (rank_result_path)
 RUN_ID_FILE = "mlflow_run_id"  # the job's MLflow run, written as soon as it exists (for --sync)
 
 
@@ -69,6 +70,12 @@ class JobResult:
         result = cls(**data)
         result.error = JobError(**error) if error else None
         return result
+
+
+def rank_result_path(result_path: str | Path, rank: int) -> Path:
+    """Where a rank writes its result: rank 0 the job's result file, rank r `result.rank<r>.json` beside it."""
+    path = Path(result_path)
+    return path if rank == 0 else path.with_name(f"result.rank{rank}.json")
 
 
 def one_line(message: str, limit: int = 500) -> str:

@@ -24,11 +24,19 @@ from typing import Any
 from pipeline.config.schema import Config, to_dict
 from pipeline.job.lifeline import PARENT_ENV
 from pipeline.job.progress import parse_progress
-from pipeline.job.result import RESULT_FILE, JobResult
-from pipeline.status import FAILED, KILLED
+from pipeline.job.result import RANK_RESULT_GLOB, RESULT_FILE, JobResult
+from pipeline.status import FAILED, FINISHED, KILLED
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILL_GRACE_S = 5.0
+RANK_FAILURES_FILE = "ranks_failed.json"  # a distributed job's rank exits, written by pipeline.job.ranks
+# NVLink multicast (NVLS) off in every process a job starts: on shared multi-GPU hosts it can take the
+# GPUs out of service. Harmless where there is no NVLink, and on the CPU.
+NVLINK_MULTICAST_OFF = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
 
 
 @dataclass(kw_only=True)
@@ -55,6 +63,7 @@ def worker_env(
     if trace_dir is not None:
         env["TORCH_TRACE"] = str(trace_dir)  # the compiler's structured trace, for tlparse
     env["PYTHONUNBUFFERED"] = "1"
+    env.update(NVLINK_MULTICAST_OFF)
     env[PARENT_ENV] = str(os.getpid())  # the worker ends when this process does (pipeline.job.lifeline)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
     if cache_dir is not None:
@@ -107,15 +116,10 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
     config_path.write_text(json.dumps(to_dict(launch.config), indent=1))
     result_path.unlink(missing_ok=True)
     trace_dir = job_dir / "torch_trace" if launch.config.diagnose.trace else None
-    cmd = [
-        sys.executable,
-        "-m",
-        "pipeline.job.worker",
-        "--config",
-        str(config_path),
-        "--result",
-        str(result_path),
-    ]
+    cmd = worker_command(launch.config, config_path, result_path)
+    for stale in job_dir.glob(RANK_RESULT_GLOB):
+        stale.unlink()
+    (job_dir / RANK_FAILURES_FILE).unlink(missing_ok=True)
     started, started_at = time.monotonic(), time.time()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
@@ -155,6 +159,8 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
         result.fail(
             KILLED, "Timeout", f"worker killed after trainer.timeout_s={timeout_s:g} s", _log_tail(log_path)
         )
+    elif launch.config.parallel.distributed:
+        result = ranks_result(job_dir, result_path, proc.returncode, _log_tail(log_path))
     elif result_path.exists():
         result = JobResult.read(result_path)
     else:
@@ -170,6 +176,62 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
     )
     result.write(result_path)
     return result
+
+
+def worker_command(config: Config, config_path: Path, result_path: Path) -> list[str]:
+    """The worker, or for a distributed job torch's launcher (pipeline.job.ranks) starting one worker
+    per rank."""
+    worker_args = ["--config", str(config_path), "--result", str(result_path)]
+    if not config.parallel.distributed:
+        return [sys.executable, "-m", "pipeline.job.worker", *worker_args]
+    return [
+        sys.executable,
+        "-m",
+        "pipeline.job.ranks",
+        f"--nproc={config.parallel.nproc}",
+        f"--failures={result_path.parent / RANK_FAILURES_FILE}",
+        f"--timeout-s={config.trainer.timeout_s:g}",
+        f"--result={result_path}",
+        "--",
+        *worker_args,
+    ]
+
+
+def ranks_result(job_dir: Path, result_path: Path, returncode: int | None, log_tail: str) -> JobResult:
+    """A distributed job's result: rank 0's when every rank finished; otherwise the root failure, so any
+    rank's crash is the job's. torch's launcher lists the ranks it saw fail (`ranks_failed.json`): a
+    rank killed by a signal there (no result of its own) is the cause; else the failed rank results,
+    those torch listed first, the earliest failure first (a peer's broken collective comes after)."""
+    rank0 = _read_or_new(result_path) if result_path.exists() else None
+    if rank0 is not None and rank0.status == FINISHED and returncode == 0:
+        return rank0
+    results = [r for r in (rank0, *map(_read_or_new, job_dir.glob(RANK_RESULT_GLOB))) if r and r.error]
+    exits = _rank_failures(job_dir / RANK_FAILURES_FILE)
+    listed = {e["rank"] for e in exits}
+    reported = {r.info.get("rank", 0) for r in results}
+    killed = [e for e in exits if e["exitcode"] < 0 and e["rank"] not in reported]
+    if results and not killed:
+        first_listed = [r for r in results if r.info.get("rank", 0) in listed] or results
+        result = min(first_listed, key=lambda r: r.info.get("failed_at", float("inf")))
+    else:
+        result = rank0 or JobResult()
+        first = (killed or exits or [None])[0]
+        how = (
+            f"rank {first['rank']} {first['exit']}"
+            if first
+            else f"the ranks' launcher {signal_description(returncode or 0)}"
+        )
+        result.fail(FAILED, "WorkerCrashed", f"{how} before writing its result", log_tail)
+        result.info["failed_rank"] = first["rank"] if first else None
+    result.info["rank_exits"] = exits
+    return result
+
+
+def _rank_failures(path: Path) -> list[dict[str, Any]]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
 
 
 def run_tlparse(trace_dir: Path, out_dir: Path) -> str:

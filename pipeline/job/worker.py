@@ -27,7 +27,7 @@ from pipeline.config.errors import ConfigError  # noqa: E402 - after STARTED_AT;
 from pipeline.config.schema import Config, from_dict  # noqa: E402
 from pipeline.job import lifeline  # noqa: E402
 from pipeline.job.progress import Progress  # noqa: E402
-from pipeline.job.result import JobResult  # noqa: E402
+from pipeline.job.result import JobResult, rank_result_path  # noqa: E402
 from pipeline.status import FAILED, FINISHED, KILLED  # noqa: E402
 
 
@@ -43,7 +43,8 @@ def resolve_device(name: str) -> Any:
                 name,
                 "no CUDA device is visible to this worker (torch.cuda.is_available() is False); use device=cpu or auto",
             )
-        return torch.device("cuda", torch.cuda.current_device())
+        local_rank = os.environ.get("LOCAL_RANK")  # a rank of a distributed job: its own GPU
+        return torch.device("cuda", int(local_rank) if local_rank else torch.cuda.current_device())
     return torch.device(name)
 
 
@@ -72,6 +73,15 @@ def classify_error(exc: BaseException, cfg: Config) -> tuple[str, str]:
     return name, str(exc)
 
 
+def rank_of_this_process(cfg: Config) -> int:
+    """This worker's rank in a distributed job (torchrun's RANK), 0 otherwise (whatever RANK says)."""
+    return int(os.environ.get("RANK", "0")) if cfg.parallel.distributed else 0
+
+
+def quiet(*args: Any, **kwargs: Any) -> None:
+    """Progress of ranks other than 0: the job shows rank 0's."""
+
+
 def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
     """Run the config's scenario and fill `result` with its figures (raises on failure; what was
     known before the failure, such as the environment, stays in `result`)."""
@@ -91,7 +101,14 @@ def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
 
             torch.cuda.set_device(device)
         result.environment = environment(device)
-        ctx = WorkerContext(device=device, progress=Progress(), out_dir=out_dir, timeline=timeline)
+        if cfg.parallel.distributed:
+            from pipeline.axes.parallel import configure_dynamo, init_process_group
+
+            result.info["process_group_backend"] = init_process_group(device)
+            configure_dynamo(cfg.parallel)
+            timeline.mark("process_group")
+        progress = Progress() if rank_of_this_process(cfg) == 0 else quiet
+        ctx = WorkerContext(device=device, progress=progress, out_dir=out_dir, timeline=timeline)
         scenario = scenario_type(cfg, ctx)
         result.method = scenario.method()
         init_device_libraries(device)
@@ -101,6 +118,10 @@ def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
         result.series.update(report.series)
         result.diagnostics.update(report.diagnostics)
         result.info.update(report.info)
+        if cfg.parallel.distributed:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
     finally:
         result.info["timeline"] = {k: round(v, 3) for k, v in timeline.phases.items()}
 
@@ -117,26 +138,32 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
     cfg = from_dict(json.loads(Path(args.config).read_text()))
-    lifeline.hold(timeout_s=cfg.trainer.timeout_s, on_timeout=lambda why: _timed_out(args.result, why))
+    rank = rank_of_this_process(cfg)
+    result_path = rank_result_path(args.result, rank)  # each rank its own; the supervisor merges them
+    lifeline.hold(timeout_s=cfg.trainer.timeout_s, on_timeout=lambda why: _timed_out(result_path, why))
     result = JobResult()
     result.info["worker_pid"] = os.getpid()
+    if cfg.parallel.distributed:
+        result.info["rank"] = rank
     try:
         run_job(cfg, result, Path(args.result).parent)
         result.status = FINISHED
     except BaseException as exc:
+        result.info["failed_at"] = time.time()  # the rank that failed first is the job's failure
         error_type, message = classify_error(exc, cfg)
-        result.fail(FAILED, error_type, message, traceback.format_exc())
+        prefix = f"rank {rank}: " if cfg.parallel.distributed else ""
+        result.fail(FAILED, error_type, prefix + message, traceback.format_exc())
         _record_memory_at_failure(result)
     finally:
         if not lifeline.parent_alive():  # its job is gone (a failure writing to it is no result)
             os._exit(1)
-        result.write(args.result)
+        result.write(result_path)
     if result.error:  # a finished job's result is the parent's last line; a failure is also in worker.log
         print(f"worker: {result.status} ({result.error.type}: {result.error.message})", flush=True)
     return 0 if result.status == FINISHED else 1
 
 
-def _timed_out(result_path: str, message: str) -> None:
+def _timed_out(result_path: str | Path, message: str) -> None:
     """The backstop's result: the job's parent did not stop the worker at trainer.timeout_s."""
     result = JobResult()
     result.info["worker_pid"] = os.getpid()

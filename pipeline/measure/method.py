@@ -6,7 +6,15 @@ import torch
 
 
 def describe_method(
-    *, device: torch.device, warmup: int, measured: int, rounds: int, paired: bool, data_loader: bool
+    *,
+    device: torch.device,
+    warmup: int,
+    measured: int,
+    rounds: int,
+    paired: bool,
+    data_loader: bool,
+    parallel: str = "none",
+    world_size: int = 1,
 ) -> str:
     clock = (
         "CUDA events recorded at every step boundary on the compute stream, read after the loop"
@@ -38,6 +46,13 @@ def describe_method(
             "(C1 E1 C2 E2 ...) so drift hits both alike; speedup = eager median / compiled median. Memory figures come from solo phases only: an eager probe runs alone "
             "first and is freed, then the compiled variant warms up and runs round 1 before the eager copy exists; memory/ratio_vs_eager compares reserved peaks "
             "(CUDA-graph pools show as reserved, not allocated)."
+        )
+    if parallel != "none":
+        lines.append(
+            f"Distributed ({parallel}, {world_size} ranks started by torchrun, one process per device): every rank times its own steps; after the "
+            "measured loop the per-step times are gathered and a step's time is the slowest rank's (the statistics above are of those); "
+            "trainer.batch_size is per rank and throughput counts every rank; each rank's own median, memory, compile time and graph counts "
+            "are logged as rank/* histories (step = rank) with their maximum and spread; the paired eager copy runs in the same process group."
         )
     lines.append(
         "Isolation: every job runs in a fresh spawned Python process; nothing (compile caches in memory, CUDA context, peak counters) carries over between jobs."

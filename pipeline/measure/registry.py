@@ -75,6 +75,15 @@ METRICS: dict[str, Metric] = {
     "loss/final": Metric("loss", "loss of the last step"),
     "diagnose/graph_breaks": Metric("count", "graph breaks Dynamo recorded"),
     "diagnose/unique_graphs": Metric("count", "distinct graphs Dynamo compiled"),
+    "diagnose/backend_graphs": Metric(
+        "count",
+        "graphs the backend compiled through AOTAutograd (aot_eager, inductor): Dynamo's graphs, or with DDP "
+        "(parallel.optimize_ddp=on) the pieces DDPOptimizer split them into at bucket boundaries",
+    ),
+    "diagnose/compiled_autograd_captures": Metric(
+        "count",
+        "backward graphs compiled autograd captured (0 unless parallel.optimize_ddp=compiled_autograd)",
+    ),
     "diagnose/frames_compiled": Metric("count", "Dynamo frame compilations (first compiles and recompiles)"),
     "diagnose/recompiles_after_warmup": Metric("count", "frame compilations during the measured steps"),
     "flops/per_step": Metric(
@@ -168,6 +177,44 @@ METRICS: dict[str, Metric] = {
         "bool",
         "1 if the compiled variant computes what eager does: train parity/max_rel <= benchmark.loss_rtol, inference parity/logits_max_rel <= benchmark.loss_rtol, generate scenario.parity_tokens equal greedy tokens",
     ),
+    "parallel/world_size": Metric(
+        "processes", "ranks of a distributed job (parallel=ddp/fsdp): parallel.nproc"
+    ),
+    "step/rank_p50_max_ms": Metric(
+        "ms", "distributed: the slowest rank's own median step time (step/* are per-step maxima over ranks)"
+    ),
+    "step/rank_spread_pct": Metric(
+        "%", "distributed: (max - min) / max of the ranks' own median step times: how unequal the ranks run"
+    ),
+    "eager/rank_spread_pct": Metric(
+        "%", "distributed, paired eager baseline: spread of the ranks' own medians"
+    ),
+    "memory/rank_peak_allocated_max_gib": Metric(
+        "GiB", "distributed (CUDA): the largest rank's peak allocated over the measured steps"
+    ),
+    "memory/rank_peak_allocated_spread_pct": Metric(
+        "%", "distributed (CUDA): (max - min) / max of the ranks' peak allocated"
+    ),
+    "memory/rank_cpu_rss_max_gib": Metric(
+        "GiB", "distributed: the largest rank process's peak resident set size"
+    ),
+    "memory/rank_cpu_rss_spread_pct": Metric("%", "distributed: (max - min) / max of the ranks' peak RSS"),
+    "compile/rank_total_max_s": Metric("s", "distributed: the slowest rank's compile/total_s"),
+    "compile/rank_total_spread_pct": Metric(
+        "%", "distributed: (max - min) / max of the ranks' compile/total_s"
+    ),
+    "diagnose/rank_max_graph_breaks": Metric("count", "distributed: the most graph breaks any rank recorded"),
+    "diagnose/rank_max_unique_graphs": Metric(
+        "count",
+        "distributed: the most distinct graphs any rank compiled (DDPOptimizer's bucket splits count here)",
+    ),
+    "diagnose/rank_max_backend_graphs": Metric(
+        "count",
+        "distributed: the most backend-compiled graphs any rank has (DDPOptimizer's bucket splits count here)",
+    ),
+    "diagnose/rank_max_recompiles": Metric(
+        "count", "distributed: the most frame compilations any rank made during the measured steps"
+    ),
 }
 
 # Per-step curves, logged as metric histories (the step is the training step).
@@ -176,6 +223,20 @@ SERIES: dict[str, Metric] = {
     "curve/loss": Metric("loss", "per training step, warm-up included"),
     "curve/eager_step_ms": Metric("ms", "paired eager baseline, per measured step"),
     "curve/eager_loss": Metric("loss", "paired eager baseline, per training step"),
+    # Per-rank figures of a distributed job: histories whose step is the rank.
+    "rank/step_p50_ms": Metric("ms", "distributed: each rank's own median step time (step = rank)"),
+    "rank/eager_step_p50_ms": Metric("ms", "distributed: each rank's paired eager median (step = rank)"),
+    "rank/peak_allocated_gib": Metric("GiB", "distributed (CUDA): each rank's peak allocated (step = rank)"),
+    "rank/cpu_rss_peak_gib": Metric("GiB", "distributed: each rank's peak RSS (step = rank)"),
+    "rank/compile_total_s": Metric("s", "distributed: each rank's compile/total_s (step = rank)"),
+    "rank/graph_breaks": Metric("count", "distributed: each rank's graph breaks (step = rank)"),
+    "rank/unique_graphs": Metric("count", "distributed: each rank's distinct graphs (step = rank)"),
+    "rank/backend_graphs": Metric(
+        "count", "distributed: each rank's backend-compiled graphs, DDP's splits included (step = rank)"
+    ),
+    "rank/recompiles_after_warmup": Metric(
+        "count", "distributed: each rank's recompiles after warm-up (step = rank)"
+    ),
 }
 
 

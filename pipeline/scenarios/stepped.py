@@ -21,6 +21,7 @@ from torch import nn
 from models import build_model
 from pipeline.axes.compile import Compiled, ModelWithLoss, uses_cudagraphs
 from pipeline.axes.data import make_batches
+from pipeline.axes.parallel import Ranks
 from pipeline.axes.precision import Precision
 from pipeline.config.schema import CompileConfig, Config
 from pipeline.diagnose import explain as explain_mod
@@ -33,6 +34,7 @@ from pipeline.measure.memory import MemoryPeaks, cpu_rss_peak_gib, nvml_process_
 from pipeline.measure.method import describe_method
 from pipeline.measure.noise import Noise
 from pipeline.measure.paired import PairedComparison, compare
+from pipeline.measure.ranks import ParallelFigures, slowest_rank_steps
 from pipeline.measure.stats import Latency, Throughput
 from pipeline.measure.timing import Timer, Variant, split_rounds
 from pipeline.scenarios.base import ScenarioReport, WorkerContext
@@ -49,6 +51,10 @@ class Measured:
     probe_leak_bytes: int | None = None
     stats_after_warmup: CompileStats | None = None
     nvml_gib: float | None = None
+    own_p50_ms: float | None = (
+        None  # distributed: this rank's own median (the step times are the slowest rank's)
+    )
+    eager_own_p50_ms: float | None = None
 
 
 @dataclass(kw_only=True)
@@ -65,6 +71,7 @@ class StepReport(ScenarioReport):
     mfu: Mfu | None = None
     cpu_rss_peak_gib: float = 0.0
     host_syncs_per_step: int | None = None
+    parallel: ParallelFigures | None = None  # distributed jobs: the ranks' spread
     extra: dict[str, float] = field(default_factory=dict)  # the scenario's own figures, by registry name
 
     def metrics(self) -> dict[str, float]:
@@ -76,7 +83,7 @@ class StepReport(ScenarioReport):
             **self.warmup.metrics(),
             "memory/cpu_rss_peak_gib": self.cpu_rss_peak_gib,
         }
-        for record in (self.compile_time, self.memory, self.compile, self.paired, self.mfu):
+        for record in (self.compile_time, self.memory, self.compile, self.paired, self.mfu, self.parallel):
             if record is not None:
                 m.update(record.metrics())
         if self.nvml_gib is not None:
@@ -101,6 +108,7 @@ class SteppedScenario:
         self.timer = Timer(device=self.device, progress=ctx.progress, measured_total=self.measured)
         self.info: dict[str, Any] = {"rounds": self.rounds}
         self.head: nn.Module | None = None  # what turns the model's outputs into the step's result; prepare()
+        self.ranks = Ranks.from_env() if cfg.parallel.distributed else Ranks()  # rank 0 of 1 otherwise
 
     def method(self) -> str:
         return describe_method(
@@ -110,6 +118,8 @@ class SteppedScenario:
             rounds=len(self.rounds),
             paired=self.cfg.paired,
             data_loader=self.cfg.data.loader,
+            parallel=self.cfg.parallel.strategy,
+            world_size=self.ranks.world_size,
         )
 
     # ----------------------------------------------------------------------------- to implement
@@ -168,7 +178,7 @@ class SteppedScenario:
             batch_size or self.batch_size,
             device=self.device,
             float_dtype=self.precision.input_dtype,
-            seed=self.cfg.trainer.seed,
+            seed=self.cfg.trainer.seed + self.ranks.rank,  # each rank its own data
         )
 
     def measure(self) -> Measured:
@@ -199,6 +209,10 @@ class SteppedScenario:
             for variant, n in schedule:
                 timer.timed_round(variant, n)
             measured.eager = eager
+        if self.cfg.parallel.distributed:  # after the measured loop: the slowest rank's step times
+            measured.own_p50_ms = slowest_rank_steps(main, self.rounds, self.device)
+            if measured.eager is not None:
+                measured.eager_own_p50_ms = slowest_rank_steps(measured.eager, self.rounds, self.device)
         return measured
 
     # ----------------------------------------------------------------------------- results
@@ -216,7 +230,9 @@ class SteppedScenario:
             self.info["eager_probe_leak_bytes"] = measured.probe_leak_bytes
         report = StepReport(
             step=step,
-            throughput=Throughput.of(step, self.batch_size, self.spec.tokens_per_sample),
+            throughput=Throughput.of(  # every rank's samples (the global batch)
+                step, self.batch_size * self.ranks.world_size, self.spec.tokens_per_sample
+            ),
             warmup=Warmup.from_steps(main.warmup_s, step.p50),
             noise=Noise(
                 spread_pct=step.spread_pct,
@@ -258,6 +274,16 @@ class SteppedScenario:
             )
             self.info["mfu_note"] = report.mfu.note
         self.finish_report(report, measured)
+        if self.cfg.parallel.distributed:
+            assert measured.own_p50_ms is not None
+            report.parallel = ParallelFigures.collect(
+                own_p50_ms=measured.own_p50_ms,
+                eager_p50_ms=measured.eager_own_p50_ms,
+                metrics=report.metrics(),
+                device=self.device,
+            )
+            report.series.update(report.parallel.series())
+            self.info["parallel"] = {"strategy": cfg.parallel.strategy, "world_size": self.ranks.world_size}
         if report.noise.note:
             self.info["measurement_note"] = report.noise.note
         return report

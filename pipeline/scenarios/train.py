@@ -11,6 +11,7 @@ from torch import nn
 
 from losses import build_loss
 from pipeline.axes.compile import Compiled, apply_compile
+from pipeline.axes.parallel import parallelize
 from pipeline.config.schema import CompileConfig
 from pipeline.diagnose.flops import count_flops
 from pipeline.measure.timing import Variant
@@ -31,6 +32,9 @@ class TrainScenario(SteppedScenario):
         trainer, device, precision = self.cfg.trainer, self.device, self.precision
         assert self.head is not None
         net = self.fresh_model().to(device=device, dtype=precision.param_dtype).train()
+        net = parallelize(
+            net, self.cfg.parallel, device
+        )  # DDP or FSDP2 (before the optimizer sees its parameters)
         optimizer = build_optimizer(
             net.parameters(), trainer.optimizer, tensor_lr=settings.compiles_optimizer, device=device
         )

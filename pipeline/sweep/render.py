@@ -156,6 +156,11 @@ def aggregate_lines(summary: Summary) -> list[str]:
         )
     if a.get("sweep/jobs_with_graph_breaks"):
         lines.append(f"passing compiled jobs with graph breaks: {int(a['sweep/jobs_with_graph_breaks'])}")
+    for sc in summary.scaling:
+        lines.append(
+            f"scaling efficiency of {sc.name} on {sc.world_size} processes vs {sc.baseline}: {sc.efficiency:.0%} "
+            f"(throughput / ({sc.world_size} x the one-process throughput))"
+        )
     lines.extend(f"note: {n}" for n in summary.notes)
     for r in summary.failures:
         lines.append(f"failed: {r.name}: {r.status}: {r.error or 'no error recorded'}")

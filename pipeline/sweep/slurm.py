@@ -65,6 +65,27 @@ def fit_request(params: dict[str, Any], found: Cluster | None) -> list[str]:
     return notes
 
 
+def request_for_ranks(params: dict[str, Any], nproc: int) -> list[str]:
+    """A distributed sweep's request, in place: one task per job whose torchrun starts `nproc` ranks
+    inside the allocation, so the task asks for `nproc` GPUs of its node (gpus_per_node) and
+    `nproc` times the CPUs. `nproc` is the largest `parallel.nproc` of the sweep's jobs (one job
+    array, one request). Returns a line per change."""
+    if nproc <= 1:
+        return []
+    notes = []
+    gpus = params.get("gpus_per_node")
+    if gpus and gpus < nproc:
+        params["gpus_per_node"] = nproc
+        notes.append(
+            f"parallel.nproc={nproc}: asking for gpus_per_node={nproc} (torchrun runs the ranks in the one task)"
+        )
+    cpus = params.get("cpus_per_task")
+    if cpus:
+        params["cpus_per_task"] = cpus * nproc
+        notes.append(f"parallel.nproc={nproc}: asking for cpus_per_task={cpus * nproc} ({cpus} per rank)")
+    return notes
+
+
 def task_name(tags: Mapping[str, str]) -> str | None:
     """How sacct and squeue name the job a run was made by: `<array id>_<task id>` for an array task
     (its own SLURM_JOB_ID would name the whole array when it equals the array's id), else its id."""

@@ -88,7 +88,8 @@ class Objective:
         if self.metric == "step/p50_ms":
             return p50, low, high
         value = m[self.metric]
-        return value, value * p50 / high, value * p50 / low
+        # A median whose interval reaches 0 ms (two or three measured steps) bounds no throughput above.
+        return value, value * p50 / high, value * p50 / low if low > 0 else math.inf
 
 
 STEP_TIME = Objective(
@@ -122,6 +123,42 @@ class Configuration:
     estimate: Estimate
 
 
+@dataclass(frozen=True, kw_only=True)
+class Scaling:
+    """A distributed job against the same configuration on one process (parallel.nproc=1 or
+    parallel=none) in the sweep: throughput_N / (N x throughput_1)."""
+
+    name: str
+    baseline: str
+    world_size: int
+    efficiency: float
+
+
+PARALLEL_KEYS = ("parallel", "world_size")
+
+
+def scaling_efficiencies(rows: list[Row]) -> list[Scaling]:
+    """Each passing multi-process job's scaling efficiency, where the sweep has its one-process twin
+    (the same identity but for the parallel keys; a `parallel=none` twin first)."""
+    singles: dict[tuple[tuple[str, str], ...], Row] = {}
+    for row in sorted(rows, key=lambda r: r.config.get("parallel") != "none"):
+        if row.passing and row.config.get("world_size", "1") == "1":
+            singles.setdefault(_without_parallel(row), row)
+    out = []
+    for row in rows:
+        world = int(row.config.get("world_size", "1"))
+        single = singles.get(_without_parallel(row))
+        key = "throughput/samples_per_s"
+        if world > 1 and row.passing and single is not None and key in row.metrics and key in single.metrics:
+            efficiency = row.metrics[key] / (world * single.metrics[key])
+            out.append(Scaling(name=row.name, baseline=single.name, world_size=world, efficiency=efficiency))
+    return out
+
+
+def _without_parallel(row: Row) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in row.config.items() if k not in PARALLEL_KEYS))
+
+
 @dataclass(kw_only=True)
 class Summary:
     sweep_id: str
@@ -134,6 +171,7 @@ class Summary:
     failure_classes: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     min_effect_pct: float = 1.0  # the verdict's smallest difference that counts (sweep.min_effect_pct)
+    scaling: list[Scaling] = field(default_factory=list)  # distributed jobs with a one-process baseline
 
     @property
     def failures(self) -> list[Row]:
@@ -161,7 +199,10 @@ def row_from_run(run: RunRecord, varied: list[str] | tuple[str, ...] = ()) -> Ro
         config_hash=tags.get("config_hash", ""),
         pool_hash=tags.get("pool_hash") or tags.get("config_hash", ""),
         start_time=run.start_time_ms,
-        batch_size=_int(params.get("scenario.batch_size")) or _int(params.get("trainer.batch_size")),
+        batch_size=_global_batch(
+            _int(params.get("scenario.batch_size")) or _int(params.get("trainer.batch_size")),
+            _int(tags.get("world_size")),
+        ),
         tokens_per_sample=_tokens_per_sample(params),
         run_id=run.run_id,
         environment={
@@ -193,7 +234,7 @@ def row_from_result(path: Path) -> Row | None:
         config_hash=config_hash(cfg),
         pool_hash=pool_hash(cfg),
         start_time=started,
-        batch_size=cfg.scenario.batch_size or cfg.trainer.batch_size,
+        batch_size=_global_batch(cfg.scenario.batch_size or cfg.trainer.batch_size, cfg.parallel.nproc),
         tokens_per_sample=1 if cfg.scenario.name == "generate" else cfg.model.input.tokens_per_sample,
         environment={k: str(v) for k, v in (result.get("environment") or {}).items()},
     )
@@ -211,6 +252,11 @@ def _tokens_per_sample(params: dict[str, str]) -> int | None:
     if params.get("scenario.name") == "generate":
         return 1
     return _int(params.get("model.input.seq_len")) if params.get("model.input.kind") == "tokens" else None
+
+
+def _global_batch(per_rank: int | None, world_size: int | None) -> int | None:
+    """Samples per step over every rank (trainer.batch_size is per rank)."""
+    return per_rank * (world_size or 1) if per_rank is not None else None
 
 
 def _int(text: str | None) -> int | None:
@@ -355,6 +401,7 @@ def summarize(
     summary.verdict = decide([c.estimate for c in summary.configurations], rule, summary.objective.label)
     _aggregates(summary)
     _notes(summary)
+    summary.scaling = scaling_efficiencies(summary.rows)
     return summary
 
 

@@ -1,0 +1,96 @@
+"""Distributed data parallelism for training variants (`parallel=ddp|fsdp`): the process group that
+torchrun's environment describes, DDP or FSDP2 wrapping of a fresh model, and Dynamo's DDP setting.
+
+- `ddp`: `DistributedDataParallel(bucket_cap_mb=...)`; `parallel.optimize_ddp` sets
+  `torch._dynamo.config.optimize_ddp` (`on`: DDPOptimizer splits compiled graphs at bucket
+  boundaries; `off`: one graph; `compiled_autograd`: `python_reducer` with compiled autograd, for a
+  compiled step: compile.scope=step).
+- `fsdp`: FSDP2 `fully_shard` on each repeated block (what `compile.scope=regional` compiles), then on
+  the root, with a `MixedPrecisionPolicy` when `parallel.param_dtype`/`reduce_dtype` say so.
+
+`apply_compile` (pipeline.axes.compile) then compiles the wrapped model as it would any model.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from pipeline.axes.compile import repeated_blocks
+from pipeline.config.schema import ParallelConfig
+
+OPTIMIZE_DDP = {"on": True, "off": False, "compiled_autograd": "python_reducer"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ranks:
+    """This process's place in the job (torchrun's environment)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @classmethod
+    def from_env(cls) -> Ranks:
+        env = os.environ
+        return cls(
+            rank=int(env.get("RANK", "0")),
+            world_size=int(env.get("WORLD_SIZE", "1")),
+            local_rank=int(env.get("LOCAL_RANK", "0")),
+        )
+
+
+def init_process_group(device: torch.device) -> str:
+    """Join the job's process group (NCCL on GPUs, gloo on the CPU); returns the backend."""
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if device.type == "cuda":
+        dist.init_process_group(backend, device_id=device)
+    else:
+        dist.init_process_group(backend)
+    return backend
+
+
+def configure_dynamo(par: ParallelConfig) -> None:
+    """Dynamo's DDP handling for this job (set before any model is wrapped or compiled)."""
+    import torch._dynamo
+
+    if par.strategy == "ddp":
+        torch._dynamo.config.optimize_ddp = OPTIMIZE_DDP[par.optimize_ddp]
+        torch._dynamo.config.compiled_autograd = par.optimize_ddp == "compiled_autograd"
+
+
+def parallelize(model: nn.Module, par: ParallelConfig, device: torch.device) -> nn.Module:
+    """`model` wrapped for `par.strategy` (unchanged for `none`)."""
+    if par.strategy == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [device.index] if device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=par.bucket_cap_mb)
+    if par.strategy == "fsdp":
+        return shard(model, par)
+    return model
+
+
+def shard(model: nn.Module, par: ParallelConfig) -> nn.Module:
+    """FSDP2: each repeated block its own unit, then the root (the rest of the parameters)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    policy = MixedPrecisionPolicy(
+        param_dtype=_dtype(par.param_dtype), reduce_dtype=_dtype(par.reduce_dtype or par.param_dtype)
+    )
+    kwargs = {"reshard_after_forward": par.reshard_after_forward, "mp_policy": policy}
+    blocks = repeated_blocks(model)
+    if not blocks:
+        raise ValueError(f"parallel=fsdp: {type(model).__name__} has no repeated blocks to shard")
+    for block in blocks:
+        fully_shard(block, **kwargs)
+    fully_shard(model, **kwargs)
+    return model
+
+
+def _dtype(name: str | None) -> torch.dtype | None:
+    return getattr(torch, name) if name else None

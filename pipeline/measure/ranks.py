@@ -1,0 +1,133 @@
+"""A distributed job's figures across its ranks: every rank times its own steps; after the measured
+loop the per-step times are gathered (one `all_gather` of a tensor), and the job's step time per step
+is the slowest rank's (the slowest rank sets the pace). Each rank's own median, peak memory, compile
+time and graph counts are gathered too, for their maximum and spread (`ParallelFigures`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from pipeline.measure.stats import percentile
+from pipeline.measure.timing import Variant
+
+# Figures each rank reports for itself (by registry name), gathered after the report is made:
+# name -> (its maximum over ranks, its spread over ranks or None, its per-rank series).
+PER_RANK: dict[str, tuple[str, str | None, str]] = {
+    "memory/peak_allocated_gib": (
+        "memory/rank_peak_allocated_max_gib",
+        "memory/rank_peak_allocated_spread_pct",
+        "rank/peak_allocated_gib",
+    ),
+    "memory/cpu_rss_peak_gib": (
+        "memory/rank_cpu_rss_max_gib",
+        "memory/rank_cpu_rss_spread_pct",
+        "rank/cpu_rss_peak_gib",
+    ),
+    "compile/total_s": ("compile/rank_total_max_s", "compile/rank_total_spread_pct", "rank/compile_total_s"),
+    "diagnose/graph_breaks": ("diagnose/rank_max_graph_breaks", None, "rank/graph_breaks"),
+    "diagnose/unique_graphs": ("diagnose/rank_max_unique_graphs", None, "rank/unique_graphs"),
+    "diagnose/backend_graphs": ("diagnose/rank_max_backend_graphs", None, "rank/backend_graphs"),
+    "diagnose/recompiles_after_warmup": (
+        "diagnose/rank_max_recompiles",
+        None,
+        "rank/recompiles_after_warmup",
+    ),
+}
+
+
+def gather(values: list[float], device: torch.device) -> list[list[float]]:
+    """Every rank's `values` (same length on every rank), on every rank. NCCL gathers CUDA tensors."""
+    where = device if dist.get_backend() == "nccl" else torch.device("cpu")
+    mine = torch.tensor(values, dtype=torch.float64, device=where)
+    every = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(every, mine)
+    return [t.tolist() for t in every]
+
+
+def slowest_rank_steps(variant: Variant, rounds: list[int], device: torch.device) -> float:
+    """Replace the variant's per-step times by the slowest rank's, step by step (and its rounds'
+    medians); returns this rank's own median before the replacement."""
+    own = percentile(sorted(variant.step_ms), 0.5)
+    per_rank = gather(variant.step_ms, device)
+    variant.step_ms = [max(step) for step in zip(*per_rank, strict=True)]
+    variant.round_p50_ms, start = [], 0
+    for n in rounds:
+        variant.round_p50_ms.append(percentile(sorted(variant.step_ms[start : start + n]), 0.5))
+        start += n
+    return own
+
+
+@dataclass(frozen=True)
+class RankSpread:
+    """One figure on every rank (index = rank)."""
+
+    values: list[float]
+
+    @property
+    def max(self) -> float:
+        return max(self.values)
+
+    @property
+    def spread_pct(self) -> float:
+        """(max - min) / max, in %: how unequal the ranks are."""
+        top = self.max
+        return 100 * (top - min(self.values)) / top if top > 0 else 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelFigures:
+    """What a distributed job adds to its metrics: the world, and each per-rank figure's spread."""
+
+    world_size: int
+    rank_p50_ms: RankSpread
+    eager_rank_p50_ms: RankSpread | None
+    per_rank: dict[str, RankSpread]  # by registry name (PER_RANK), the ranks that report it
+
+    @classmethod
+    def collect(
+        cls, *, own_p50_ms: float, eager_p50_ms: float | None, metrics: dict[str, float], device: torch.device
+    ) -> ParallelFigures:
+        mine = [own_p50_ms, math.nan if eager_p50_ms is None else eager_p50_ms]
+        mine += [float(metrics.get(name, math.nan)) for name in PER_RANK]
+        columns = list(zip(*gather(mine, device), strict=True))
+        spreads = {
+            name: RankSpread(list(col))
+            for name, col in zip(PER_RANK, columns[2:], strict=True)
+            if not any(math.isnan(v) for v in col)
+        }
+        eager = None if eager_p50_ms is None else RankSpread(list(columns[1]))
+        return cls(
+            world_size=dist.get_world_size(),
+            rank_p50_ms=RankSpread(list(columns[0])),
+            eager_rank_p50_ms=eager,
+            per_rank=spreads,
+        )
+
+    def metrics(self) -> dict[str, float]:
+        m = {
+            "parallel/world_size": float(self.world_size),
+            "step/rank_p50_max_ms": self.rank_p50_ms.max,
+            "step/rank_spread_pct": self.rank_p50_ms.spread_pct,
+        }
+        if self.eager_rank_p50_ms is not None:
+            m["eager/rank_spread_pct"] = self.eager_rank_p50_ms.spread_pct
+        for name, spread in self.per_rank.items():
+            max_name, spread_name, _ = PER_RANK[name]
+            m[max_name] = spread.max
+            if spread_name is not None:
+                m[spread_name] = spread.spread_pct
+        return m
+
+    def series(self) -> dict[str, list[float]]:
+        """Per-rank values as metric histories whose step is the rank."""
+        s = {"rank/step_p50_ms": self.rank_p50_ms.values}
+        if self.eager_rank_p50_ms is not None:
+            s["rank/eager_step_p50_ms"] = self.eager_rank_p50_ms.values
+        for name, spread in self.per_rank.items():
+            s[PER_RANK[name][2]] = spread.values
+        return s
