@@ -33,6 +33,7 @@ AUTOCAST_DTYPES = ("bfloat16", "float16")
 PARAM_DTYPES = ("float32", "bfloat16", "float16")
 SCENARIOS = ("train", "inference", "generate")
 DISTILL_KINDS = ("mse", "kl")
+WORKER_STARTS = ("template", "spawn")
 
 
 def doc(
@@ -300,6 +301,13 @@ class BenchmarkConfig:
         0,
         "repeat index of this configuration: sweep `benchmark.repeat=0,1,2` to measure it in three separate jobs; the verdict pools repeats",
         ge=0,
+    )
+    worker_start: str = doc(
+        "template",
+        "how a sweep's job starts its worker: `template` forks it from the sweep's pre-imported template process "
+        "(one per machine; imports done, no CUDA, no compiler state), `spawn` starts a fresh interpreter. "
+        "A single run always spawns; a job that cannot fork (SLURM task, no Linux, a template that touched CUDA) spawns and says why",
+        choices=WORKER_STARTS,
     )
     noisy_spread_pct: float = doc(
         10.0,
