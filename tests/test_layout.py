@@ -38,6 +38,8 @@ TORCH_FREE = [
     "pipeline.job.result",
     "pipeline.job.gpu_pool",
     "pipeline.job.lifeline",
+    "pipeline.job.worker_start",
+    "pipeline.job.template",  # imports torch when it runs, not when imported
     "pipeline.job.worker",  # the worker's entry imports torch only once it runs a job
     "pipeline.measure.registry",
     "pipeline.measure.stats",

@@ -72,6 +72,26 @@ def classify_error(exc: BaseException, cfg: Config) -> tuple[str, str]:
     return name, str(exc)
 
 
+def start_state() -> dict[str, Any]:
+    """What this process holds of torch before the job does anything: a forked worker inherits the
+    template's imports and must inherit nothing else (no CUDA context, no Dynamo counters or frames,
+    no compiled code). Reads only modules already imported; imports nothing."""
+    torch = sys.modules.get("torch")
+    dynamo_utils = sys.modules.get("torch._dynamo.utils")
+    convert_frame = sys.modules.get("torch._dynamo.convert_frame")
+    codecache = sys.modules.get("torch._inductor.codecache")
+    return {
+        "torch_imported": torch is not None,
+        "cuda_initialized": bool(torch is not None and torch.cuda.is_initialized()),
+        "dynamo_counters": sum(sum(c.values()) for c in dynamo_utils.counters.values())
+        if dynamo_utils
+        else 0,
+        "dynamo_compile_times": len(dynamo_utils.compilation_time_metrics) if dynamo_utils else 0,
+        "dynamo_frames_seen": len(convert_frame.input_codes.seen) if convert_frame else 0,
+        "inductor_modules_loaded": len(codecache.PyCodeCache.modules) if codecache else 0,
+    }
+
+
 def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
     """Run the config's scenario and fill `result` with its figures (raises on failure; what was
     known before the failure, such as the environment, stays in `result`)."""
@@ -120,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     lifeline.hold(timeout_s=cfg.trainer.timeout_s, on_timeout=lambda why: _timed_out(args.result, why))
     result = JobResult()
     result.info["worker_pid"] = os.getpid()
+    result.info["worker_start_state"] = start_state()
     try:
         run_job(cfg, result, Path(args.result).parent)
         result.status = FINISHED
