@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -259,3 +262,23 @@ def test_killing_the_driver_ends_the_template_and_its_workers(tmp_path: Path, st
         wait_until(lambda: gone(worker), 30, "the forked worker outlived its driver")
     finally:
         stop_group(proc)
+
+
+@pytest.mark.slow
+def test_the_job_cost_benchmark_runs_both_sweeps_and_prints_both_medians(tmp_path: Path):
+    """`benchmarks/job_cost.py`: the same 4-job eager sweep spawned, then forked; both medians printed
+    (the figures go to benchmarks/RESULTS.md; no assertion on which is faster here)."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/job_cost.py", "--jobs", "4", "--out", str(tmp_path)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    print(done.stdout)  # the figures, in the test's output
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"median job_wall_s: template [\d.]+ s, spawn [\d.]+ s", done.stdout), done.stdout
+    figures = json.loads((tmp_path / "job_cost.json").read_text())
+    spawn, template = figures["sweeps"]
+    assert spawn["started_as"] == [SPAWN] * 4 and template["started_as"] == [TEMPLATE] * 4
+    assert spawn["statuses"] == template["statuses"] == ["FINISHED"] * 4
