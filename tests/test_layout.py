@@ -48,6 +48,7 @@ TORCH_FREE = [
     "pipeline.sweep.summary",
     "pipeline.sweep.render",
     "pipeline.sweep.plots",
+    "pipeline.sweep.pareto",
     "pipeline.sweep.finish",
     "pipeline.sweep.sync",
     "pipeline.sweep.view",

@@ -134,6 +134,11 @@ class PrecisionConfig:
     param_dtype: str = doc("float32", "dtype of weights and inputs", choices=PARAM_DTYPES)
     tf32: bool = doc(False, "allow TF32 for float32 matmuls and convolutions")
     grad_scaler: bool = doc(False, "scale the loss with a GradScaler (needed for float16 autocast)")
+    float8: bool = doc(
+        False,
+        "train the linear layers in float8 through torchao (`convert_to_float8_training`; layers whose sizes are multiples of 16): "
+        "`precision=fp8`, training on Hopper-class GPUs (compute capability 8.9 or newer) with torchao installed; refused elsewhere before the job starts",
+    )
 
 
 @dataclass(kw_only=True)
@@ -151,6 +156,12 @@ class CompileConfig:
     )
     scope: str = doc("model", "what is compiled", choices=COMPILE_SCOPES)
     optimizer: bool = doc(False, "also compile `optimizer.step`")
+    budget_s: float | None = doc(
+        None,
+        "compile-time budget: a job whose `compile/total_s` exceeds it ends FAILED (`OverCompileBudget`, its figures kept), "
+        "so a search records the trial as failed; null: no budget (`trainer.timeout_s` still bounds the whole job)",
+        gt=0,
+    )
 
     @property
     def compiled(self) -> bool:

@@ -144,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_job(cfg, result, Path(args.result).parent)
         result.status = FINISHED
+        over_compile_budget(cfg, result)
     except BaseException as exc:
         error_type, message = classify_error(exc, cfg)
         result.fail(FAILED, error_type, message, traceback.format_exc())
@@ -155,6 +156,18 @@ def main(argv: list[str] | None = None) -> int:
     if result.error:  # a finished job's result is the parent's last line; a failure is also in worker.log
         print(f"worker: {result.status} ({result.error.type}: {result.error.message})", flush=True)
     return 0 if result.status == FINISHED else 1
+
+
+def over_compile_budget(cfg: Config, result: JobResult) -> None:
+    """A job whose compilation took longer than `compile.budget_s` fails (a search records the trial
+    as failed); its figures stay in the result."""
+    budget, compile_s = cfg.compile.budget_s, result.metrics.get("compile/total_s")
+    if budget is not None and compile_s is not None and compile_s > budget:
+        result.fail(
+            FAILED,
+            "OverCompileBudget",
+            f"compilation took {compile_s:.1f} s, over compile.budget_s={budget:g} s (its figures are kept)",
+        )
 
 
 def _timed_out(result_path: str, message: str) -> None:

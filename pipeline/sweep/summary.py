@@ -20,6 +20,7 @@ from pipeline.config.schema import from_dict
 from pipeline.identity import TABLE_KEYS, config_hash, extra_keys, identity, pool_hash, run_name
 from pipeline.measure.stats import t975
 from pipeline.status import FINISHED
+from pipeline.sweep.pareto import ParetoFront, pareto_front
 from pipeline.sweep.state import SweepContext
 from pipeline.sweep.verdict import Estimate, Rule, Verdict, decide
 from pipeline.tracking import RunRecord
@@ -88,7 +89,8 @@ class Objective:
         if self.metric == "step/p50_ms":
             return p50, low, high
         value = m[self.metric]
-        return value, value * p50 / high, value * p50 / low
+        # A step-time interval reaching 0 ms (a handful of steps) leaves the throughput unbounded above.
+        return value, value * p50 / high, value * p50 / low if low > 0 else math.inf
 
 
 STEP_TIME = Objective(
@@ -134,6 +136,7 @@ class Summary:
     failure_classes: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     min_effect_pct: float = 1.0  # the verdict's smallest difference that counts (sweep.min_effect_pct)
+    pareto: ParetoFront | None = None  # ranked by throughput: its front against compile time and memory
 
     @property
     def failures(self) -> list[Row]:
@@ -313,6 +316,8 @@ def failure_class(row: Row) -> str | None:
         return "out of memory"
     if kind == "Timeout":
         return "timeout"
+    if kind == "OverCompileBudget":
+        return "over compile budget"
     if kind == "GraphBreakInFullgraph" or kind.startswith("CompileError"):
         return "compile error"
     if kind == "ConfigError":
@@ -353,6 +358,8 @@ def summarize(
         higher_is_better=summary.objective.higher_is_better,
     )
     summary.verdict = decide([c.estimate for c in summary.configurations], rule, summary.objective.label)
+    if summary.objective.higher_is_better:
+        summary.pareto = pareto_front(summary.rows, summary.objective.metric)
     _aggregates(summary)
     _notes(summary)
     return summary
