@@ -354,7 +354,7 @@ class SweepConfig:
     )
     objective: str | None = doc(
         None,
-        "a metric the job returns to a search sweeper (sweep=compile_search: Optuna), e.g. step/p50_ms; a job that fails returns its outcome: a failed trial",
+        "a metric the job returns to a search sweeper (sweep=compile_search, sweep=throughput_search: Optuna), e.g. step/p50_ms or throughput/samples_per_s; a job that fails returns its outcome: a failed trial",
     )
 
     def check(self, at: str) -> Iterator[ConfigError]:
