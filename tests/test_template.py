@@ -180,6 +180,7 @@ def test_a_job_whose_environment_changes_what_torch_reads_at_import_cannot_fork(
     template_env = {"PATH": "/bin", "OMP_NUM_THREADS": "4"}
     assert env_mismatch(template_env, {**template_env, "TORCHINDUCTOR_CACHE_DIR": "/x"}) == ""  # read lazily
     assert env_mismatch(template_env, {**template_env, "CUDA_VISIBLE_DEVICES": "1"}) == ""  # at CUDA init
+    assert env_mismatch(template_env, {**template_env, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}) == ""  # local_gpus
     assert env_mismatch(template_env, {**template_env, "PIPELINE_COMMAND": "x"}) == ""
     assert "TORCH_TRACE='/t'" in env_mismatch(template_env, {**template_env, "TORCH_TRACE": "/t"})
     assert "OMP_NUM_THREADS='1'" in env_mismatch(template_env, {**template_env, "OMP_NUM_THREADS": "1"})

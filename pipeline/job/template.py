@@ -50,7 +50,7 @@ DEFAULT_IMPORTS = (
 )
 # Variables the job sets that torch reads only when it uses them (never at import): a job may differ
 # from the template in these. Any other variable torch or the model libraries read at import must match.
-LAZY_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICES")
+LAZY_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 IMPORT_ENV_PREFIXES = (
     "TORCH",
     "PYTORCH_",

@@ -100,7 +100,10 @@ def start_template(config: DictConfig, sweep_dir: Path) -> None:
     if unsupported:
         no_template(sweep_dir, unsupported)
         return
-    _TEMPLATES.append(TemplateProcess.start(sweep_dir=sweep_dir, env=worker_env(None), cwd=PROJECT_ROOT))
+    try:
+        _TEMPLATES.append(TemplateProcess.start(sweep_dir=sweep_dir, env=worker_env(None), cwd=PROJECT_ROOT))
+    except OSError as err:  # no template is no reason to stop the sweep: its jobs spawn, saying why
+        no_template(sweep_dir, f"the sweep's template could not start ({type(err).__name__}: {err})")
 
 
 def stop_template() -> None:
