@@ -153,8 +153,16 @@ def test_a_worker_crash_gives_the_same_failed_result_forked_or_spawned(tmp_path:
 @pytest.mark.parametrize(
     ("probe", "reason"),
     [
-        ("thread", "the template runs 1 thread(s) beyond numpy's BLAS pool (forking would lose them)"),
+        (
+            "thread",
+            "the template runs 1 thread(s) beyond numpy's BLAS pool (probe): forking would lose them "
+            "(a CUDA driver thread means an import initialized CUDA)",
+        ),
         ("cuda", "the template initialized CUDA (torch.cuda.is_initialized() is True)"),
+        (
+            "bad_fork",
+            "a worker forked from the template could not use CUDA (torch queried the CUDA runtime while the template imported)",
+        ),
     ],
 )
 def test_a_template_that_started_a_thread_or_touched_cuda_refuses_and_the_job_spawns(

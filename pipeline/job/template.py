@@ -31,6 +31,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pipeline.job import lifeline
 from pipeline.job.worker_start import recv_message, send_message
@@ -40,8 +41,7 @@ DEFAULT_IMPORTS = (
     "models.timm_models",  # timm (and torchvision, through the CPU-build shim)
     "transformers",
     "models.hf",
-    "torch._dynamo",
-    "torch._inductor.compile_fx",
+    "torch._dynamo",  # not torch._inductor.compile_fx: on a CUDA host importing it initializes the CUDA driver
     "pipeline.job.worker",
     "pipeline.scenarios.train",
     "pipeline.scenarios.inference",
@@ -63,6 +63,7 @@ IMPORT_ENV_PREFIXES = (
     "TRANSFORMERS_",
 )
 OWNER_POLL_S = 1.0
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
 
 
 @dataclass(kw_only=True)
@@ -71,41 +72,53 @@ class TemplateState:
     threads, the environment it imported under, and the workers it forked (pid -> job connection)."""
 
     broken: str = ""
-    baseline_threads: int = 1
+    baseline_threads: set[str] = field(default_factory=set)  # thread ids once numpy is imported
     env: dict[str, str] = field(default_factory=dict)
     workers: dict[int, socket.socket] = field(default_factory=dict)
 
 
-def thread_count() -> int:
+def thread_ids() -> set[str]:
     try:
-        return len(os.listdir("/proc/self/task"))
+        return set(os.listdir("/proc/self/task"))
     except OSError:
-        return 1
+        return set()
 
 
-def cuda_touched() -> str:
-    """Why CUDA makes a fork unsafe here ('' when it does not): torch initialized it, or something
-    loaded the driver library (cuInit before fork is undefined behaviour in the child)."""
+def thread_name(tid: str) -> str:
+    try:
+        return Path(f"/proc/self/task/{tid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def cuda_refusal() -> str:
+    """Why CUDA makes a fork unsafe here ('' when it does not): torch initialized CUDA, or a child
+    forked now would be in torch's "bad fork" state (something asked the CUDA runtime for its devices,
+    e.g. torch.cuda.is_available() without NVML, which poisons every later fork). A CUDA build maps
+    the driver library at import: that alone is no reason (checked on an H100, torch 2.11)."""
     torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
+    if torch is None:
+        return ""
+    if torch.cuda.is_initialized():
         return "the template initialized CUDA (torch.cuda.is_initialized() is True)"
-    try:
-        with open("/proc/self/maps") as maps:
-            if any("libcuda.so" in line for line in maps):
-                return "the template loaded the CUDA driver (libcuda.so)"
-    except OSError:
-        pass
+    pid = os.fork()
+    if pid == 0:  # the probe: only asks torch's flag, and leaves at once
+        os._exit(3 if torch.cuda._is_in_bad_fork() else 0)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3:
+        return "a worker forked from the template could not use CUDA (torch queried the CUDA runtime while the template imported)"
     return ""
 
 
 def fork_refusal(state: TemplateState, env: dict[str, str]) -> str:
     """Why this job's worker cannot be forked now ('' when it can)."""
     if not state.broken:
-        state.broken = cuda_touched()
-    if not state.broken and thread_count() > state.baseline_threads:
-        extra = thread_count() - state.baseline_threads
+        state.broken = cuda_refusal()
+    extra = sorted(thread_ids() - state.baseline_threads)  # numpy's BLAS pool may end at a fork: never new
+    if not state.broken and extra:
         state.broken = (
-            f"the template runs {extra} thread(s) beyond numpy's BLAS pool (forking would lose them)"
+            f"the template runs {len(extra)} thread(s) beyond numpy's BLAS pool ({', '.join(map(thread_name, extra))}): "
+            "forking would lose them (a CUDA driver thread means an import initialized CUDA)"
         )
     if state.broken:
         return state.broken
@@ -288,11 +301,16 @@ def import_all(modules: list[str], state: TemplateState) -> None:
     started, name = time.monotonic(), "numpy"
     try:
         importlib.import_module("numpy")
-        state.baseline_threads = thread_count()
+        state.baseline_threads = thread_ids()
+        os.environ[NVML_CHECK] = "1"  # torch.cuda.is_available() in an import asks NVML, not the CUDA runtime
         for name in modules:
             importlib.import_module(name)
     except BaseException as err:
         state.broken = f"the template could not import {name!r} ({type(err).__name__}: {err})"
+    finally:
+        os.environ.pop(NVML_CHECK, None)
+        if state.env.get(NVML_CHECK) is not None:
+            os.environ[NVML_CHECK] = state.env[NVML_CHECK]
     print(
         f"template: imports done in {time.monotonic() - started:.1f} s ({len(modules)} modules)", flush=True
     )
