@@ -148,6 +148,16 @@ def test_a_worker_crash_gives_the_same_failed_result_forked_or_spawned(tmp_path:
         assert "Segmentation fault" in (tmp_path / how / "worker.log").read_text()  # faulthandler's stack
 
 
+@pytest.mark.slow
+def test_a_forked_worker_past_its_timeout_is_killed_as_a_spawned_one_is(tmp_path: Path, template):
+    long = ["compile.mode=eager", "trainer.steps=100000", "trainer.timeout_s=8"]
+    result, _ = job(tmp_path, "1", long, forked(template))
+    assert result.info["worker_start"] == TEMPLATE
+    assert result.status == "KILLED" and result.error is not None and result.error.type == "Timeout"
+    assert result.error.message == "worker killed after trainer.timeout_s=8 s"
+    assert gone(result.info.get("worker_pid") or int((tmp_path / "1" / "worker.pid").read_text()))
+
+
 # ----------------------------------------------------------------------------- refusals
 @pytest.mark.slow
 @pytest.mark.parametrize(
