@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import gc
 import importlib
 import os
 import selectors
@@ -333,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     state = TemplateState(env=dict(os.environ))
     import_all([m for m in args.imports.split(",") if m], state)
+    gc.collect()
+    gc.freeze()  # the imports' objects: a worker's collections skip them, so their pages stay shared
     listener = socket.socket(fileno=args.listen_fd)
     template = Template(listener, args.owner, state)
     signal.signal(signal.SIGTERM, _stop)
