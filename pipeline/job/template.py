@@ -5,9 +5,12 @@ each job's worker from that state.
 
 Started by the sweep's driver (:class:`pipeline.job.worker_start.TemplateProcess`) on a Unix socket it
 bound. It never initializes CUDA, compiles or runs tensor code; before every fork it checks that this
-is still true (CUDA not initialized and the driver library not loaded, no thread beyond numpy's BLAS
-pool, whose `pthread_atfork` handlers make a fork safe) and refuses with the reason otherwise, and the
-job spawns its worker instead.
+is still true (CUDA not initialized, a forked probe not in torch's "bad fork" state, no thread beyond
+numpy's BLAS pool, whose `pthread_atfork` handlers make a fork safe, and a job environment that agrees
+with the template's in what torch reads at import) and refuses with the reason otherwise, and the job
+spawns its worker instead. It imports with NVML-based CUDA checks (an import's
+`torch.cuda.is_available()` would otherwise poison every later fork), and leaves
+`torch._inductor.compile_fx` to the worker: on a GPU host importing it initializes the CUDA driver.
 
 A forked worker: its own session (`setsid`), the job's output pipe as stdout and stderr, the job's
 environment and folder, a lifeline pipe to its job (:mod:`pipeline.job.lifeline`) and
