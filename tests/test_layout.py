@@ -39,6 +39,8 @@ TORCH_FREE = [
     "pipeline.job.gpu_pool",
     "pipeline.job.lifeline",
     "pipeline.job.ranks",  # torch's launcher is imported once the lifeline holds
+    "pipeline.job.worker_start",
+    "pipeline.job.template",  # imports torch when it runs, not when imported
     "pipeline.job.worker",  # the worker's entry imports torch only once it runs a job
     "pipeline.measure.registry",
     "pipeline.measure.stats",
@@ -47,6 +49,7 @@ TORCH_FREE = [
     "pipeline.sweep.summary",
     "pipeline.sweep.render",
     "pipeline.sweep.plots",
+    "pipeline.sweep.pareto",
     "pipeline.sweep.finish",
     "pipeline.sweep.sync",
     "pipeline.sweep.view",

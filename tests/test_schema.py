@@ -116,10 +116,10 @@ def test_unknown_group_option_lists_the_options():
     message = compose_error(["model=vit_huge"])
     assert message.startswith("model=vit_huge is not an option of the `model` group: allowed values are ")
     assert {"vit_b16", "vit_tiny"} <= set(message.split(": allowed values are ")[1].split(", "))
-    message = compose_error(["precision=fp8"])
+    message = compose_error(["precision=fp4"])
     assert (
-        message.startswith("precision=fp8 is not an option")
-        and "amp, amp_fp16, bf16, fp16, fp32, tf32" in message
+        message.startswith("precision=fp4 is not an option")
+        and "amp, amp_fp16, bf16, fp16, fp32, fp8, tf32" in message
     )
 
 

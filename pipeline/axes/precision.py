@@ -19,6 +19,7 @@ class Precision:
     param_dtype: torch.dtype
     tf32: bool
     grad_scaler: bool
+    float8: bool = False
 
     @classmethod
     def from_config(cls, cfg: PrecisionConfig) -> Precision:
@@ -27,7 +28,18 @@ class Precision:
             param_dtype=_DTYPES[cfg.param_dtype],
             tf32=cfg.tf32,
             grad_scaler=cfg.grad_scaler,
+            float8=cfg.float8,
         )
+
+    def convert(self, model: torch.nn.Module) -> torch.nn.Module:
+        """With float8 (precision=fp8): the model's linear layers swapped for torchao's float8 training
+        layers, where their sizes allow (multiples of 16); otherwise the model as it is. The config
+        checks refused fp8 where torchao or a float8-capable GPU is missing."""
+        if not self.float8:
+            return model
+        from torchao.float8 import convert_to_float8_training  # the checks made sure it is installed
+
+        return convert_to_float8_training(model, module_filter_fn=float8_eligible)
 
     def apply_backend_flags(self) -> dict[str, str]:
         """Set TF32 for float32 matmuls and convolutions explicitly (never torch's defaults, which
@@ -59,3 +71,10 @@ class Precision:
     def input_dtype(self) -> torch.dtype:
         """Floating-point inputs follow the weights."""
         return self.param_dtype
+
+
+def float8_eligible(module: torch.nn.Module, fqn: str) -> bool:
+    """torchao's float8 matmuls need both sizes of a linear layer to be multiples of 16."""
+    return (
+        isinstance(module, torch.nn.Linear) and module.in_features % 16 == 0 and module.out_features % 16 == 0
+    )

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.util
 import typing
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
@@ -41,6 +43,8 @@ def validate(cfg: Config | DictConfig) -> Config:
         errors += model_errors("loss.teacher", config.loss.teacher)
     if config.parallel.distributed and not errors:
         errors += parallel_errors(config)
+    if config.precision.float8 and not errors:
+        errors += float8_errors(config)
     if errors:
         first = errors[0]
         first.errors = errors
@@ -189,6 +193,57 @@ def _hf_config_error(name: str, input_spec: dict[str, Any], kwargs: dict[str, An
     except ConfigError as err:
         return err
     return None
+
+
+FLOAT8_MIN_CAPABILITY = (8, 9)  # Ada and Hopper: float8 tensor cores
+PRECISION_DIR = Path(__file__).resolve().parents[2] / "conf" / "precision"
+
+
+def float8_errors(config: Config) -> list[ConfigError]:
+    """`precision=fp8` (float8 training through torchao) where it can run: training, on a visible GPU
+    of compute capability 8.9 or newer (asked of NVML: this process never initializes CUDA), with
+    torchao installed. Else one line naming the key, why, and the precisions allowed here."""
+    why = _float8_unavailable(config)
+    if not why:
+        return []
+    others = sorted(p.stem for p in PRECISION_DIR.glob("*.yaml") if p.stem != config.precision.id)
+    return [ConfigError("precision", config.precision.id, f"{why}; allowed values here: {', '.join(others)}")]
+
+
+def _float8_unavailable(config: Config) -> str:
+    if config.scenario.name != "train":
+        return f"float8 training (torchao) is for scenario=train, not scenario={config.scenario.name}"
+    if config.device == "cpu":
+        return "float8 training (torchao) runs on Hopper-class GPUs only (compute capability >= 8.9), not on device=cpu"
+    if config.parallel.distributed:
+        return f"float8 training is not wired for parallel={config.parallel.strategy} (FSDP2's float8 all-gather is not measured): parallel=none only"
+    if importlib.util.find_spec("torchao") is None:
+        return "float8 training needs torchao, which is not installed (pip install torchao)"
+    capabilities = gpu_capabilities()
+    if not capabilities:
+        return "float8 training (torchao) runs on Hopper-class GPUs only, and NVML sees no GPU on this host"
+    if min(capabilities) < FLOAT8_MIN_CAPABILITY:
+        found = ", ".join(f"{major}.{minor}" for major, minor in sorted(set(capabilities)))
+        return f"float8 training (torchao) needs compute capability >= 8.9 (Hopper-class); this host's GPUs have {found}"
+    return ""
+
+
+def gpu_capabilities() -> list[tuple[int, int]]:
+    """The compute capability of every GPU NVML sees (empty without NVML or a GPU)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+            return [
+                tuple(pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(i)))  # type: ignore[misc]
+                for i in range(count)
+            ]
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return []
 
 
 def backend_errors(backend: str) -> list[ConfigError]:

@@ -35,6 +35,7 @@ SCENARIOS = ("train", "inference", "generate")
 DISTILL_KINDS = ("mse", "kl")
 PARALLEL_STRATEGIES = ("none", "ddp", "fsdp")
 OPTIMIZE_DDP = ("on", "off", "compiled_autograd")
+WORKER_STARTS = ("template", "spawn")
 
 
 def doc(
@@ -135,6 +136,11 @@ class PrecisionConfig:
     param_dtype: str = doc("float32", "dtype of weights and inputs", choices=PARAM_DTYPES)
     tf32: bool = doc(False, "allow TF32 for float32 matmuls and convolutions")
     grad_scaler: bool = doc(False, "scale the loss with a GradScaler (needed for float16 autocast)")
+    float8: bool = doc(
+        False,
+        "train the linear layers in float8 through torchao (`convert_to_float8_training`; layers whose sizes are multiples of 16): "
+        "`precision=fp8`, training on Hopper-class GPUs (compute capability 8.9 or newer) with torchao installed; refused elsewhere before the job starts",
+    )
 
 
 @dataclass(kw_only=True)
@@ -152,6 +158,12 @@ class CompileConfig:
     )
     scope: str = doc("model", "what is compiled", choices=COMPILE_SCOPES)
     optimizer: bool = doc(False, "also compile `optimizer.step`")
+    budget_s: float | None = doc(
+        None,
+        "compile-time budget: a job whose `compile/total_s` exceeds it ends FAILED (`OverCompileBudget`, its figures kept), "
+        "so a search records the trial as failed; null: no budget (`trainer.timeout_s` still bounds the whole job)",
+        gt=0,
+    )
 
     @property
     def compiled(self) -> bool:
@@ -303,6 +315,13 @@ class BenchmarkConfig:
         "repeat index of this configuration: sweep `benchmark.repeat=0,1,2` to measure it in three separate jobs; the verdict pools repeats",
         ge=0,
     )
+    worker_start: str = doc(
+        "template",
+        "how a sweep's job starts its worker: `template` forks it from the sweep's pre-imported template process "
+        "(one per machine; imports done, no CUDA, no compiler state), `spawn` starts a fresh interpreter. "
+        "A single run always spawns; a job that cannot fork (SLURM task, no Linux, a template that touched CUDA) spawns and says why",
+        choices=WORKER_STARTS,
+    )
     noisy_spread_pct: float = doc(
         10.0,
         "flag a job as noisy (`step/noisy`, a warning in its last line) when the p10-p90 spread of its measured steps exceeds this percentage of the median",
@@ -337,7 +356,7 @@ class SweepConfig:
     )
     objective: str | None = doc(
         None,
-        "a metric the job returns to a search sweeper (sweep=compile_search: Optuna), e.g. step/p50_ms; a job that fails returns its outcome: a failed trial",
+        "a metric the job returns to a search sweeper (sweep=compile_search, sweep=throughput_search: Optuna), e.g. step/p50_ms or throughput/samples_per_s; a job that fails returns its outcome: a failed trial",
     )
 
     def check(self, at: str) -> Iterator[ConfigError]:

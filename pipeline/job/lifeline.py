@@ -1,6 +1,10 @@
 """The worker's tie to its job: a worker never outlives the process that owns its run, and never runs
 past its timeout even when that process cannot stop it.
 
+- A worker forked from the sweep's template (:mod:`pipeline.job.template`) is the template's child,
+  not its job's: it is tied to its job by a pipe instead (`$PIPELINE_LIFELINE_FD`, the read end; the
+  job holds the write end, which the kernel closes when the job dies), and to the template by
+  `PR_SET_PDEATHSIG`.
 - On Linux the kernel kills the worker the moment its parent dies (`prctl(PR_SET_PDEATHSIG, SIGKILL)`),
   even when it hangs in C code (a stuck kernel launch would otherwise hold the GPU for good).
 - A watchdog thread, everywhere: when the parent is gone (`os.getppid()` changed: the portable
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import signal
 import sys
 import threading
@@ -24,6 +29,7 @@ import time
 from collections.abc import Callable
 
 PARENT_ENV = "PIPELINE_PARENT_PID"  # set by the supervisor: the pid the worker must not outlive
+LIFELINE_FD_ENV = "PIPELINE_LIFELINE_FD"  # set in a forked worker: a pipe whose other end its job holds
 PR_SET_PDEATHSIG = 1
 BACKSTOP_GRACE_S = 15.0  # past the parent's deadline (its kill takes up to 10 s)
 POLL_S = 0.5
@@ -33,8 +39,8 @@ def hold(*, timeout_s: float, on_timeout: Callable[[str], None]) -> None:
     """Tie this process to its parent (the pid in $PIPELINE_PARENT_PID, else the current parent).
     `on_timeout(message)` writes the timeout's result before the group is killed."""
     parent = int(os.environ.get(PARENT_ENV) or os.getppid())
-    _die_with_parent()
-    if os.getppid() != parent:  # the parent died before the kernel was told
+    die_with_parent()
+    if not parent_alive():  # the parent died before the kernel was told
         _kill_group()
     deadline = time.monotonic() + timeout_s + BACKSTOP_GRACE_S
     message = (
@@ -48,17 +54,32 @@ def hold(*, timeout_s: float, on_timeout: Callable[[str], None]) -> None:
 
 
 def parent_alive() -> bool:
+    """Whether the job that owns this worker still runs: its lifeline pipe is open (a forked worker),
+    or its pid is still this process's parent (a spawned one)."""
+    fd = os.environ.get(LIFELINE_FD_ENV)
+    if fd is not None:
+        return not _hung_up(int(fd))
     parent = os.environ.get(PARENT_ENV)
     return parent is None or os.getppid() == int(parent)
 
 
-def _die_with_parent() -> None:
-    """Linux only; elsewhere the watchdog alone."""
+def _hung_up(fd: int) -> bool:
+    """The pipe's write end is closed everywhere (or the fd is gone)."""
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP)
+        return any(event & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, event in poller.poll(0))
+    except (OSError, ValueError):
+        return True
+
+
+def die_with_parent(signum: int = signal.SIGKILL) -> None:
+    """The kernel sends `signum` when this process's parent ends. Linux only; elsewhere the watchdog alone."""
     if not sys.platform.startswith("linux"):
         return
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
     except (OSError, AttributeError):
         pass
 
@@ -66,7 +87,7 @@ def _die_with_parent() -> None:
 def _watch(parent: int, deadline: float, on_timeout: Callable[[], None]) -> None:
     while True:
         time.sleep(POLL_S)
-        if os.getppid() != parent:
+        if not parent_alive():
             _kill_group()
         if time.monotonic() > deadline:
             try:

@@ -92,6 +92,8 @@ def outcome_tags(result: JobResult) -> dict[str, str]:
         tags["device"] = str(env.get("gpu_name") or env["device"])
     if result.metrics.get("step/noisy"):
         tags["noisy"] = "true"
+    if result.info.get("worker_start"):
+        tags["worker_start"] = str(result.info["worker_start"])  # template or spawn: how the worker started
     if result.error:
         tags["error_type"], tags["error_message"] = result.error.type, result.error.message
     return tags

@@ -1,7 +1,7 @@
 """Stage 2: the parent of one job. It never trains and never initializes CUDA.
 
-It checks that the store can be used (or, resuming, asks it whether the job already finished), spawns
-the worker (:mod:`pipeline.job.supervisor`) and opens the job's MLflow run while the worker imports
+It checks that the store can be used (or, resuming, asks it whether the job already finished), starts
+the worker (:mod:`pipeline.job.supervisor`: forked from the sweep's template, or spawned) and opens the job's MLflow run while the worker imports
 its libraries, shows progress, and logs whatever comes back (a result, a failure, a crash, an
 interrupt) before closing the run. The result is kept on disk first, so a store lost mid-job loses
 nothing.
@@ -29,6 +29,7 @@ from pipeline.job.result import RESULT_FILE, RUN_ID_FILE, JobResult, record_run_
 from pipeline.job.result import one_line as first_line
 from pipeline.job.signals import SchedulerSignals, in_submitit_job, signals_held
 from pipeline.job.supervisor import WorkerLaunch, run_worker
+from pipeline.job.worker_start import plan
 from pipeline.provenance import command_line
 from pipeline.redaction import redacted
 from pipeline.status import FAILED, KILLED, NOT_SYNCED, SKIPPED
@@ -189,6 +190,11 @@ class JobParent:
             on_line=self.display.line,
             on_started=self.open_run,
             extra_env={"PIPELINE_COMMAND": command_line()},
+            start=plan(
+                self.config.benchmark.worker_start,
+                Path(self.place.sweep.sweep_dir) if self.place.sweep else None,
+                distributed=self.config.parallel.distributed,
+            ),
         )
         pool = self.config.gpu_pool or os.environ.get("PIPELINE_GPU_POOL")  # set by hydra/launcher=local_gpus
         if not pool:

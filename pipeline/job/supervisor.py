@@ -1,6 +1,7 @@
-"""Spawn one worker, stream its output, enforce the timeout, and always come back with a result.
+"""Start one worker, stream its output, enforce the timeout, and always come back with a result.
 
-The worker is a fresh interpreter (`python -m pipeline.job.worker`, spawned, never forked), in a session
+The worker is forked from the sweep's template process (imports done) or a fresh interpreter
+(`python -m pipeline.job.worker`), as :mod:`pipeline.job.worker_start` decides; either way it is in a session
 of its own so that a timeout or Ctrl-C kills it together with its DataLoader and compile workers. If
 the worker dies before writing its result file (SIGKILL, segfault, out of host memory, timeout), the
 result is made here from its exit status and the tail of its log.
@@ -25,6 +26,7 @@ from pipeline.config.schema import Config, to_dict
 from pipeline.job.lifeline import PARENT_ENV
 from pipeline.job.progress import parse_progress
 from pipeline.job.result import RANK_RESULT_GLOB, RESULT_FILE, JobResult
+from pipeline.job.worker_start import READY_TIMEOUT_S, ForkedWorker, StartPlan, start_worker
 from pipeline.status import FAILED, FINISHED, KILLED
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -50,6 +52,7 @@ class WorkerLaunch:
     on_line: Callable[[str], None]  # every other line the worker prints
     on_started: Callable[[], None] | None = None  # runs while the worker imports its libraries
     extra_env: dict[str, str] = field(default_factory=dict)
+    start: StartPlan = field(default_factory=StartPlan)  # forked from the sweep's template, or spawned
 
     @property
     def timeout_s(self) -> float:
@@ -81,7 +84,7 @@ def signal_description(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen | ForkedWorker) -> None:
     """SIGTERM the worker's process group, then SIGKILL whatever is left after a grace period."""
     for sig, wait_s in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, KILL_GRACE_S)):
         try:
@@ -122,17 +125,17 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
     (job_dir / RANK_FAILURES_FILE).unlink(missing_ok=True)
     started, started_at = time.monotonic(), time.time()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(
+        started_worker = start_worker(
             cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            bufsize=1,
-            start_new_session=True,
             env=worker_env(launch.cache_dir, trace_dir, launch.extra_env),
             cwd=PROJECT_ROOT,
+            start=launch.start,
+            wait_s=min(READY_TIMEOUT_S, timeout_s),
         )
+        proc = started_worker.proc
+        if started_worker.note:
+            log.write(started_worker.note + "\n")
+            launch.on_line(started_worker.note)
         (job_dir / "worker.pid").write_text(str(proc.pid))
         reader = threading.Thread(
             target=_pump, args=(proc, log, launch.on_progress, launch.on_line), daemon=True
@@ -170,6 +173,9 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
     if trace_dir is not None:
         result.info["tlparse"] = run_tlparse(trace_dir, job_dir / "tlparse")
     result.metrics["job/worker_wall_s"] = wall_s
+    result.info["worker_start"] = started_worker.how
+    if started_worker.note:
+        result.info["worker_start_note"] = started_worker.note
     result.info["worker_started_at"], result.info["worker_ended_at"] = started_at, time.time()
     result.info["worker_exit"] = (
         signal_description(proc.returncode) if proc.returncode is not None else "killed"
@@ -260,7 +266,7 @@ def _read_or_new(path: Path) -> JobResult:
 
 
 def _pump(
-    proc: subprocess.Popen,
+    proc: subprocess.Popen | ForkedWorker,
     log: Any,
     on_progress: Callable[[dict[str, Any]], None],
     on_line: Callable[[str], None],

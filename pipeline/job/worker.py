@@ -82,6 +82,26 @@ def quiet(*args: Any, **kwargs: Any) -> None:
     """Progress of ranks other than 0: the job shows rank 0's."""
 
 
+def start_state() -> dict[str, Any]:
+    """What this process holds of torch before the job does anything: a forked worker inherits the
+    template's imports and must inherit nothing else (no CUDA context, no Dynamo counters or frames,
+    no compiled code). Reads only modules already imported; imports nothing."""
+    torch = sys.modules.get("torch")
+    dynamo_utils = sys.modules.get("torch._dynamo.utils")
+    convert_frame = sys.modules.get("torch._dynamo.convert_frame")
+    codecache = sys.modules.get("torch._inductor.codecache")
+    return {
+        "torch_imported": torch is not None,
+        "cuda_initialized": bool(torch is not None and torch.cuda.is_initialized()),
+        "dynamo_counters": sum(sum(c.values()) for c in dynamo_utils.counters.values())
+        if dynamo_utils
+        else 0,
+        "dynamo_compile_times": len(dynamo_utils.compilation_time_metrics) if dynamo_utils else 0,
+        "dynamo_frames_seen": len(convert_frame.input_codes.seen) if convert_frame else 0,
+        "inductor_modules_loaded": len(codecache.PyCodeCache.modules) if codecache else 0,
+    }
+
+
 def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
     """Run the config's scenario and fill `result` with its figures (raises on failure; what was
     known before the failure, such as the environment, stays in `result`)."""
@@ -145,9 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     result.info["worker_pid"] = os.getpid()
     if cfg.parallel.distributed:
         result.info["rank"] = rank
+    result.info["worker_start_state"] = start_state()
     try:
         run_job(cfg, result, Path(args.result).parent)
         result.status = FINISHED
+        over_compile_budget(cfg, result)
     except BaseException as exc:
         result.info["failed_at"] = time.time()  # the rank that failed first is the job's failure
         error_type, message = classify_error(exc, cfg)
@@ -161,6 +183,18 @@ def main(argv: list[str] | None = None) -> int:
     if result.error:  # a finished job's result is the parent's last line; a failure is also in worker.log
         print(f"worker: {result.status} ({result.error.type}: {result.error.message})", flush=True)
     return 0 if result.status == FINISHED else 1
+
+
+def over_compile_budget(cfg: Config, result: JobResult) -> None:
+    """A job whose compilation took longer than `compile.budget_s` fails (a search records the trial
+    as failed); its figures stay in the result."""
+    budget, compile_s = cfg.compile.budget_s, result.metrics.get("compile/total_s")
+    if budget is not None and compile_s is not None and compile_s > budget:
+        result.fail(
+            FAILED,
+            "OverCompileBudget",
+            f"compilation took {compile_s:.1f} s, over compile.budget_s={budget:g} s (its figures are kept)",
+        )
 
 
 def _timed_out(result_path: str | Path, message: str) -> None:

@@ -68,7 +68,8 @@ METRICS: dict[str, Metric] = {
     ),
     "memory/cpu_rss_peak_gib": Metric("GiB", "peak resident set size of the worker process"),
     "job/worker_wall_s": Metric(
-        "s", "the worker process from spawn to exit (imports, build, compile, steps, diagnostics)"
+        "s",
+        "the worker process from its start (spawned or forked) to exit (imports, build, compile, steps, diagnostics)",
     ),
     "job/wall_s": Metric("s", "the whole job as its parent saw it: worker plus MLflow logging"),
     "loss/first": Metric("loss", "loss of the first step"),

@@ -31,10 +31,10 @@ class TrainScenario(SteppedScenario):
     def make_variant(self, name: str, settings: CompileConfig) -> tuple[Variant, Compiled]:
         trainer, device, precision = self.cfg.trainer, self.device, self.precision
         assert self.head is not None
-        net = self.fresh_model().to(device=device, dtype=precision.param_dtype).train()
+        net = precision.convert(self.fresh_model().to(device=device, dtype=precision.param_dtype).train())
         net = parallelize(
             net, self.cfg.parallel, device
-        )  # DDP or FSDP2 (before the optimizer sees its parameters)
+        )  # DDP or FSDP2, before the optimizer sees its parameters
         optimizer = build_optimizer(
             net.parameters(), trainer.optimizer, tensor_lr=settings.compiles_optimizer, device=device
         )

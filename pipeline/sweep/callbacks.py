@@ -20,6 +20,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.config.schema import MlflowConfig
+from pipeline.job.supervisor import PROJECT_ROOT, worker_env
+from pipeline.job.worker_start import TEMPLATE, TemplateProcess, fork_supported, no_template
 from pipeline.provenance import command_line
 from pipeline.status import EXIT_BAD_INPUT, FAILED, KILLED
 from pipeline.sweep import lease
@@ -32,6 +34,7 @@ from pipeline.tracking import RunRecord, Tracker, TrackingUnavailable
 ACTIVE_SWEEP: SweepContext | None = None
 SWEEP_FAILURES: list[str] = []
 _DRIVER_LEASE: list[IO[str]] = []  # held open while this process drives its sweep
+_TEMPLATES: list[TemplateProcess] = []  # the sweep's template process on this machine, while it runs
 
 
 def _mlflow_settings(config: DictConfig) -> MlflowConfig:
@@ -55,6 +58,7 @@ class SweepCallback(Callback):
         global ACTIVE_SWEEP
         try:
             ACTIVE_SWEEP = start_sweep(config)
+            start_template(config, Path(ACTIVE_SWEEP.sweep_dir))
         except SweepStopped:
             raise
         except TrackingUnavailable as err:
@@ -67,6 +71,7 @@ class SweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Summarize the sweep from MLflow, attach the summary to the parent run, close it. A failure
         (the summary cannot be written, the store is gone) is one line and exit code 1."""
+        stop_template()
         if ACTIVE_SWEEP is None:
             return
         try:
@@ -81,6 +86,30 @@ class SweepCallback(Callback):
         runs = tracker.sweep_children(ACTIVE_SWEEP.sweep_id)
         label = parent.name if parent else f"sweep {ACTIVE_SWEEP.sweep_id}"
         print(f"browse: {browse_url(tracker, ACTIVE_SWEEP, label, config, runs)}", flush=True)
+
+
+def start_template(config: DictConfig, sweep_dir: Path) -> None:
+    """The sweep's template process on this machine (benchmark.worker_start=template), which jobs fork
+    their workers from; where it cannot run, the reason every job gives when it spawns instead."""
+    if config.benchmark.get("worker_start") != TEMPLATE:
+        return
+    if "Slurm" in str(config.hydra.launcher.get("_target_", "")):
+        no_template(sweep_dir, "SLURM tasks run on other machines than the sweep's template")
+        return
+    unsupported = fork_supported()
+    if unsupported:
+        no_template(sweep_dir, unsupported)
+        return
+    try:
+        _TEMPLATES.append(TemplateProcess.start(sweep_dir=sweep_dir, env=worker_env(None), cwd=PROJECT_ROOT))
+    except OSError as err:  # no template is no reason to stop the sweep: its jobs spawn, saying why
+        no_template(sweep_dir, f"the sweep's template could not start ({type(err).__name__}: {err})")
+
+
+def stop_template() -> None:
+    """End the sweep's template (and any worker it still holds): at the sweep's end or interruption."""
+    while _TEMPLATES:
+        _TEMPLATES.pop().stop()
 
 
 def browse_url(
@@ -247,6 +276,7 @@ def _warn_sqlite_on_slurm(config: DictConfig, mlflow: MlflowConfig) -> None:
 def close_interrupted_sweep(reason: str, status: str = KILLED) -> None:
     """Mark the parent run, and any child still RUNNING, as KILLED (Ctrl-C or SIGTERM of the sweep),
     or the parent FAILED when the sweep could not go on (its job array refused)."""
+    stop_template()
     if ACTIVE_SWEEP is None:
         return
     close_interrupted(ACTIVE_SWEEP, reason, status=status)

@@ -32,6 +32,7 @@ def make_plots(summary: Summary, out_dir: Path) -> list[Path]:
         ("speedup_heatmap.png", speedup_heatmap, speed if two_axes else []),
         ("compile_vs_speedup.png", compile_vs_speedup_plot, speed),
         ("peak_memory.png", peak_memory_plot, [r for r in done if r.peak_gib is not None]),
+        ("pareto.png", pareto_plot, done if summary.pareto is not None else []),
     ]
     paths = []
     for name, draw, rows in plots:
@@ -60,7 +61,7 @@ def step_time_plot(rows: list[Row], summary: Summary) -> Any:
     bars = ax.barh(
         [_label(summary, r) for r in rows],
         [f[0] for f in figures],
-        xerr=[[f[0] - f[1] for f in figures], [f[2] - f[0] for f in figures]],
+        xerr=[[f[0] - f[1] for f in figures], [f[2] - f[0] if math.isfinite(f[2]) else 0.0 for f in figures]],
         color=_colors(rows),
         capsize=4,
         hatch=None,
@@ -156,6 +157,57 @@ def peak_memory_plot(rows: list[Row], summary: Summary) -> Any:
     ax.invert_yaxis()
     ax.set_xlabel("peak reserved memory over the measured steps, GiB")
     ax.set_title("Peak memory per configuration")
+    return fig
+
+
+def pareto_plot(rows: list[Row], summary: Summary) -> Any:
+    """Throughput against compile time, memory as the points' colour; the Pareto front's points ringed
+    and labelled."""
+    import matplotlib.pyplot as plt
+
+    front = summary.pareto
+    assert front is not None
+    fig, ax = plt.subplots(figsize=(10, 6))
+    points = front.points
+    dots = ax.scatter(
+        [p.compile_s for p in points],
+        [p.throughput for p in points],
+        c=[p.memory_gib for p in points],
+        cmap="viridis",
+        s=60,
+        zorder=2,
+    )
+    fig.colorbar(dots, ax=ax, label=f"{front.memory_metric}, GiB (lower is better)")
+    best = sorted(front.front, key=lambda p: p.compile_s)
+    ax.scatter(
+        [p.compile_s for p in best],
+        [p.throughput for p in best],
+        s=220,
+        facecolors="none",
+        edgecolors="tab:red",
+        linewidths=2,
+        label="Pareto front",
+        zorder=3,
+    )
+    middle = (min(p.compile_s for p in points) + max(p.compile_s for p in points)) / 2
+    for p in best:  # labels point inwards, so that they stay inside the axes
+        right = p.compile_s > middle
+        ax.annotate(
+            p.name,
+            (p.compile_s, p.throughput),
+            fontsize=7,
+            xytext=(-8 if right else 8, 6),
+            textcoords="offset points",
+            ha="right" if right else "left",
+        )
+    ax.set_xlabel("compile time, s (compile/total_s; lower is better)")
+    ax.set_ylabel(f"{front.throughput_metric} (higher is better)")
+    ax.set_title(
+        f"sweep {summary.sweep_id}: Pareto front of throughput, compile time and memory "
+        f"({len(front.front)} of {len(points)} jobs)",
+        fontsize=10,
+    )
+    ax.legend(loc="lower right", fontsize=8)
     return fig
 
 

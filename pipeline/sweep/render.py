@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from pipeline.identity import TABLE_KEYS
+from pipeline.sweep.pareto import front_lines
 from pipeline.sweep.summary import Row, Summary
 
 TERMINAL_WIDTH = 120
@@ -162,6 +163,9 @@ def aggregate_lines(summary: Summary) -> list[str]:
             f"(throughput / ({sc.world_size} x the one-process throughput))"
         )
     lines.extend(f"note: {n}" for n in summary.notes)
+    if summary.pareto is not None:
+        head, *points = front_lines(summary.pareto)
+        lines += [head, *(f"  on the front: {line}" for line in points)]
     for r in summary.failures:
         lines.append(f"failed: {r.name}: {r.status}: {r.error or 'no error recorded'}")
     return lines

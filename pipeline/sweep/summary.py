@@ -20,6 +20,7 @@ from pipeline.config.schema import from_dict
 from pipeline.identity import TABLE_KEYS, config_hash, extra_keys, identity, pool_hash, run_name
 from pipeline.measure.stats import t975
 from pipeline.status import FINISHED
+from pipeline.sweep.pareto import ParetoFront, pareto_front
 from pipeline.sweep.state import SweepContext
 from pipeline.sweep.verdict import Estimate, Rule, Verdict, decide
 from pipeline.tracking import RunRecord
@@ -172,6 +173,7 @@ class Summary:
     notes: list[str] = field(default_factory=list)
     min_effect_pct: float = 1.0  # the verdict's smallest difference that counts (sweep.min_effect_pct)
     scaling: list[Scaling] = field(default_factory=list)  # distributed jobs with a one-process baseline
+    pareto: ParetoFront | None = None  # ranked by throughput: its front against compile time and memory
 
     @property
     def failures(self) -> list[Row]:
@@ -359,6 +361,8 @@ def failure_class(row: Row) -> str | None:
         return "out of memory"
     if kind == "Timeout":
         return "timeout"
+    if kind == "OverCompileBudget":
+        return "over compile budget"
     if kind == "GraphBreakInFullgraph" or kind.startswith("CompileError"):
         return "compile error"
     if kind == "ConfigError":
@@ -399,6 +403,8 @@ def summarize(
         higher_is_better=summary.objective.higher_is_better,
     )
     summary.verdict = decide([c.estimate for c in summary.configurations], rule, summary.objective.label)
+    if summary.objective.higher_is_better:
+        summary.pareto = pareto_front(summary.rows, summary.objective.metric)
     _aggregates(summary)
     _notes(summary)
     summary.scaling = scaling_efficiencies(summary.rows)

@@ -1,0 +1,359 @@
+"""The sweep's template process: imports torch, the model libraries and the pipeline once, then forks
+each job's worker from that state.
+
+    python -m pipeline.job.template --listen-fd N --owner PID [--imports a,b,c]
+
+Started by the sweep's driver (:class:`pipeline.job.worker_start.TemplateProcess`) on a Unix socket it
+bound. It never initializes CUDA, compiles or runs tensor code; before every fork it checks that this
+is still true (CUDA not initialized, a forked probe not in torch's "bad fork" state, no thread beyond
+numpy's BLAS pool, whose `pthread_atfork` handlers make a fork safe, and a job environment that agrees
+with the template's in what torch reads at import) and refuses with the reason otherwise, and the job
+spawns its worker instead. It imports with NVML-based CUDA checks (an import's
+`torch.cuda.is_available()` would otherwise poison every later fork), and leaves
+`torch._inductor.compile_fx` to the worker: on a GPU host importing it initializes the CUDA driver.
+
+A forked worker: its own session (`setsid`), the job's output pipe as stdout and stderr, the job's
+environment and folder, a lifeline pipe to its job (:mod:`pipeline.job.lifeline`) and
+`PR_SET_PDEATHSIG` to this process; it runs `pipeline.job.worker`'s `main` and `os._exit`s with its
+code. The template reaps it and sends the job its exit status (Popen's convention: -N for signal N).
+The template ends with its driver (`PR_SET_PDEATHSIG` and a watch on the owner's pid), killing the
+workers it still holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import gc
+import importlib
+import os
+import selectors
+import signal
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.job import lifeline
+from pipeline.job.worker_start import recv_message, send_message
+
+DEFAULT_IMPORTS = (
+    "torch",
+    "models.timm_models",  # timm (and torchvision, through the CPU-build shim)
+    "transformers",
+    "models.hf",
+    "torch._dynamo",  # not torch._inductor.compile_fx: on a CUDA host importing it initializes the CUDA driver
+    "pipeline.job.worker",
+    "pipeline.scenarios.train",
+    "pipeline.scenarios.inference",
+    "pipeline.scenarios.generate",
+    "pipeline.measure.environment",
+)
+# Variables the job sets that torch reads only when it uses them (never at import): a job may differ
+# from the template in these. Any other variable torch or the model libraries read at import must match.
+LAZY_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+IMPORT_ENV_PREFIXES = (
+    "TORCH",
+    "PYTORCH_",
+    "OMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "CUDA_",
+    "NCCL_",
+    "HF_",
+    "TRANSFORMERS_",
+)
+OWNER_POLL_S = 1.0
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
+@dataclass(kw_only=True)
+class TemplateState:
+    """What the template knows about itself: why it cannot fork (once true, for good), its baseline
+    threads, the environment it imported under, and the workers it forked (pid -> job connection)."""
+
+    broken: str = ""
+    baseline_threads: set[str] = field(default_factory=set)  # thread ids once numpy is imported
+    env: dict[str, str] = field(default_factory=dict)
+    workers: dict[int, socket.socket] = field(default_factory=dict)
+
+
+def thread_ids() -> set[str]:
+    try:
+        return set(os.listdir("/proc/self/task"))
+    except OSError:
+        return set()
+
+
+def thread_name(tid: str) -> str:
+    try:
+        return Path(f"/proc/self/task/{tid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def cuda_refusal() -> str:
+    """Why CUDA makes a fork unsafe here ('' when it does not): torch initialized CUDA, or a child
+    forked now would be in torch's "bad fork" state (something asked the CUDA runtime for its devices,
+    e.g. torch.cuda.is_available() without NVML, which poisons every later fork). A CUDA build maps
+    the driver library at import: that alone is no reason (checked on an H100, torch 2.11)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return ""
+    if torch.cuda.is_initialized():
+        return "the template initialized CUDA (torch.cuda.is_initialized() is True)"
+    pid = os.fork()
+    if pid == 0:  # the probe: only asks torch's flag, and leaves at once
+        os._exit(3 if torch.cuda._is_in_bad_fork() else 0)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3:
+        return "a worker forked from the template could not use CUDA (torch queried the CUDA runtime while the template imported)"
+    return ""
+
+
+def fork_refusal(state: TemplateState, env: dict[str, str]) -> str:
+    """Why this job's worker cannot be forked now ('' when it can)."""
+    if not state.broken:
+        state.broken = cuda_refusal()
+    extra = sorted(thread_ids() - state.baseline_threads)  # numpy's BLAS pool may end at a fork: never new
+    if not state.broken and extra:
+        state.broken = (
+            f"the template runs {len(extra)} thread(s) beyond numpy's BLAS pool ({', '.join(map(thread_name, extra))}): "
+            "forking would lose them (a CUDA driver thread means an import initialized CUDA)"
+        )
+    if state.broken:
+        return state.broken
+    return env_mismatch(state.env, env)
+
+
+def env_mismatch(template_env: dict[str, str], job_env: dict[str, str]) -> str:
+    """The first variable read at import whose value the job's environment changes ('' if none)."""
+    for key in sorted(set(template_env) | set(job_env)):
+        if key in LAZY_ENV or not key.startswith(IMPORT_ENV_PREFIXES):
+            continue
+        if template_env.get(key) != job_env.get(key):
+            return f"the job sets {key}={job_env.get(key)!r}, which torch reads at import (template: {template_env.get(key)!r})"
+    return ""
+
+
+# ----------------------------------------------------------------------------- the forked worker
+def run_forked_worker(
+    *, argv: list[str], env: dict[str, str], cwd: str, out_fd: int, lifeline_fd: int, keep: set[int]
+) -> None:
+    """In the child: become the job's worker, run it, and never return."""
+    code = 1
+    try:
+        os.setsid()
+        signal.set_wakeup_fd(-1)
+        for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+        for fd in keep:  # the template's listener and its other jobs' connections
+            _close_quietly(fd)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 2)
+        for fd in (devnull, out_fd):
+            os.close(fd)
+        os.set_inheritable(lifeline_fd, True)
+        sys.stdout.reconfigure(line_buffering=True, write_through=True)  # type: ignore[union-attr]
+        sys.stderr.reconfigure(line_buffering=True, write_through=True)  # type: ignore[union-attr]
+        os.environ.clear()
+        os.environ.update(env)
+        os.environ[lifeline.LIFELINE_FD_ENV] = str(lifeline_fd)
+        os.chdir(cwd)
+        from pipeline.job import worker
+
+        worker.STARTED_AT = (
+            time.time()
+        )  # the worker's timeline starts at its fork, not the template's imports
+        sys.argv = ["pipeline.job.worker", *argv]
+        code = worker.main(argv)
+    except SystemExit as done:  # argparse
+        code = done.code if isinstance(done.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+
+def _close_quietly(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+# ----------------------------------------------------------------------------- the template's loop
+class Template:
+    def __init__(self, listener: socket.socket, owner: int, state: TemplateState):
+        self.listener, self.owner, self.state = listener, owner, state
+        self.selector = selectors.DefaultSelector()
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select through the wakeup fd
+        self.selector.register(listener, selectors.EVENT_READ, "accept")
+        self.selector.register(self.wake_r, selectors.EVENT_READ, "signal")
+
+    def serve(self) -> None:
+        while os.getppid() == self.owner:
+            for key, _ in self.selector.select(timeout=OWNER_POLL_S):
+                if key.data == "accept":
+                    self.accept()
+                elif key.data == "signal":
+                    os.read(self.wake_r, 4096)
+                else:
+                    self.dropped(key.fileobj)  # type: ignore[arg-type]
+            self.reap()
+
+    def accept(self) -> None:
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:
+            return
+        try:
+            conn.settimeout(10.0)
+            request, _ = recv_message(conn, max_fds=2)
+            self.fork(conn, request)
+        except (OSError, ValueError) as err:
+            print(f"template: a request failed ({type(err).__name__}: {err})", flush=True)
+            conn.close()
+
+    def fork(self, conn: socket.socket, request: dict) -> None:
+        fds = request.get("fds", [])
+        try:
+            if len(fds) != 2:
+                send_message(conn, {"refused": "the request did not carry its output and lifeline pipes"})
+                conn.close()
+                return
+            env = {str(k): str(v) for k, v in request["env"].items()}
+            refusal = fork_refusal(self.state, env)
+            if refusal:
+                send_message(conn, {"refused": refusal})
+                conn.close()
+                return
+            sys.stdout.flush()
+            sys.stderr.flush()
+            keep = {self.listener.fileno(), self.wake_r, self.wake_w, conn.fileno()}
+            keep |= {c.fileno() for c in self.state.workers.values()}
+            pid = os.fork()
+            if pid == 0:
+                lifeline.die_with_parent()
+                run_forked_worker(
+                    argv=list(request["argv"]),
+                    env=env,
+                    cwd=str(request["cwd"]),
+                    out_fd=fds[0],
+                    lifeline_fd=fds[1],
+                    keep=keep,
+                )
+        finally:
+            for (
+                fd
+            ) in fds:  # the template keeps none of the job's pipes: the job sees EOF when its worker ends
+                _close_quietly(fd)
+        self.state.workers[pid] = conn
+        conn.settimeout(None)
+        send_message(conn, {"pid": pid})
+        self.selector.register(conn, selectors.EVENT_READ, pid)
+
+    def dropped(self, conn: socket.socket) -> None:
+        """A job closed its connection early (it died, or stopped waiting): its worker ends by its
+        lifeline; nothing to do but stop watching."""
+        try:
+            if conn.recv(1, socket.MSG_PEEK):
+                return
+        except OSError:
+            pass
+        self.selector.unregister(conn)
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.state.workers.pop(pid, None)
+            if conn is None:
+                continue
+            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            with contextlib.suppress(OSError):
+                send_message(conn, {"exit": code})
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(conn)
+            conn.close()
+
+    def kill_workers(self) -> None:
+        for pid in list(self.state.workers):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError as err:
+                if err.errno != errno.ESRCH:
+                    raise
+
+
+def import_all(modules: list[str], state: TemplateState) -> None:
+    """numpy first (its BLAS pool is the baseline of threads), then the rest; a failure makes every
+    job spawn, with the reason."""
+    started, name = time.monotonic(), "numpy"
+    try:
+        importlib.import_module("numpy")
+        state.baseline_threads = thread_ids()
+        os.environ[NVML_CHECK] = "1"  # torch.cuda.is_available() in an import asks NVML, not the CUDA runtime
+        for name in modules:
+            importlib.import_module(name)
+    except BaseException as err:
+        state.broken = f"the template could not import {name!r} ({type(err).__name__}: {err})"
+    finally:
+        os.environ.pop(NVML_CHECK, None)
+        if state.env.get(NVML_CHECK) is not None:
+            os.environ[NVML_CHECK] = state.env[NVML_CHECK]
+    print(
+        f"template: imports done in {time.monotonic() - started:.1f} s ({len(modules)} modules)", flush=True
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--listen-fd", type=int, required=True, help="the bound, listening Unix socket")
+    parser.add_argument(
+        "--owner", type=int, required=True, help="the driver's pid: the template ends with it"
+    )
+    parser.add_argument(
+        "--imports", default=",".join(DEFAULT_IMPORTS), help="modules to import, comma-separated"
+    )
+    args = parser.parse_args(argv)
+    lifeline.die_with_parent(signal.SIGTERM)
+    if os.getppid() != args.owner:
+        return 0
+    state = TemplateState(env=dict(os.environ))
+    import_all([m for m in args.imports.split(",") if m], state)
+    gc.collect()
+    gc.freeze()  # the imports' objects: a worker's collections skip them, so their pages stay shared
+    listener = socket.socket(fileno=args.listen_fd)
+    template = Template(listener, args.owner, state)
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        template.serve()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        template.kill_workers()
+    return 0
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,319 @@
+"""How a job's worker starts: forked from its sweep's template process, or spawned.
+
+`benchmark.worker_start=template` (the default): a sweep's driver starts one template process per
+sweep on its machine (:mod:`pipeline.job.template`), which imports torch, the model libraries and the
+pipeline once and then forks each job's worker, so a worker starts with its imports done (tens of
+milliseconds instead of seconds). `spawn` starts a fresh interpreter per job
+(`python -m pipeline.job.worker`), as a single run always does.
+
+Lifetime: the driver starts the template at the sweep's start (its imports overlap the first job's
+set-up) and stops it at the sweep's end or when the sweep is interrupted; the template also ends with
+its driver (`PR_SET_PDEATHSIG` and a watch on its parent), killing any worker it still holds. Jobs find
+it through `<sweep dir>/.template/<host>.json`, which names its Unix socket (in a private 0700 folder
+under the temp dir: socket paths are short). A job sends its request (the worker's arguments,
+environment and folder, with its output pipe and a lifeline pipe as file descriptors); the template
+answers with the worker's pid, later with its exit status. The worker is in a session of its own, as a
+spawned one, and tied to its job through the lifeline pipe (:mod:`pipeline.job.lifeline`).
+
+Where forking is unsafe or impossible, the job spawns its worker and says why in one line: no template
+on this machine (SLURM tasks, a sweep started with `spawn`), a platform without `fork` (only Linux
+forks), a template that touched CUDA, runs threads or failed an import, a job environment that
+differs from the template's in a variable torch reads when imported, a template that does not answer.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+SPAWN, TEMPLATE = "spawn", "template"  # benchmark.worker_start (its allowed values: the schema)
+TEMPLATE_DIR = ".template"  # in the sweep dir: <host>.json (where the template listens), <host>.log
+CONNECT_TIMEOUT_S = 10.0
+READY_TIMEOUT_S = 300.0  # the first job waits while the template imports (seconds; minutes on a slow disk)
+MAX_MESSAGE = 1 << 20
+STOP_GRACE_S = 10.0
+
+
+class TemplateRefused(RuntimeError):
+    """The template could not fork this worker; the message says why (the job spawns instead)."""
+
+
+# ----------------------------------------------------------------------------- the template's file
+@dataclass(frozen=True, kw_only=True)
+class TemplateInfo:
+    """Where a sweep's template listens on one machine, or why the sweep has none there."""
+
+    host: str
+    socket: str = ""
+    pid: int = 0
+    owner_pid: int = 0
+    unavailable: str = ""  # non-empty: no template; the reason, said by every job that spawns
+
+    def save(self, sweep_dir: Path) -> None:
+        path = template_file(sweep_dir, self.host)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self)))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, sweep_dir: Path, host: str) -> TemplateInfo | None:
+        try:
+            return cls(**json.loads(template_file(sweep_dir, host).read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+def template_file(sweep_dir: Path, host: str) -> Path:
+    return Path(sweep_dir) / TEMPLATE_DIR / f"{host}.json"
+
+
+def fork_supported() -> str:
+    """Why this platform cannot fork workers from a template ('' when it can)."""
+    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return f"{sys.platform} does not fork a template safely (only Linux does)"
+    return ""
+
+
+# ----------------------------------------------------------------------------- the driver's side
+class TemplateProcess:
+    """The template a sweep's driver started: its process and its socket folder."""
+
+    def __init__(self, proc: subprocess.Popen, folder: Path, info: TemplateInfo, sweep_dir: Path):
+        self.proc, self.folder, self.info, self.sweep_dir = proc, folder, info, sweep_dir
+
+    @classmethod
+    def start(
+        cls, *, sweep_dir: Path, env: dict[str, str], cwd: Path, imports: tuple[str, ...] = ()
+    ) -> TemplateProcess:
+        """Listen first (jobs may connect while the template imports), then start it on that socket."""
+        host = socket.gethostname()
+        folder = Path(tempfile.mkdtemp(prefix="cs-template-"))  # 0700: only this user reaches the socket
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(str(folder / "sock"))
+            listener.listen(128)
+            log = template_file(sweep_dir, host).with_suffix(".log")
+            log.parent.mkdir(parents=True, exist_ok=True)
+            cmd = [sys.executable, "-m", "pipeline.job.template", "--listen-fd", str(listener.fileno())]
+            cmd += ["--owner", str(os.getpid()), *(["--imports", ",".join(imports)] if imports else [])]
+            with open(log, "w") as out:
+                proc = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(listener.fileno(),),
+                    start_new_session=True,  # a Ctrl-C to the sweep reaches the jobs, which stop their workers
+                    env=env,
+                    cwd=cwd,
+                )
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        finally:
+            listener.close()  # the template holds it now
+        info = TemplateInfo(host=host, socket=str(folder / "sock"), pid=proc.pid, owner_pid=os.getpid())
+        info.save(sweep_dir)
+        return cls(proc, folder, info, sweep_dir)
+
+    def stop(self) -> None:
+        """End the template (it kills any worker it still holds), its socket and its file."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        template_file(self.sweep_dir, self.info.host).unlink(missing_ok=True)
+
+
+def no_template(sweep_dir: Path, reason: str) -> None:
+    """Tell the sweep's jobs on this machine why they spawn their workers."""
+    TemplateInfo(host=socket.gethostname(), unavailable=reason).save(sweep_dir)
+
+
+# ----------------------------------------------------------------------------- the job's side
+@dataclass(frozen=True, kw_only=True)
+class StartPlan:
+    """How one job means to start its worker: forked from `template`, or spawned (with the reason
+    when a template was wanted)."""
+
+    template: TemplateInfo | None = None
+    note: str = ""
+
+
+def plan(worker_start: str, sweep_dir: Path | None, *, distributed: bool = False) -> StartPlan:
+    """A single run, `spawn`, or a distributed job (torchrun's agent spawns its ranks) spawns without a
+    word; a sweep's job forks from its machine's template, or says why it cannot."""
+    if worker_start == SPAWN or sweep_dir is None or distributed:
+        return StartPlan()
+    host = socket.gethostname()
+    info = TemplateInfo.load(sweep_dir, host)
+    if info is None:
+        return StartPlan(note=f"no template of this sweep runs on {host}")
+    if info.unavailable:
+        return StartPlan(note=info.unavailable)
+    return StartPlan(template=info)
+
+
+class ForkedWorker:
+    """A worker forked by the template, handled like a `subprocess.Popen`: `pid`, `stdout`,
+    `returncode`, `wait(timeout)`. Its exit status comes from the template over the connection; the
+    lifeline pipe's write end stays here until it has exited (its closing ends the worker)."""
+
+    def __init__(self, *, pid: int, conn: socket.socket, stdout: TextIO, lifeline: int, pending: bytes):
+        self.pid, self.conn, self.stdout, self.lifeline = pid, conn, stdout, lifeline
+        self.returncode: int | None = None
+        self._buffer = pending
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            message = self._take_line()
+            if message is not None:
+                self._exited(int(json.loads(message)["exit"]))
+                break
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
+            if self._readable(left):
+                chunk = self.conn.recv(65536)
+                if not chunk:  # the template ended: its PR_SET_PDEATHSIG killed the worker
+                    self._exited(-signal.SIGKILL)
+                self._buffer += chunk
+        assert self.returncode is not None
+        return self.returncode
+
+    def _take_line(self) -> bytes | None:
+        if b"\n" not in self._buffer:
+            return None
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def _readable(self, timeout: float | None) -> bool:
+        return bool(select.select([self.conn], [], [], timeout)[0])
+
+    def _exited(self, code: int) -> None:
+        self.returncode = code
+        self.conn.close()
+        os.close(self.lifeline)
+
+
+def fork_worker(
+    info: TemplateInfo, *, argv: list[str], env: dict[str, str], cwd: Path, wait_s: float
+) -> ForkedWorker:
+    """Ask the template for a worker running `pipeline.job.worker` with `argv`; raises TemplateRefused."""
+    out_r, out_w = os.pipe()
+    life_r, life_w = os.pipe()
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.settimeout(CONNECT_TIMEOUT_S)
+        conn.connect(info.socket)
+        request = {"op": "fork", "argv": argv, "env": env, "cwd": str(cwd)}
+        send_message(conn, request, fds=[out_w, life_r])
+        conn.settimeout(wait_s)  # the first job of a sweep waits while the template imports
+        reply, pending = recv_message(conn)
+    except (OSError, ValueError) as err:
+        _close(conn, out_r, life_w)
+        raise TemplateRefused(f"the sweep's template did not answer ({type(err).__name__}: {err})") from err
+    finally:
+        os.close(out_w)
+        os.close(life_r)
+    if "pid" not in reply:
+        _close(conn, out_r, life_w)
+        raise TemplateRefused(str(reply.get("refused", reply)))
+    stdout = open(out_r, buffering=1, errors="replace")  # noqa: SIM115 - the worker's output, read to its end
+    conn.settimeout(None)
+    return ForkedWorker(pid=int(reply["pid"]), conn=conn, stdout=stdout, lifeline=life_w, pending=pending)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartedWorker:
+    """The worker process and how it started: `template` or `spawn`, with the one-line reason when
+    a job that wanted the template spawned."""
+
+    proc: subprocess.Popen | ForkedWorker
+    how: str
+    note: str = ""
+
+
+def start_worker(
+    cmd: list[str], *, env: dict[str, str], cwd: Path, start: StartPlan, wait_s: float
+) -> StartedWorker:
+    """The worker process, forked from the template when the plan says so and it can, else spawned."""
+    note = start.note
+    if start.template is not None and not note:
+        note = fork_supported()
+    if start.template is not None and not note:
+        try:
+            argv = cmd[cmd.index("pipeline.job.worker") + 1 :]
+            forked = fork_worker(start.template, argv=argv, env=env, cwd=cwd, wait_s=wait_s)
+            return StartedWorker(proc=forked, how=TEMPLATE)
+        except TemplateRefused as refused:
+            note = str(refused)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        bufsize=1,
+        start_new_session=True,
+        env=env,
+        cwd=cwd,
+    )
+    return StartedWorker(
+        proc=proc,
+        how=SPAWN,
+        note=f"worker spawned, not forked from the sweep's template: {note}" if note else "",
+    )
+
+
+# ----------------------------------------------------------------------------- the wire
+def send_message(conn: socket.socket, message: dict[str, Any], *, fds: list[int] | None = None) -> None:
+    """One JSON line; file descriptors ride along with its first bytes."""
+    data = json.dumps(message).encode() + b"\n"
+    sent = socket.send_fds(conn, [data], fds) if fds else conn.send(data)
+    conn.sendall(data[sent:])
+
+
+def recv_message(conn: socket.socket, *, max_fds: int = 0) -> tuple[dict[str, Any], bytes]:
+    """One JSON line (and the file descriptors sent with it, under `fds`); returns it and any bytes
+    read past it."""
+    buffer, fds = b"", []
+    while b"\n" not in buffer:
+        if max_fds and not fds:
+            chunk, fds, _, _ = socket.recv_fds(conn, 65536, max_fds)
+        else:
+            chunk = conn.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed before a whole message")
+        buffer += chunk
+        if len(buffer) > MAX_MESSAGE:
+            raise ValueError("message too long")
+    line, _, rest = buffer.partition(b"\n")
+    message = json.loads(line)
+    if fds:
+        message["fds"] = fds
+    return message, rest
+
+
+def _close(conn: socket.socket, *fds: int) -> None:
+    conn.close()
+    for fd in fds:
+        os.close(fd)
