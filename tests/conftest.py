@@ -16,6 +16,11 @@ import pytest
 from pipeline.tracking import mlflow_client
 
 ROOT = Path(__file__).resolve().parent.parent
+# Tests send Ctrl-C (SIGINT) to the CLIs they start. A shell that starts pytest in the background
+# ignores SIGINT for it, and every child would inherit that (Python installs no KeyboardInterrupt
+# handler then): a Python handler here is reset to the default in each child instead.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # Config checks remembered by pipeline.config.known_good go to a folder of this test session, not the user's.
 os.environ.setdefault("PIPELINE_CACHE_DIR", tempfile.mkdtemp(prefix="pipeline-known-good-"))
 CONF = ROOT / "conf"

@@ -29,6 +29,7 @@ from tests.conftest import (
     run_cli,
     run_report,
     runs,
+    stop_group,
 )
 from tests.mlflow_server import start_server
 
@@ -228,7 +229,10 @@ def test_sigint_to_the_sweep_leaves_no_run_running(tmp_path: Path, store: str):
             break
     time.sleep(3)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
-    rest, _ = proc.communicate(timeout=120)
+    try:
+        rest, _ = proc.communicate(timeout=120)
+    finally:
+        stop_group(proc)  # nothing left running to slow the next tests if it did not stop
     text = "".join(seen) + rest
     assert proc.returncode == 130, text
     statuses = sorted((r.data.tags.get("sweep_parent") == "true", r.info.status) for r in runs(store))
@@ -437,7 +441,10 @@ def test_resuming_a_sweep_whose_driver_still_runs_is_refused_in_one_line(tmp_pat
         assert not (tmp_path / "b" / "multirun" / "0").exists()  # no job of the second driver started
     finally:
         os.killpg(first.pid, signal.SIGINT)
-        first.communicate(timeout=120)
+        try:
+            first.communicate(timeout=120)
+        finally:
+            stop_group(first)
     assert first.returncode == 130
     assert "RUNNING" not in {r.info.status for r in runs(store)}
 
