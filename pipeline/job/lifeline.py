@@ -40,7 +40,7 @@ def hold(*, timeout_s: float, on_timeout: Callable[[str], None]) -> None:
     `on_timeout(message)` writes the timeout's result before the group is killed."""
     parent = int(os.environ.get(PARENT_ENV) or os.getppid())
     die_with_parent()
-    if not parent_alive():  # the parent died before the kernel was told
+    if not parent_alive(parent):  # the parent died before the kernel was told
         _kill_group()
     deadline = time.monotonic() + timeout_s + BACKSTOP_GRACE_S
     message = (
@@ -53,14 +53,19 @@ def hold(*, timeout_s: float, on_timeout: Callable[[str], None]) -> None:
     watchdog.start()
 
 
-def parent_alive() -> bool:
+def parent_alive(parent: int | None = None) -> bool:
     """Whether the job that owns this worker still runs: its lifeline pipe is open (a forked worker),
-    or its pid is still this process's parent (a spawned one)."""
+    or its pid (`parent`, else $PIPELINE_PARENT_PID as it is now) is still this process's parent (a
+    spawned one). The watchdog passes the pid it was given: a distributed job's agent re-points the
+    variable at itself for its ranks."""
     fd = os.environ.get(LIFELINE_FD_ENV)
     if fd is not None:
         return not _hung_up(int(fd))
-    parent = os.environ.get(PARENT_ENV)
-    return parent is None or os.getppid() == int(parent)
+    if parent is None:
+        if PARENT_ENV not in os.environ:
+            return True
+        parent = int(os.environ[PARENT_ENV])
+    return os.getppid() == parent
 
 
 def _hung_up(fd: int) -> bool:
@@ -87,7 +92,7 @@ def die_with_parent(signum: int = signal.SIGKILL) -> None:
 def _watch(parent: int, deadline: float, on_timeout: Callable[[], None]) -> None:
     while True:
         time.sleep(POLL_S)
-        if not parent_alive():
+        if not parent_alive(parent):
             _kill_group()
         if time.monotonic() > deadline:
             try:
