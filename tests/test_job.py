@@ -42,6 +42,7 @@ FILTER_TAGS = {
     "noisy",
     "torch",
     "device",
+    "worker_start",  # template or spawn: how the worker really started (a forked job may have spawned)
 }
 
 
