@@ -30,6 +30,8 @@ from collections.abc import Callable
 
 PARENT_ENV = "PIPELINE_PARENT_PID"  # set by the supervisor: the pid the worker must not outlive
 LIFELINE_FD_ENV = "PIPELINE_LIFELINE_FD"  # set in a forked worker: a pipe whose other end its job holds
+START_GATE_ENV = "PIPELINE_START_GATE"  # set by the supervisor: a file that exists once the job's run is open
+START_GATE_POLL_S = 0.005
 PR_SET_PDEATHSIG = 1
 BACKSTOP_GRACE_S = 15.0  # past the parent's deadline (its kill takes up to 10 s)
 POLL_S = 0.5
@@ -66,6 +68,19 @@ def parent_alive(parent: int | None = None) -> bool:
             return True
         parent = int(os.environ[PARENT_ENV])
     return os.getppid() == parent
+
+
+def wait_for_the_job() -> float:
+    """Wait until the job's parent has opened its run (the file in $PIPELINE_START_GATE exists) and
+    return the seconds waited. The parent opens the run while the worker imports; a worker forked with
+    its imports done would otherwise warm up, compile and time its steps while the parent's MLflow work
+    competes for the same CPUs. No variable, no wait (a worker run by hand). The watchdog still ends
+    the worker if the parent dies or the timeout passes meanwhile."""
+    gate = os.environ.get(START_GATE_ENV)
+    started = time.monotonic()
+    while gate and not os.path.exists(gate):
+        time.sleep(START_GATE_POLL_S)
+    return time.monotonic() - started
 
 
 def _hung_up(fd: int) -> bool:

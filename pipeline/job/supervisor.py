@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.schema import Config, to_dict
-from pipeline.job.lifeline import PARENT_ENV
+from pipeline.job.lifeline import PARENT_ENV, START_GATE_ENV
 from pipeline.job.progress import parse_progress
 from pipeline.job.result import RANK_RESULT_GLOB, RESULT_FILE, JobResult
 from pipeline.job.worker_start import READY_TIMEOUT_S, ForkedWorker, StartPlan, start_worker
@@ -31,6 +31,7 @@ from pipeline.status import FAILED, FINISHED, KILLED
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILL_GRACE_S = 5.0
+START_GATE_FILE = "job_ready"  # the job's run is open (pipeline.job.lifeline.wait_for_the_job)
 RANK_FAILURES_FILE = "ranks_failed.json"  # a distributed job's rank exits, written by pipeline.job.ranks
 # NVLink multicast (NVLS) off in every process a job starts: on shared multi-GPU hosts it can take the
 # GPUs out of service. Harmless where there is no NVLink, and on the CPU.
@@ -123,11 +124,14 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
     for stale in job_dir.glob(RANK_RESULT_GLOB):
         stale.unlink()
     (job_dir / RANK_FAILURES_FILE).unlink(missing_ok=True)
+    gate = job_dir / START_GATE_FILE  # made once the job's run is open: the worker waits for it
+    gate.unlink(missing_ok=True)
+    env = {**worker_env(launch.cache_dir, trace_dir, launch.extra_env), START_GATE_ENV: str(gate)}
     started, started_at = time.monotonic(), time.time()
     with open(log_path, "w") as log:
         started_worker = start_worker(
             cmd,
-            env=worker_env(launch.cache_dir, trace_dir, launch.extra_env),
+            env=env,
             cwd=PROJECT_ROOT,
             start=launch.start,
             wait_s=min(READY_TIMEOUT_S, timeout_s),
@@ -145,6 +149,7 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
         try:
             if launch.on_started is not None:
                 launch.on_started()
+            gate.touch()
             proc.wait(timeout=max(0.0, timeout_s - (time.monotonic() - started)))
         except subprocess.TimeoutExpired:
             timed_out = True

@@ -7,12 +7,14 @@ The rule (docs/verdicts.md says why it is sound):
   (counting the effective number of autocorrelated steps, pipeline/measure/stats.py), pooled over repeats.
 * Two configurations are compared on the log scale: one is faster when the difference exceeds 1.96
   standard errors of the difference *and* the smallest effect worth acting on
-  (`benchmark.min_effect_pct`, 1%). A compiled configuration and the eager configuration it was
+  (`sweep.min_effect_pct`, 1%). A compiled configuration and the eager configuration it was
   paired with are compared on the paired speedup instead (measured in one worker, in alternating
   rounds, so drift between the two jobs cannot fake a difference), and two compiled configurations of
   one base configuration on their paired speedups.
 * A noisy job (`step/noisy`) never decides a comparison by its step times; an interval wider than
-  `benchmark.max_interval_pct` (half-width, % of the figure) does not either.
+  `sweep.max_interval_pct` (half-width, % of the figure) does not either: separate jobs' intervals
+  hold their step-to-step noise, not the drift between jobs, which only precise figures bound.
+  Paired figures (one worker, alternating rounds) decide on their own intervals.
 * `fastest`: one configuration is faster than every other. Otherwise the configurations no one beats
   are reported: `tie` when every comparison among them was precise enough to say they are within the
   smallest effect of each other, `inconclusive` (rerun advised) when noise or wide intervals stopped a
@@ -107,9 +109,11 @@ def compare(a: Estimate, b: Estimate, rule: Rule) -> Comparison:
     if rule.higher_is_better:
         diff = -diff
     se = math.hypot(a.log_se, b.log_se)
-    if abs(diff) > Z95 * se and abs(diff) > math.log1p(rule.min_effect_pct / 100):
-        return Comparison(better=a.name if diff > 0 else b.name, reason="intervals")
+    # Two jobs' intervals hold each job's step-to-step noise, not the drift between the jobs (another
+    # moment, another process): a wide interval never decides, precise ones bound that drift.
     wide = max(a.half_pct, b.half_pct) > rule.max_interval_pct
+    if not wide and abs(diff) > Z95 * se and abs(diff) > math.log1p(rule.min_effect_pct / 100):
+        return Comparison(better=a.name if diff > 0 else b.name, reason="intervals")
     return Comparison(better=None, reason="wide" if wide else "tie")
 
 
