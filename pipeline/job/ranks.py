@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.job import lifeline
-from pipeline.job.result import JobResult
+from pipeline.job.result import write_timeout
 from pipeline.job.supervisor import NVLINK_MULTICAST_OFF, signal_description
-from pipeline.status import KILLED
 
 
 def torchrun_args(nproc: int, worker_args: list[str]) -> list[str]:
@@ -48,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("worker_args", nargs=argparse.REMAINDER, help="-- then the worker's arguments")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # SLURM's warning: the job's parent decides
-    lifeline.hold(timeout_s=args.timeout_s, on_timeout=lambda why: _timed_out(args.result, why))
+    lifeline.hold(timeout_s=args.timeout_s, on_timeout=lambda why: write_timeout(args.result, why))
     os.environ[lifeline.PARENT_ENV] = str(os.getpid())  # the ranks' lifeline is this agent
     os.environ.update(NVLINK_MULTICAST_OFF)
     # The host's CPUs shared among the ranks (torchrun would set 1 thread per rank, and say so), so
@@ -82,12 +81,6 @@ def rank_failures(failures: dict[int, Any]) -> list[dict[str, Any]]:
         for rank, f in failures.items()
     ]
     return sorted(rows, key=lambda r: (r["timestamp"], r["rank"]))
-
-
-def _timed_out(result_path: str, message: str) -> None:
-    result = JobResult()
-    result.fail(KILLED, "Timeout", message)
-    result.write(result_path)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.status import FAILED
+from pipeline.status import FAILED, KILLED
 
 RESULT_FILE = "result.json"
 RANK_RESULT_GLOB = "result.rank*.json"  # ranks other than 0 of a distributed job (rank_result_path)
@@ -95,3 +95,12 @@ def recorded_run_id(job_dir: Path) -> str | None:
         return (job_dir / RUN_ID_FILE).read_text().strip() or None
     except OSError:
         return None
+
+
+def write_timeout(path: str | Path, message: str, **info: Any) -> None:
+    """The lifeline's backstop result (a worker's, or a distributed job's launcher's): the job's parent
+    did not stop this process at trainer.timeout_s."""
+    result = JobResult()
+    result.info.update(info)
+    result.fail(KILLED, "Timeout", message)
+    result.write(path)

@@ -27,8 +27,8 @@ from pipeline.config.errors import ConfigError  # noqa: E402 - after STARTED_AT;
 from pipeline.config.schema import Config, from_dict  # noqa: E402
 from pipeline.job import lifeline  # noqa: E402
 from pipeline.job.progress import Progress  # noqa: E402
-from pipeline.job.result import JobResult, rank_result_path  # noqa: E402
-from pipeline.status import FAILED, FINISHED, KILLED  # noqa: E402
+from pipeline.job.result import JobResult, rank_result_path, write_timeout  # noqa: E402
+from pipeline.status import FAILED, FINISHED  # noqa: E402
 
 
 def resolve_device(name: str) -> Any:
@@ -162,7 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = from_dict(json.loads(Path(args.config).read_text()))
     rank = rank_of_this_process(cfg)
     result_path = rank_result_path(args.result, rank)  # each rank its own; the supervisor merges them
-    lifeline.hold(timeout_s=cfg.trainer.timeout_s, on_timeout=lambda why: _timed_out(result_path, why))
+    lifeline.hold(
+        timeout_s=cfg.trainer.timeout_s,
+        on_timeout=lambda why: write_timeout(result_path, why, worker_pid=os.getpid()),
+    )
     result = JobResult()
     result.info["worker_pid"] = os.getpid()
     if cfg.parallel.distributed:
@@ -197,14 +200,6 @@ def over_compile_budget(cfg: Config, result: JobResult) -> None:
             "OverCompileBudget",
             f"compilation took {compile_s:.1f} s, over compile.budget_s={budget:g} s (its figures are kept)",
         )
-
-
-def _timed_out(result_path: str | Path, message: str) -> None:
-    """The backstop's result: the job's parent did not stop the worker at trainer.timeout_s."""
-    result = JobResult()
-    result.info["worker_pid"] = os.getpid()
-    result.fail(KILLED, "Timeout", message)
-    result.write(result_path)
 
 
 def _record_memory_at_failure(result: JobResult) -> None:
