@@ -127,6 +127,62 @@ def test_ddp_eager_and_fsdp_regional_aot_eager_jobs(tmp_path: Path, store: str):
     assert "speedup/vs_eager" not in by_strategy["ddp"].data.metrics  # eager: nothing to pair
 
 
+def rank_failure_files(job_dir: Path, *, exits: dict[int, int], errors: dict[int, tuple[str, bool]]) -> None:
+    """A failed distributed job's folder as its launcher and ranks leave it: torch's list of failed
+    ranks (`exits`: rank -> exit code) and each rank's result (`errors`: rank -> (message, peer_failure))."""
+    from pipeline.job.result import JobResult, rank_result_path
+    from pipeline.job.supervisor import RANK_FAILURES_FILE, signal_description
+    from pipeline.status import FAILED
+
+    rows = [
+        {"rank": r, "exitcode": c, "exit": signal_description(c), "pid": 1, "timestamp": 0, "message": ""}
+        for r, c in exits.items()
+    ]
+    (job_dir / RANK_FAILURES_FILE).write_text(json.dumps(rows))
+    for rank, (message, peer_failure) in errors.items():
+        result = JobResult()
+        result.info.update(rank=rank, failed_at=100.0 + rank, peer_failure=peer_failure)
+        result.fail(FAILED, "RuntimeError", f"rank {rank}: {message}")
+        result.write(rank_result_path(job_dir / "result.json", rank))
+
+
+BROKEN = "Connection closed by peer [127.0.0.1]:1234. This is typically caused by a remote worker crashing."
+
+
+@pytest.mark.parametrize(
+    ("exits", "errors", "cause"),
+    [
+        # A rank raised; its peer was aborted by the broken collective (SIGABRT) or stopped by torch.
+        ({0: -6, 1: 1}, {1: ("injected", False)}, "RuntimeError: rank 1: injected"),
+        ({0: -15, 1: 1}, {1: ("injected", False)}, "RuntimeError: rank 1: injected"),
+        # A rank raised and its peer reported the broken collective, even earlier.
+        ({0: 1, 1: 1}, {0: (BROKEN, True), 1: ("injected", False)}, "RuntimeError: rank 1: injected"),
+        # A rank was killed outright: its peer's broken collective is the consequence.
+        ({0: 1, 1: -9}, {0: (BROKEN, True)}, "WorkerCrashed: rank 1 killed by SIGKILL"),
+        ({0: -9, 1: 1}, {1: ("injected", False)}, "WorkerCrashed: rank 0 killed by SIGKILL"),
+        # A rank aborted on its own (a device assert): its peers only saw the broken collective.
+        ({0: -6, 1: 1}, {1: (BROKEN, True)}, "WorkerCrashed: rank 0 killed by SIGABRT"),
+    ],
+)
+def test_a_distributed_jobs_failure_is_its_root_cause(tmp_path: Path, exits, errors, cause: str):
+    from pipeline.job.supervisor import ranks_result
+
+    rank_failure_files(tmp_path, exits=exits, errors=errors)
+    result = ranks_result(tmp_path, tmp_path / "result.json", 1, "log tail")
+    assert f"{result.error.type}: {result.error.message}".startswith(cause), result.error
+    assert [e["rank"] for e in result.info["rank_exits"]] == sorted(exits)
+
+
+def test_a_broken_collective_is_told_from_a_ranks_own_error():
+    import torch.distributed as dist
+
+    from pipeline.axes.parallel import is_peer_failure
+
+    assert is_peer_failure(RuntimeError(f"[gloo/transport/tcp/pair.cc:553] {BROKEN}"))
+    assert is_peer_failure(dist.DistBackendError("NCCL error: remote process exited"))
+    assert not is_peer_failure(RuntimeError("injected fault on rank 1"))
+
+
 @pytest.mark.slow
 def test_a_rank_that_raises_fails_the_job_with_its_error_and_no_rank_is_left(tmp_path: Path, store: str):
     proc = run_cli([*RANK_FAULT, "+model.kwargs.fault=raise"], tmp_path, store)

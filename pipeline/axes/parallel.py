@@ -44,6 +44,25 @@ class Ranks:
         )
 
 
+# What a rank's collective raises when a peer died (gloo, NCCL): a consequence, never a job's root cause.
+PEER_FAILURE_MARKS = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "remote worker crashing",
+    "Broken pipe",
+    "ncclRemoteError",
+    "NCCL communicator was aborted",
+)
+
+
+def is_peer_failure(exc: BaseException) -> bool:
+    """Whether `exc` is a broken collective (another rank failed first), not this rank's own error."""
+    dist_error = getattr(dist, "DistError", None)
+    if dist_error is not None and isinstance(exc, dist_error):
+        return True
+    return any(mark in str(exc) for mark in PEER_FAILURE_MARKS)
+
+
 def init_process_group(device: torch.device) -> str:
     """Join the job's process group (NCCL on GPUs, gloo on the CPU); returns the backend."""
     backend = "nccl" if device.type == "cuda" else "gloo"

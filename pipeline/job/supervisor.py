@@ -33,6 +33,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILL_GRACE_S = 5.0
 START_GATE_FILE = "job_ready"  # the job's run is open (pipeline.job.lifeline.wait_for_the_job)
 RANK_FAILURES_FILE = "ranks_failed.json"  # a distributed job's rank exits, written by pipeline.job.ranks
+# What a rank dies of when a peer's failure breaks its collective, or the launcher stops it.
+CONSEQUENTIAL_SIGNALS = frozenset({signal.SIGABRT, signal.SIGTERM, signal.SIGINT})
 # NVLink multicast (NVLS) off in every process a job starts: on shared multi-GPU hosts it can take the
 # GPUs out of service. Harmless where there is no NVLink, and on the CPU.
 NVLINK_MULTICAST_OFF = {
@@ -210,23 +212,25 @@ def worker_command(config: Config, config_path: Path, result_path: Path) -> list
 
 def ranks_result(job_dir: Path, result_path: Path, returncode: int | None, log_tail: str) -> JobResult:
     """A distributed job's result: rank 0's when every rank finished; otherwise the root failure, so any
-    rank's crash is the job's. torch's launcher lists the ranks it saw fail (`ranks_failed.json`): a
-    rank killed by a signal there (no result of its own) is the cause; else the failed rank results,
-    those torch listed first, the earliest failure first (a peer's broken collective comes after)."""
+    rank's crash is the job's. torch's launcher lists the ranks it saw fail (`ranks_failed.json`). The
+    cause, in order: a rank killed outright (SIGKILL, SIGSEGV, ...; no result of its own); a rank's own
+    error (the earliest); a rank aborted or stopped (SIGABRT, SIGTERM: what a broken collective or the
+    launcher's stop does to a rank, so never the cause while a peer reports its own error); a broken
+    collective (`peer_failure`: the consequence of another rank's end)."""
     rank0 = _read_or_new(result_path) if result_path.exists() else None
     if rank0 is not None and rank0.status == FINISHED and returncode == 0:
         return rank0
     results = [r for r in (rank0, *map(_read_or_new, job_dir.glob(RANK_RESULT_GLOB))) if r and r.error]
     exits = _rank_failures(job_dir / RANK_FAILURES_FILE)
-    listed = {e["rank"] for e in exits}
     reported = {r.info.get("rank", 0) for r in results}
     killed = [e for e in exits if e["exitcode"] < 0 and e["rank"] not in reported]
-    if results and not killed:
-        first_listed = [r for r in results if r.info.get("rank", 0) in listed] or results
-        result = min(first_listed, key=lambda r: r.info.get("failed_at", float("inf")))
+    killed_outright = [e for e in killed if -e["exitcode"] not in CONSEQUENTIAL_SIGNALS]
+    own = [r for r in results if not r.info.get("peer_failure")]
+    if not killed_outright and (own or (results and not killed)):
+        result = _earliest(own or results, listed={e["rank"] for e in exits})
     else:
         result = rank0 or JobResult()
-        first = (killed or exits or [None])[0]
+        first = (killed_outright or killed or exits or [None])[0]
         how = (
             f"rank {first['rank']} {first['exit']}"
             if first
@@ -236,6 +240,12 @@ def ranks_result(job_dir: Path, result_path: Path, returncode: int | None, log_t
         result.info["failed_rank"] = first["rank"] if first else None
     result.info["rank_exits"] = exits
     return result
+
+
+def _earliest(results: list[JobResult], *, listed: set[int]) -> JobResult:
+    """The failure that came first: among the ranks torch's launcher saw fail (when any), the earliest."""
+    first_listed = [r for r in results if r.info.get("rank", 0) in listed] or results
+    return min(first_listed, key=lambda r: r.info.get("failed_at", float("inf")))
 
 
 def _rank_failures(path: Path) -> list[dict[str, Any]]:

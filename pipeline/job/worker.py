@@ -180,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         error_type, message = classify_error(exc, cfg)
         prefix = f"rank {rank}: " if cfg.parallel.distributed else ""
         result.fail(FAILED, error_type, prefix + message, traceback.format_exc())
+        if cfg.parallel.distributed:
+            from pipeline.axes.parallel import is_peer_failure
+
+            result.info["peer_failure"] = is_peer_failure(exc)  # a broken collective: another rank's fault
         _record_memory_at_failure(result)
     finally:
         if not lifeline.parent_alive():  # its job is gone (a failure writing to it is no result)
