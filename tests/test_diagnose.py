@@ -127,6 +127,7 @@ def test_syncs_are_counted_on_cuda_only():
     assert "note" in syncs.count_syncs(lambda: None, torch.device("cpu"))
 
 
+@pytest.mark.slow
 def test_profile_and_compiler_trace_are_logged(tmp_path: Path, store: str):
     proc = run_cli(
         [

@@ -366,6 +366,7 @@ def everything_logged(store: str, tmp_path: Path) -> str:
     return text
 
 
+@pytest.mark.slow
 def test_swept_secrets_and_bad_input_overrides_never_reach_mlflow(tmp_path: Path, store: str):
     """A swept secret-looking key and a passphrase, in a sweep with bad-input jobs: no value reaches a
     run name, tag (sweep_axes, overrides, command), param, description or artifact."""
@@ -437,6 +438,7 @@ def test_a_worker_whose_job_hangs_ends_itself_and_sync_records_it_in_the_jobs_ru
     assert run.info.status == "KILLED" and run.data.tags["error_type"] == "Timeout"
 
 
+@pytest.mark.slow
 def test_sync_never_overrides_a_finished_run_nor_adds_one(tmp_path: Path, store: str):
     """A late failure result beside a job whose run FINISHED (what a worker that outlived its job
     used to write): `--sync` keeps the FINISHED run as it is and makes no second run."""

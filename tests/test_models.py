@@ -278,6 +278,7 @@ def test_hf_models_compile_regionally_through_the_cli(tmp_path: Path, store: str
         assert run_info(run)["info"]["compiled_regions"] == 2
 
 
+@pytest.mark.slow
 def test_convnet_regional_fails_with_a_clear_message(tmp_path: Path, store: str):
     proc = run_cli(["model=convnet", "compile.scope=regional", *CLI_STEPS], tmp_path, store)
     assert proc.returncode == 1, output(proc)
@@ -288,6 +289,7 @@ def test_convnet_regional_fails_with_a_clear_message(tmp_path: Path, store: str)
     assert "compile.scope=regional: ConvNet has no repeated blocks" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_custom_factory_from_a_test_module_runs_through_the_cli(tmp_path: Path, store: str):
     args = [
         "model=custom",

@@ -56,6 +56,7 @@ def test_an_inference_sweep_over_modes_gives_latency_speedup_and_output_parity(t
     assert "verdict: " in summary and "x [" in summary  # latency figures and speedups with intervals
 
 
+@pytest.mark.slow
 def test_dynamic_batches_share_one_graph_with_dynamic_true(tmp_path: Path, store: str):
     args = [
         *INFERENCE,

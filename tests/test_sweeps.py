@@ -108,6 +108,7 @@ def test_2x2_sweep_gives_one_parent_four_children_summary_and_plots(tmp_path: Pa
     assert not [ln for ln in lines if ln.startswith("worker: ")]
 
 
+@pytest.mark.slow
 def test_a_sweep_saves_its_view_and_prints_its_link(tmp_path: Path, store: str):
     """The runs table ranked by step time with the sweep's columns, saved in the experiment at the start
     (its link printed before any job runs) and fitted at the end to what the runs logged (CPU: RSS)."""
@@ -355,6 +356,7 @@ def test_sweep_keys_without_multirun_are_refused_in_one_line(tmp_path: Path, sto
     assert runs(store) == [] and not (tmp_path / "run").exists()  # nothing started, not even its folder
 
 
+@pytest.mark.slow
 def test_a_summary_that_cannot_be_written_fails_the_sweep_in_one_line_and_closes_its_parent(
     tmp_path: Path, store: str
 ):
@@ -368,6 +370,7 @@ def test_a_summary_that_cannot_be_written_fails_the_sweep_in_one_line_and_closes
     assert [k.info.status for k in kids] == ["FINISHED"]
 
 
+@pytest.mark.slow
 def test_a_sweep_id_with_a_quote_gets_its_parent_run_and_resumes(tmp_path: Path, store: str):
     """Every value put into an MLflow filter is quoted: `o'brien` finds its sweep, and only it."""
     args = [*TINY, "compile.mode=eager", "trainer.seed=0", 'sweep.id="o\'brien"']

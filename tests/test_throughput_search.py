@@ -97,6 +97,7 @@ def test_fp8_without_torchao_or_outside_training_is_refused_before_the_job_start
     assert "float8 training (torchao) is for scenario=train, not scenario=inference" in str(info.value)
 
 
+@pytest.mark.slow
 def test_a_compile_over_its_budget_fails_the_job_and_keeps_its_figures(tmp_path: Path, store: str):
     args = [
         *TINY,
