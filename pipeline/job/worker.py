@@ -115,7 +115,7 @@ def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
     try:
         scenario_type = scenario_class(cfg)
         timeline.mark("imports")
-        result.info["waited_for_the_job_s"] = lifeline.wait_for_the_job()  # its run open, its CPUs quiet
+        lifeline.wait_for_the_job()  # its run open, its CPUs quiet (the timeline says how long)
         timeline.mark("waiting_for_the_job")
         device = resolve_device(cfg.device)
         if device.type == "cuda":
