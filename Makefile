@@ -60,7 +60,7 @@ browser: ## headless Chromium for the UI tests (Debian's chromium; does nothing 
 test: $(STAMP) browser ## the default test suite, about 6 minutes on 2 CPU cores (no GPU; installs Chromium, starts its own MLflow server)
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-test-slow: $(STAMP) ## the slow tests: real inductor compiles, multi-job sweeps, SLURM (about 12 minutes; CI runs them after make test)
+test-slow: $(STAMP) ## the slow tests: real inductor compiles, multi-job sweeps, SLURM (about 27 minutes; CI runs them after make test)
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
 test-all: $(STAMP) browser ## both, in one pytest session
