@@ -13,7 +13,7 @@ import pytest
 from pipeline.measure.stats import Latency
 from pipeline.sweep.compare import IMPROVEMENT, REGRESSION, SAME, change
 from pipeline.sweep.summary import Row, bootstrap_geomean, failure_class, summarize
-from pipeline.sweep.verdict import FASTEST, INCONCLUSIVE, TIE, Estimate, Rule, decide
+from pipeline.sweep.verdict import FASTEST, INCONCLUSIVE, MIN_STEPS, TIE, Estimate, Rule, decide
 from tests.conftest import TINY, output, run_cli, run_report, runs
 
 TRIALS = 1000
@@ -96,6 +96,45 @@ def test_noisy_jobs_never_decide_and_the_paired_speedup_wins_over_drifting_separ
     verdict = decide([compiled, eager, other], Rule(), "ms")
     assert verdict.kind == INCONCLUSIVE and "amp·eager" in verdict.tied
     assert "rerun" in verdict.line()
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.35, 0.8])
+def test_a_job_of_few_steps_never_decides_and_ten_steps_rarely_name_a_false_winner(rho: float):
+    """The interval of a handful of steps has an unknown width of its own (the MAD of 3 steps is near zero
+    when two nearly agree): on identical pairs, 3-step intervals named a fastest in 3.9-7.5% of trials; at
+    10 steps, the least a job needs to decide (MIN_STEPS), in 1.4-2.5% (docs/verdicts.md)."""
+    rng = random.Random(9)
+
+    def false_winners(n: int) -> float:
+        named = 0
+        for _ in range(TRIALS):
+            pair = []
+            for name in ("a", "b"):
+                lat = Latency.from_values(ar1_steps(10.0, 0.01, rng, n=n, rho=rho))
+                pair.append(Estimate(name=name, value=lat.p50, low=lat.ci95_low, high=lat.ci95_high, steps=n))
+            named += decide(pair, Rule(), "ms").kind == FASTEST
+        return named / TRIALS
+
+    assert false_winners(3) == 0.0
+    assert false_winners(MIN_STEPS) <= 0.05
+
+
+def test_two_identical_jobs_of_three_steps_are_inconclusive_not_fastest():
+    """Seen in CI: two identical eager jobs of 3 measured steps read 8.15 [8.01, 8.29] and
+    8.33 [8.33, 8.33] ms, and the sweep called the first fastest."""
+    jobs = [
+        row("seed=0", 8.15, half=0.0172, config_hash="h0"),
+        row("seed=1", 8.33, half=0.0, config_hash="h1"),
+    ]
+    for job in jobs:
+        job.metrics["step/count"] = 3.0
+    s = summarize("x", jobs)
+    assert s.verdict is not None and s.verdict.kind == INCONCLUSIVE, s.verdict
+    assert f"fewer than {MIN_STEPS} measured steps" in s.verdict.line()
+    for job in jobs:  # the same figures from enough steps do decide
+        job.metrics["step/count"] = float(MIN_STEPS)
+    s = summarize("x", jobs)
+    assert s.verdict is not None and s.verdict.kind == FASTEST and s.verdict.fastest == "seed=0"
 
 
 def test_precise_equal_figures_are_a_tie_and_wide_ones_inconclusive():

@@ -9,6 +9,7 @@ the PyTorch 2.0 launch's weighted speedup 0.75 * geomean(AMP) + 0.25 * geomean(F
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -311,8 +312,10 @@ def _pooled(name: str, rows: list[Row], objective: Objective) -> Estimate:
     quiet = [r for r in rows if not r.noisy]
     used = quiet or rows
     figures = [objective.estimate(r) for r in used]
+    steps = None
     if len(figures) == 1:
         value, low, high = figures[0]
+        steps = int(used[0].metrics.get("step/count", 0)) or None
     else:
         values = [f[0] for f in figures]
         value = statistics.fmean(values)
@@ -320,7 +323,7 @@ def _pooled(name: str, rows: list[Row], objective: Objective) -> Estimate:
         between = t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
         half = max(within, between)
         low, high = value - half, value + half
-    return Estimate(name=name, value=value, low=max(low, 1e-12), high=high, noisy=not quiet)
+    return Estimate(name=name, value=value, low=max(low, 1e-12), high=high, noisy=not quiet, steps=steps)
 
 
 def _with_eager(config: Configuration, eager_name: str | None) -> Estimate:
@@ -345,6 +348,7 @@ def _with_eager(config: Configuration, eager_name: str | None) -> Estimate:
         low=e.low,
         high=e.high,
         noisy=e.noisy,
+        steps=e.steps,
         eager_name=eager_name,
         speedup=(geo, min(low, geo), max(high, geo)),
         base=repr(_base(config.rows[0])),
@@ -397,11 +401,7 @@ def summarize(
     summary.configurations = configurations(summary.rows, summary.objective)
     rule = rule or Rule()
     summary.min_effect_pct = rule.min_effect_pct
-    rule = Rule(
-        min_effect_pct=rule.min_effect_pct,
-        max_interval_pct=rule.max_interval_pct,
-        higher_is_better=summary.objective.higher_is_better,
-    )
+    rule = dataclasses.replace(rule, higher_is_better=summary.objective.higher_is_better)
     summary.verdict = decide([c.estimate for c in summary.configurations], rule, summary.objective.label)
     if summary.objective.higher_is_better:
         summary.pareto = pareto_front(summary.rows, summary.objective.metric)

@@ -15,6 +15,9 @@ The rule (docs/verdicts.md says why it is sound):
   `sweep.max_interval_pct` (half-width, % of the figure) does not either: separate jobs' intervals
   hold their step-to-step noise, not the drift between jobs, which only precise figures bound.
   Paired figures (one worker, alternating rounds) decide on their own intervals.
+* A single job with fewer than `MIN_STEPS` measured steps never decides by its step times: the scale of
+  a handful of steps is itself unknown (the MAD of three steps is near zero when two nearly agree), and such
+  intervals cover the true median far less than 95% of the time (docs/verdicts.md has the table).
 * `fastest`: one configuration is faster than every other. Otherwise the configurations no one beats
   are reported: `tie` when every comparison among them was precise enough to say they are within the
   smallest effect of each other, `inconclusive` (rerun advised) when noise or wide intervals stopped a
@@ -33,6 +36,16 @@ WAYS = {
     "paired speedups": "paired speedups",
 }
 FASTEST, TIE, INCONCLUSIVE = "fastest", "tie", "inconclusive"
+# Measured steps a single job needs before its interval decides. On synthetic AR(1) steps (rho 0-0.8),
+# identical pairs were called fastest in 3.9-7.5% of trials at 3 steps, 1.4-2.5% at 10
+# (python benchmarks/verdict_power.py --steps).
+MIN_STEPS = 10
+# Why a comparison stayed undecided, as the verdict says it (the first that applies).
+UNDECIDED = {
+    "noisy": "noisy jobs",
+    "few steps": f"fewer than {MIN_STEPS} measured steps in a job",
+    "wide": "intervals too wide",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +61,7 @@ class Estimate:
     eager_name: str | None = None
     speedup: tuple[float, float, float] | None = None  # (speedup, low, high)
     base: str | None = None  # the configuration without its compile settings (shared with its eager copy)
+    steps: int | None = None  # a single job's measured steps (None: repeats pooled, between-job interval)
 
     @property
     def half_pct(self) -> float:
@@ -63,6 +77,7 @@ class Estimate:
 @dataclass(frozen=True, kw_only=True)
 class Rule:
     min_effect_pct: float = 1.0  # a smaller difference is a tie even when it is real
+    min_steps: int = MIN_STEPS  # a single job with fewer measured steps cannot decide
     max_interval_pct: float = 2.5  # a wider interval (half-width) cannot decide
     higher_is_better: bool = False  # step time: lower is better; throughput: higher
 
@@ -72,7 +87,7 @@ class Comparison:
     """Between two configurations: the better one's name, or None with the reason it is undecided."""
 
     better: str | None
-    reason: str  # how it was decided ("paired speedup", "step intervals") or why not ("noisy", "wide", "tie")
+    reason: str  # how it was decided ("paired speedup", "intervals") or why not (UNDECIDED's keys, "tie")
 
 
 @dataclass(kw_only=True)
@@ -105,6 +120,8 @@ def compare(a: Estimate, b: Estimate, rule: Rule) -> Comparison:
         return _by_speedups(a, b, rule)
     if a.noisy or b.noisy:
         return Comparison(better=None, reason="noisy")
+    if any(e.steps is not None and e.steps < rule.min_steps for e in (a, b)):
+        return Comparison(better=None, reason="few steps")
     diff = math.log(b.value) - math.log(a.value)  # > 0: a is lower
     if rule.higher_is_better:
         diff = -diff
@@ -173,8 +190,8 @@ def decide(estimates: list[Estimate], rule: Rule, objective: str) -> Verdict:
             tied=contenders,
             reason="the comparisons contradict each other",
         )
-    if any(reason in ("noisy", "wide") for reason in undecided):
-        why = "noisy jobs" if "noisy" in undecided else "intervals too wide"
+    if any(reason in UNDECIDED for reason in undecided):
+        why = next(text for reason, text in UNDECIDED.items() if reason in undecided)
         return Verdict(
             kind=INCONCLUSIVE,
             objective=objective,
