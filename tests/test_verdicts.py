@@ -131,6 +131,8 @@ def test_two_identical_jobs_of_three_steps_are_inconclusive_not_fastest():
     s = summarize("x", jobs)
     assert s.verdict is not None and s.verdict.kind == INCONCLUSIVE, s.verdict
     assert f"fewer than {MIN_STEPS} measured steps" in s.verdict.line()
+    strict = summarize("x", jobs, rule=Rule(min_steps=20)).verdict  # the line names the rule's own limit
+    assert strict is not None and "fewer than 20 measured steps" in strict.line()
     for job in jobs:  # the same figures from enough steps do decide
         job.metrics["step/count"] = float(MIN_STEPS)
     s = summarize("x", jobs)

@@ -40,10 +40,10 @@ FASTEST, TIE, INCONCLUSIVE = "fastest", "tie", "inconclusive"
 # identical pairs were called fastest in 3.9-7.5% of trials at 3 steps, 1.4-2.5% at 10
 # (python benchmarks/verdict_power.py --steps).
 MIN_STEPS = 10
-# Why a comparison stayed undecided, as the verdict says it (the first that applies).
+# Why a comparison stayed undecided, as the verdict says it (the first that applies; {min_steps}: the rule's).
 UNDECIDED = {
     "noisy": "noisy jobs",
-    "few steps": f"fewer than {MIN_STEPS} measured steps in a job",
+    "few steps": "fewer than {min_steps} measured steps in a job",
     "wide": "intervals too wide",
 }
 
@@ -192,6 +192,7 @@ def decide(estimates: list[Estimate], rule: Rule, objective: str) -> Verdict:
         )
     if any(reason in UNDECIDED for reason in undecided):
         why = next(text for reason, text in UNDECIDED.items() if reason in undecided)
+        why = why.format(min_steps=rule.min_steps)
         return Verdict(
             kind=INCONCLUSIVE,
             objective=objective,
