@@ -145,10 +145,8 @@ def test_a_forked_worker_does_nothing_measured_until_its_jobs_run_is_open(tmp_pa
         time.sleep(2.0)
         opened.append(time.time())
 
-    launch = WorkerLaunch(
-        config=validate(
-            compose([*LINEAR, "device=cpu", "compile.mode=eager"])
-        ),  # what is timed does not matter here
+    launch = WorkerLaunch(  # what is timed does not matter here: an eager linear model
+        config=validate(compose([*LINEAR, "device=cpu", "compile.mode=eager"])),
         job_dir=tmp_path / "job",
         cache_dir=tmp_path / "inductor_cache",
         on_progress=lambda event: None,

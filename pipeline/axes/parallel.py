@@ -57,10 +57,7 @@ PEER_FAILURE_MARKS = (
 
 def is_peer_failure(exc: BaseException) -> bool:
     """Whether `exc` is a broken collective (another rank failed first), not this rank's own error."""
-    dist_error = getattr(dist, "DistError", None)
-    if dist_error is not None and isinstance(exc, dist_error):
-        return True
-    return any(mark in str(exc) for mark in PEER_FAILURE_MARKS)
+    return isinstance(exc, dist.DistError) or any(mark in str(exc) for mark in PEER_FAILURE_MARKS)
 
 
 def init_process_group(device: torch.device) -> str:

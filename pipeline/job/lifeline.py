@@ -72,10 +72,11 @@ def parent_alive(parent: int | None = None) -> bool:
 
 def wait_for_the_job() -> None:
     """Wait until the job's parent has opened its run (the file in $PIPELINE_START_GATE exists; the
-    worker's timeline records the wait as its `waiting_for_the_job` phase). The parent opens the run while the worker imports; a worker forked with
-    its imports done would otherwise warm up, compile and time its steps while the parent's MLflow work
-    competes for the same CPUs. No variable, no wait (a worker run by hand). The watchdog still ends
-    the worker if the parent dies or the timeout passes meanwhile."""
+    worker's timeline records the wait as its `waiting_for_the_job` phase). The parent opens the run
+    while the worker imports; a worker forked with its imports done would otherwise warm up, compile
+    and time its steps while the parent's MLflow work competes for the same CPUs. No variable, no wait
+    (a worker run by hand). The watchdog still ends the worker if the parent dies or the timeout
+    passes meanwhile."""
     gate = os.environ.get(START_GATE_ENV)
     while gate and not os.path.exists(gate):
         time.sleep(START_GATE_POLL_S)
