@@ -1,18 +1,24 @@
 """A bare, hand-written training loop: the reference the pipeline's step times are checked against.
 
-No Hydra, no worker, no pipeline code: timm's ViT-B/16 (or any timm name), Adam, cross-entropy, the
-same precision settings, `--num-batches` batches made once on the GPU and rotated. Warm-up steps run
-first; then the measured loop is timed with one synchronized wall clock around all steps, so its
-figure is the mean step time (an independent method from the pipeline's per-step CUDA events).
+No Hydra, no worker, no pipeline code: a timm model (ViT-B/16 by default, any timm name), Adam,
+cross-entropy, the same precision settings, `--num-batches` batches made once on the GPU and rotated.
+Warm-up steps run first; then the measured loop is timed two independent ways at once: one synchronized
+wall clock around all steps (its figure is the mean step time) and a CUDA event at every step boundary
+(their median, as the pipeline reports). The host's own time per step (the Python call, not synced)
+says how much of a step the host spends launching work: on a launch-bound model it is the step time.
 
-    python benchmarks/bare_loop.py --precision amp --compile default --steps 100 --warmup 10
-prints one JSON line: {"config": ..., "step_time_ms_mean": ..., "compile_time_s": ..., "peak_mem_allocated_gib": ...}
+    python benchmarks/bare_loop.py --model resnet50 --batch-size 64 --precision amp --compile default
+prints one JSON line: {"config": ..., "step_time_ms_mean": ..., "step_time_ms_p50": ..., "host_ms_p50": ...,
+"compile_time_s": ..., "peak_mem_allocated_gib": ...}; `--profile-dir DIR` also records a torch.profiler
+trace of a few steps after the measured ones (the same schedule as the pipeline's `profile=true`).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import statistics
 import time
 
 import torch
@@ -45,12 +51,16 @@ def main() -> None:
     )
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--num-batches", type=int, default=4)
+    parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--profile-dir", default=None, help="record a profiler trace of 3 steps here")
     args = parser.parse_args()
 
     import timm
 
-    device = torch.device("cuda")
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
     set_tf32(False)
     torch.manual_seed(args.seed)
     model = timm.create_model(args.model, pretrained=False).to(device).train()
@@ -62,9 +72,10 @@ def main() -> None:
     )
     setup_s = time.perf_counter() - setup_started
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    size = args.image_size
     batches = [
         (
-            torch.randn(args.batch_size, 3, 224, 224, device=device),
+            torch.randn(args.batch_size, 3, size, size, device=device),
             torch.randint(0, 1000, (args.batch_size,), device=device),
         )
         for _ in range(args.num_batches)
@@ -76,39 +87,80 @@ def main() -> None:
         if args.compile == "reduce-overhead":
             torch.compiler.cudagraph_mark_step_begin()
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
             loss = torch.nn.functional.cross_entropy(step_model(inputs), targets)
         loss.backward()
         optimizer.step()
 
-    torch.cuda.synchronize()
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    sync()
     start = time.perf_counter()
     for i in range(args.warmup):
         step(i)
-    torch.cuda.synchronize()
+    sync()
     warmup_s = time.perf_counter() - start
-    torch.cuda.reset_peak_memory_stats()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     measured = args.steps - args.warmup
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(measured + 1)] if cuda else []
+    host_ms: list[float] = []
     start = time.perf_counter()
-    for i in range(args.warmup, args.steps):
+    if cuda:
+        events[0].record()
+    for n, i in enumerate(range(args.warmup, args.steps)):
+        called = time.perf_counter()
         step(i)
-    torch.cuda.synchronize()
+        host_ms.append((time.perf_counter() - called) * 1000)
+        if cuda:
+            events[n + 1].record()
+    sync()
     mean_ms = (time.perf_counter() - start) * 1000 / measured
+    step_ms = [a.elapsed_time(b) for a, b in itertools.pairwise(events)] if cuda else host_ms
+    if args.profile_dir:
+        profile(lambda: step(0), args.profile_dir, cuda)
     print(
         json.dumps(
             {
-                "config": f"{args.precision}/{args.compile}",
+                "config": f"{args.model}/bs{args.batch_size}/{args.precision}/{args.compile}",
                 "batch_size": args.batch_size,
                 "measured_steps": measured,
                 "step_time_ms_mean": mean_ms,
+                "step_time_ms_p50": statistics.median(step_ms),
+                "step_time_ms_p10": quantile(step_ms, 0.1),
+                "step_time_ms_p90": quantile(step_ms, 0.9),
+                "host_ms_p50": statistics.median(host_ms),
                 "compile_time_s": setup_s + max(0.0, warmup_s - args.warmup * mean_ms / 1000),
-                "peak_mem_allocated_gib": torch.cuda.max_memory_allocated() / 1024**3,
-                "gpu": torch.cuda.get_device_name(),
+                "peak_mem_allocated_gib": torch.cuda.max_memory_allocated() / 1024**3 if cuda else None,
+                "gpu": torch.cuda.get_device_name() if cuda else "cpu",
                 "torch": torch.__version__,
             }
         ),
         flush=True,
     )
+
+
+def quantile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+def profile(run_step, out_dir: str, cuda: bool) -> None:
+    """The pipeline's own schedule (pipeline/diagnose/profiler.py): one step skipped, one warm-up, 3 active."""
+    from torch.profiler import ProfilerActivity, schedule, tensorboard_trace_handler
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with torch.profiler.profile(
+        activities=activities,
+        schedule=schedule(wait=1, warmup=1, active=3),
+        on_trace_ready=tensorboard_trace_handler(out_dir),
+        record_shapes=True,
+    ) as prof:
+        for _ in range(5):
+            run_step()
+            prof.step()
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 # One device call: run the given parts one after another until a deadline, then pack what came out
 # into $OUT (results.tgz: result files, summaries, plots, logs, RESULTS.md; mlflow.tgz: the MLflow
 # stores; never the compile caches) and print a short table of every job.
-# A part is bench:<section>[,<section>...] (benchmarks/bench.py) or a sweep of benchmarks/gpu/sweeps.sh.
+# A part is bench:<section>[,<section>...] (benchmarks/bench.py), script:<name>[:<args>] (benchmarks/gpu/<name>.sh
+# into <dir>/<name>, its lines shown as they come; args comma-separated) or a sweep of benchmarks/gpu/sweeps.sh.
 # BENCH_TRIALS and SEARCH_ARGS set the search section's --trials and --search-args.
 # Usage on the GPU host: bash benchmarks/gpu/call.sh <name> <seconds> <part>...
 set -uo pipefail
@@ -18,6 +19,9 @@ for part in "$@"; do
                --trials "${BENCH_TRIALS:-8}" --search-args "${SEARCH_ARGS:-}" \
                > "$dir/bench-${part#bench:}.log" 2>&1
              echo "$part exit=$? in $(( $(date +%s) - started )) s"; grep -E "^  [a-z-]+[0-9-]*: \[" "$dir/bench-${part#bench:}.log" | cut -c1-200 ;;
+    script:*) spec=${part#script:}; script=${spec%%:*}; args=; [ "$spec" != "$script" ] && args=${spec#*:}
+             timeout "$(left)" bash "benchmarks/gpu/$script.sh" "$dir/$script" ${args//,/ } 2>&1 | tee "$dir/$script.log"
+             echo "$part exit=${PIPESTATUS[0]} in $(( $(date +%s) - started )) s" ;;
     *) SWEEPS_PRINT_JOBS=0 bash benchmarks/gpu/sweeps.sh "$dir/sweeps" "$(left)" "$part"; echo "$part done in $(( $(date +%s) - started )) s" ;;
   esac
 done
