@@ -92,10 +92,10 @@ def pipeline_step(overrides: list[str], device):
     """The worker's own training step, built as pipeline/job/worker.py builds it."""
     from hydra import compose, initialize_config_dir
 
-    from pipeline.config.checks import validate
     from pipeline.config.schema import register_configs
-    from pipeline.scenarios.base import Timeline, WorkerContext
-    from pipeline.scenarios.train import TrainScenario
+    from pipeline.job.preflight import validate
+    from pipeline.scenarios.protocol import Timeline, WorkerContext
+    from pipeline.scenarios.train.scenario import TrainScenario
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):

@@ -14,6 +14,7 @@ from typing import Any
 
 from pipeline.config.schema import Config, to_dict
 from pipeline.redaction import MASK, looks_secret
+from pipeline.scenarios import default_name
 
 IDENTITY_KEYS = (
     "model",
@@ -45,7 +46,6 @@ COVERED = {
     "compile.scope": "scope",
     "model@loss.teacher": "teacher",
     "scenario": "scenario",
-    "scenario.name": "scenario",
     "parallel": "parallel",
     "parallel.strategy": "parallel",
     "parallel.nproc": "world_size",
@@ -109,7 +109,7 @@ def run_name(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> str:
             parts.append(f"dynamic={ident['dynamic']}")
     if cfg.parallel.distributed:
         parts.append(f"{ident['parallel']}×{ident['world_size']}")
-    if ident["scenario"] != "train":
+    if ident["scenario"] != default_name():
         parts.append(ident["scenario"])
     if ident["loss"] != "ce":
         teacher = ident["teacher"]

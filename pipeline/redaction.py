@@ -17,9 +17,12 @@ from collections.abc import Iterable
 from typing import Any
 
 _SECRET = re.compile(
-    r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|COOKIE|(^|_|\.)PWD$|(^|_|\.)(API_?|PRIVATE_?)?KEY$)",
+    r"(SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|COOKIE|(^|_|\.)PWD$|(^|_|\.)(API_?|PRIVATE_?)?KEY$)",
     re.IGNORECASE,
 )
+# The words of a snake_case, kebab-case or camelCase name: `token` as a word is a secret (`hf_token`,
+# `HF_TOKEN`, `apiToken`); counts of tokens are not (`new_tokens`, `tokens_per_s`, `tokenizer`).
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 MASK = "***"
 # `key=value` or `key: value` in free text; the key may be quoted, dotted or prefixed (`+a.b`, `"a"`).
 _KEY = re.compile(r"""(?P<key>["']?[+~]{0,2}[\w.-]+["']?)(?P<sep>\s*=\s*|:\s+|:(?=["']))""")
@@ -31,8 +34,12 @@ MIN_SCRUBBED_LENGTH = 4  # shorter values (`1`, `on`) would mask unrelated text
 
 
 def looks_secret(key: str) -> bool:
-    """A dotted key any of whose parts names a secret (`model.kwargs.hf_token`, `db.password`)."""
-    return any(_SECRET.search(part) for part in key.strip("'\"").lstrip("+~").split("."))
+    """A dotted key any of whose parts names a secret (`model.kwargs.hf_token`, `db.password`); a count
+    of tokens (`scenario.new_tokens`) is none."""
+    return any(
+        _SECRET.search(part) or any(word.lower() == "token" for word in _WORD.findall(part))
+        for part in key.strip("'\"").lstrip("+~").split(".")
+    )
 
 
 def redact_uri(uri: str) -> str:

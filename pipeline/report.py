@@ -20,15 +20,16 @@ import sys
 from pathlib import Path
 
 from pipeline.config.schema import default_store
+from pipeline.jobdir import RESULT
 from pipeline.sweep.compare import compare_sweeps
 from pipeline.sweep.compare import lines as comparison_lines
 from pipeline.sweep.compare import write as write_comparison
 from pipeline.sweep.finish import build_summary, finish_left_sweeps, publish, write_summary
 from pipeline.sweep.render import print_table
-from pipeline.sweep.state import SweepContext
 from pipeline.sweep.summary import Summary, row_from_result, summarize
 from pipeline.sweep.sync import close_lost_jobs, sync_results
 from pipeline.sweep.verdict import Rule
+from pipeline.sweep_context import SweepContext
 from pipeline.tracking import Tracker, TrackingUnavailable
 
 
@@ -137,7 +138,7 @@ def attach_environment(tracker: Tracker, summary: Summary) -> None:
 
 def summarize_folders(root: Path, out_dir: Path) -> int:
     """The summary of the job folders under `root`, read from their result files (no MLflow)."""
-    rows = [row for path in sorted(root.rglob("result.json")) if (row := row_from_result(path)) is not None]
+    rows = [row for path in sorted(root.rglob(RESULT)) if (row := row_from_result(path)) is not None]
     if not rows:
         print(f"no job results under {root}", file=sys.stderr)
         return 1

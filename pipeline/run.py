@@ -22,12 +22,13 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from pipeline.config.checks import validate
-from pipeline.config.errors import ConfigError, describe_compose_error
+from pipeline.config.compose import describe_compose_error
+from pipeline.config.errors import ConfigError
 from pipeline.config.schema import register_configs
 from pipeline.job.parent import JobParent, JobPlace, record_bad_job, report_config_error
-from pipeline.job.result import RESULT_FILE
+from pipeline.job.preflight import validate
 from pipeline.job.signals import SchedulerSignals, raise_interrupt
+from pipeline.jobdir import JobDir
 from pipeline.status import (
     BAD_INPUT,
     EXIT_BAD_INPUT,
@@ -40,7 +41,8 @@ from pipeline.status import (
 )
 from pipeline.sweep import lease
 from pipeline.sweep.callbacks import SWEEP_FAILURES, close_interrupted_sweep
-from pipeline.sweep.state import SweepContext, SweepStopped
+from pipeline.sweep.state import SweepStopped
+from pipeline.sweep_context import SweepContext
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 OUTCOMES: list[str] = []  # one per job run by this process
@@ -84,7 +86,7 @@ def objective_value(outcome: str, metric: str) -> float | str:
     """The job's value of `metric`. A job that did not finish returns its outcome (`FAILED`, ...):
     hydra's Optuna sweeper cannot turn that into a number, so it records the trial as failed and the
     search goes on (hydra.sweeper.max_failure_rate allows it). NaN would crash optuna's `tell`."""
-    path = Path(HydraConfig.get().runtime.output_dir) / RESULT_FILE
+    path = JobDir(Path(HydraConfig.get().runtime.output_dir)).result
     if outcome != FINISHED or not path.exists():
         return outcome
     value = json.loads(path.read_text())["metrics"].get(metric)

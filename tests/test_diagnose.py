@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config.checks import validate
 from pipeline.config.schema import PrecisionConfig
 from pipeline.diagnose import flops, syncs
 from pipeline.diagnose.flops import Mfu
+from pipeline.job.preflight import validate
 from tests.conftest import TINY, client, compose, output, run_cli, run_info, runs
 
 BREAKY = [

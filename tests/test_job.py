@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.identity import IDENTITY_KEYS
+from pipeline.measure.objective import WORK_TAGS
 from pipeline.measure.registry import unregistered
 from tests.conftest import TINY, client, one_line_errors, output, run_cli, run_info, runs
 
@@ -43,6 +44,7 @@ FILTER_TAGS = {
     "torch",
     "device",
     "worker_start",  # template or spawn: how the worker really started (a forked job may have spawned)
+    *WORK_TAGS,  # what one unit did, as the worker stated it: the summary and the view rank by it
 }
 
 
@@ -79,6 +81,11 @@ def check_finished_run(store: str, run, mode: str) -> None:
     assert note.index("How it was measured") < note.index("warm-up")
     # Tags a user filters on; the environment and the job's internals are in run_info.json.
     assert set(tags) - {k for k in tags if k.startswith("mlflow.")} <= FILTER_TAGS, set(tags) - FILTER_TAGS
+    assert (tags["unit"], tags["samples_per_unit"], tags["objective"]) == (
+        "training step",
+        "2",
+        "step/p50_ms",
+    )
     assert tags["torch"] and tags["device"] == "cpu" and "teacher" not in tags
     info = run_info(run)
     assert info["environment"]["torch"] == tags["torch"]

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import known_good
-from pipeline.config.checks import validate
 from pipeline.config.errors import ConfigError
+from pipeline.job.preflight import validate
 from tests.conftest import ROOT, compose
 
 # In a fresh interpreter: validate a config, then say which heavy libraries the check imported.
 PROBE = """
 import json, sys
 from tests.conftest import compose
-from pipeline.config.checks import validate
+from pipeline.job.preflight import validate
 validate(compose(sys.argv[1:]))
 print(json.dumps({m: m in sys.modules for m in ("torch", "timm", "transformers")}))
 """

@@ -1,5 +1,6 @@
-"""The code's shape holds: one module talks to MLflow, the job's parent and the sweep never import torch,
-and docs/design.md's map names every module there is (and none that is not)."""
+"""The code's shape holds: one package talks to MLflow, the job's parent and the sweep never import
+torch, imports follow the flow (no module imports a later stage's), only the scenario registry knows a
+scenario by name, and docs/design.md's map names every module there is (and none that is not)."""
 
 from __future__ import annotations
 
@@ -24,13 +25,29 @@ TORCH_FREE = [
     "pipeline.identity",
     "pipeline.redaction",
     "pipeline.provenance",
+    "pipeline.progress",
+    "pipeline.jobdir",
+    "pipeline.sweep_context",
     "pipeline.tracking",
+    "pipeline.tracking.client",
+    "pipeline.tracking.queries",
+    "pipeline.tracking.payload",
+    "pipeline.tracking.store",
+    "pipeline.tracking.http",
     "pipeline.config.schema",
+    "pipeline.config.fields",
     "pipeline.config.checks",
+    "pipeline.config.compose",
     "pipeline.config.errors",
     "pipeline.config.known_good",
     "pipeline.config.reference",
+    "pipeline.scenarios",
+    "pipeline.scenarios.base",
+    "pipeline.scenarios.train.config",
+    "pipeline.scenarios.inference.config",
+    "pipeline.scenarios.generate.config",
     "pipeline.job.parent",
+    "pipeline.job.preflight",
     "pipeline.job.supervisor",
     "pipeline.job.signals",
     "pipeline.job.progress",
@@ -44,6 +61,7 @@ TORCH_FREE = [
     "pipeline.job.worker",  # the worker's entry imports torch only once it runs a job
     "pipeline.measure.registry",
     "pipeline.measure.stats",
+    "pipeline.measure.objective",
     "pipeline.sweep.callbacks",
     "pipeline.sweep.state",
     "pipeline.sweep.summary",
@@ -74,14 +92,14 @@ def imported_names(path: Path) -> set[str]:
     return names
 
 
-def test_only_the_tracking_module_imports_mlflow():
+def test_only_the_tracking_package_imports_mlflow():
     importers = [
         str(path.relative_to(ROOT))
         for package in ("pipeline", "models", "losses", "hydra_plugins")
         for path in modules(ROOT / package)
         if any(name == "mlflow" or name.startswith("mlflow.") for name in imported_names(path))
     ]
-    assert importers == ["pipeline/tracking.py"]
+    assert importers and all(path.startswith("pipeline/tracking/") for path in importers), importers
 
 
 def test_the_parent_and_sweep_modules_do_not_import_torch():
@@ -100,7 +118,94 @@ def test_the_parent_and_sweep_modules_do_not_import_torch():
 @pytest.mark.parametrize("name", TORCH_FREE)
 def test_each_torch_free_module_exists(name: str):
     """The list above names real modules (a renamed module would make the probe vacuous)."""
-    assert (ROOT / (name.replace(".", "/") + ".py")).exists()
+    path = ROOT / name.replace(".", "/")
+    assert path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+# The stages, lowest first: a module may import modules of its own stage and of the stages below it,
+# never of a later one (docs/design.md's flow). The first pattern a module matches gives its stage.
+STAGES = ["foundation", "config", "tracking", "scenario step", "job", "sweep", "entry"]
+PLACES: list[tuple[str, str]] = [
+    (r"pipeline(\.(status|redaction|provenance|progress|jobdir))?", "foundation"),
+    (r"pipeline\.measure\.(registry|stats|objective)", "foundation"),
+    (r"pipeline\.config(\..*)?", "config"),
+    (r"pipeline\.scenarios(\.base|\.\w+\.config)?", "config"),  # the registry, the scenarios' configs
+    (r"pipeline\.(identity|sweep_context)", "config"),
+    (r"pipeline\.tracking(\..*)?", "tracking"),
+    (r"pipeline\.(axes|measure|diagnose|scenarios)(\..*)?", "scenario step"),
+    (r"(models|losses)(\..*)?", "scenario step"),
+    (r"pipeline\.job(\..*)?", "job"),
+    (r"pipeline\.sweep(\..*)?", "sweep"),
+    (r"pipeline\.(run|report)|hydra_plugins(\..*)?", "entry"),
+]
+
+
+def stage_of(module: str) -> int | None:
+    for pattern, stage in PLACES:
+        if re.fullmatch(pattern, module):
+            return STAGES.index(stage)
+    return None
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_stages_cover_every_module():
+    unplaced = [
+        module_name(p)
+        for package in ("pipeline", "models", "losses", "hydra_plugins")
+        for p in modules(ROOT / package)
+        if stage_of(module_name(p)) is None
+    ]
+    assert not unplaced, f"modules in no stage of STAGES: {unplaced}"
+
+
+def test_no_module_imports_a_later_stage():
+    """Imports follow the flow: tracking takes a plain payload (never the job), the job never reaches
+    into the sweep, a scenario never into the job's parent, the config never into the model library
+    or the step's axes."""
+    against = []
+    for package in ("pipeline", "models", "losses", "hydra_plugins"):
+        for path in modules(ROOT / package):
+            importer = module_name(path)
+            own = stage_of(importer)
+            for name in imported_names(path):
+                imported = stage_of(name)
+                if own is not None and imported is not None and imported > own:
+                    against.append(f"{importer} ({STAGES[own]}) imports {name} ({STAGES[imported]})")
+    assert not against, "\n".join(against)
+
+
+def test_the_stage_rule_would_catch_the_imports_it_forbids():
+    """The rule is not vacuous: the five imports the redesign removed are each against it."""
+    for importer, imported in [
+        ("pipeline.tracking.client", "pipeline.job.outcome"),
+        ("pipeline.job.parent", "pipeline.sweep.state"),
+        ("pipeline.scenarios.base", "pipeline.job.progress"),
+        ("pipeline.config.checks", "models"),
+        ("pipeline.config.checks", "pipeline.axes.compile"),
+    ]:
+        assert stage_of(imported) > stage_of(importer), (importer, imported)
+
+
+def test_only_the_scenario_registry_names_scenarios():
+    """No code outside pipeline/scenarios/ holds a scenario's name: what differs between scenarios is
+    asked of the scenario's config (its work, its checks, its capabilities), never of its name."""
+    from pipeline.scenarios import available
+
+    names = set(available())
+    assert {"train", "inference", "generate"} <= names
+    found = []
+    for package in ("pipeline", "models", "losses", "hydra_plugins"):
+        for path in modules(ROOT / package):
+            if path.is_relative_to(PIPELINE / "scenarios"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and node.value in names:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert not found, "\n".join(found)
 
 
 def test_design_map_names_every_module_and_only_modules_that_exist():

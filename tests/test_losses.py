@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 
 from losses.cross_entropy import CrossEntropy
-from pipeline.config.checks import validate
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import COMPILE_SCOPES, InputSpec, ModelConfig, to_config
+from pipeline.job.preflight import validate
 from tests.conftest import compose, output, run_cli, run_info, runs, sqlite_uri
 
 # A vit_tiny student with the 3-block vit_tiny teacher: distillation small enough for a CPU.

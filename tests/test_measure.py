@@ -44,15 +44,15 @@ def test_median_ci_has_at_least_95_percent_coverage(n):
     assert high - low < n - 1 or n < 10  # not the trivial [min, max] once n is large enough
 
 
-def test_step_clock_on_cpu_measures_wall_time():
-    clock = clocks.StepClock(torch.device("cpu"), 3)
-    clock.mark()
-    for delay in (0.01, 0.02, 0.03):
+def test_laps_on_cpu_measure_wall_time_by_label_and_skip_the_gaps():
+    laps = clocks.Laps(torch.device("cpu"), 6)
+    laps.mark(None)
+    for delay, label in ((0.01, "step"), (0.02, None), (0.03, "step"), (0.01, "ttft")):
         time.sleep(delay)
-        clock.mark()
-    times = clock.durations_ms()
-    assert len(times) == 3
-    for got, want in zip(times, (10, 20, 30), strict=True):
+        laps.mark(label)
+    found = laps.read()
+    assert set(found) == {"step", "ttft"}  # the unlabelled 20 ms gap is no figure's
+    for got, want in zip([*found["step"], *found["ttft"]], (10, 30, 10), strict=True):
         assert want <= got < want + 15
 
 
@@ -132,7 +132,7 @@ def test_device_batches_are_the_same_for_the_same_seed_and_follow_the_spec():
 
 
 def test_step_time_spread_and_cpu_steal_come_from_the_measured_steps():
-    v = timing.Variant("compiled", step=None, batches=None, losses=torch.zeros(0))  # type: ignore[arg-type]
+    v = timing.Variant("compiled")
     v.step_ms = [10.0, 10.0, 11.0, 12.0, 20.0, 10.5, 10.2, 10.1, 10.3, 10.4, 10.6]
     v.cpu_jiffies, v.steal_jiffies = 400, 30
     m = noise.Noise(spread_pct=v.latency().spread_pct, cpu_steal_pct=v.cpu_steal_pct, limit_pct=10).metrics()
@@ -165,7 +165,7 @@ def test_timed_rounds_read_the_hosts_cpu_time_around_the_measured_steps():
         time.sleep(0.02)  # a few scheduler ticks, so the kernel's CPU counters move
         return torch.zeros(())
 
-    v = timing.Variant("eager", step=slow_step, batches=iter(range(9)), losses=torch.zeros(9))
+    v = timing.StepVariant("eager", slow_step, iter(range(9)), outputs=torch.zeros(9))
     timer = timing.Timer(device=torch.device("cpu"), progress=timing.quiet, measured_total=3)
     timer.timed_round(v, 3)
     assert v.cpu_jiffies > 0 and 0 <= v.steal_jiffies <= v.cpu_jiffies
@@ -174,13 +174,14 @@ def test_timed_rounds_read_the_hosts_cpu_time_around_the_measured_steps():
 def test_progress_in_a_log_shows_the_last_step_of_every_phase_once(capsys):
     """Worker to parent, as a job runs them: the timer's events through the worker's rate limit (here:
     nothing but a phase's last step gets through it), parsed by the parent and printed as plain lines."""
-    from pipeline.job.progress import JobProgress, Progress, parse_progress
+    from pipeline.job.progress import JobProgress
+    from pipeline.progress import Progress, parse_progress
 
     def step(batch: int) -> torch.Tensor:
         return torch.zeros(())
 
     def variant(name: str) -> timing.Variant:
-        return timing.Variant(name, step=step, batches=iter(range(20)), losses=torch.zeros(20))
+        return timing.StepVariant(name, step, iter(range(20)), outputs=torch.zeros(20))
 
     compiled, eager = variant("compiled"), variant("eager")
     timer = timing.Timer(device=torch.device("cpu"), progress=Progress(min_interval_s=3600), measured_total=7)

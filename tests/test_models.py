@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline.config.checks import validate
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import InputSpec, LossConfig, ModelConfig, to_config
+from pipeline.job.preflight import validate
 from tests.conftest import CONF, compose, output, run_cli, run_info, runs, sqlite_uri
 from tests.custom_model_factory import parameter_count
 
@@ -78,7 +78,9 @@ def test_every_model_config_composes_validates_and_resolves(name: str):
     from hydra.utils import get_method
 
     cfg = compose_model(name)
-    if "train" not in cfg.model.scenarios:  # e.g. llama_7b: inference and generation only
+    if (
+        cfg.model.scenarios and "train" not in cfg.model.scenarios
+    ):  # e.g. llama_7b: inference and generation only
         cfg = compose_model(name, [f"scenario={cfg.model.scenarios[0]}"])
     validate(cfg)
     model = cfg.model

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config.checks import validate
 from pipeline.config.errors import ConfigError
+from pipeline.job.preflight import validate
 from tests.conftest import client, compose, one_line_errors, output, popen_cli, run_cli, runs
 
 # 2 processes of vit_tiny on the CPU, per-rank batch 2, 4 steps (2 warm-up).
@@ -130,20 +130,21 @@ def test_ddp_eager_and_fsdp_regional_aot_eager_jobs(tmp_path: Path, store: str):
 def rank_failure_files(job_dir: Path, *, exits: dict[int, int], errors: dict[int, tuple[str, bool]]) -> None:
     """A failed distributed job's folder as its launcher and ranks leave it: torch's list of failed
     ranks (`exits`: rank -> exit code) and each rank's result (`errors`: rank -> (message, peer_failure))."""
-    from pipeline.job.result import JobResult, rank_result_path
-    from pipeline.job.supervisor import RANK_FAILURES_FILE, signal_description
+    from pipeline.job.result import JobResult
+    from pipeline.job.supervisor import signal_description
+    from pipeline.jobdir import JobDir
     from pipeline.status import FAILED
 
     rows = [
         {"rank": r, "exitcode": c, "exit": signal_description(c), "pid": 1, "timestamp": 0, "message": ""}
         for r, c in exits.items()
     ]
-    (job_dir / RANK_FAILURES_FILE).write_text(json.dumps(rows))
+    JobDir(job_dir).rank_failures.write_text(json.dumps(rows))
     for rank, (message, peer_failure) in errors.items():
         result = JobResult()
         result.info.update(rank=rank, failed_at=100.0 + rank, peer_failure=peer_failure)
         result.fail(FAILED, "RuntimeError", f"rank {rank}: {message}")
-        result.write(rank_result_path(job_dir / "result.json", rank))
+        result.write(JobDir(job_dir).rank_result(rank))
 
 
 BROKEN = "Connection closed by peer [127.0.0.1]:1234. This is typically caused by a remote worker crashing."
@@ -380,7 +381,8 @@ def test_local_gpus_leases_two_gpus_for_a_ddp_job_and_its_ranks_see_both(tmp_pat
 
 
 def _rank_result(job_dir: Path, rank: int, *, error: str | None, failed_at: float = 0.0) -> None:
-    from pipeline.job.result import JobResult, rank_result_path
+    from pipeline.job.result import JobResult
+    from pipeline.jobdir import JobDir
     from pipeline.status import FAILED, FINISHED
 
     result = JobResult(status=FINISHED)
@@ -388,18 +390,19 @@ def _rank_result(job_dir: Path, rank: int, *, error: str | None, failed_at: floa
     if error:
         result.info["failed_at"] = failed_at
         result.fail(FAILED, error.split(":")[0], error)
-    result.write(rank_result_path(job_dir / "result.json", rank))
+    result.write(JobDir(job_dir).rank_result(rank))
 
 
 def test_the_jobs_result_is_the_rank_that_failed_first(tmp_path: Path):
     """How the supervisor merges the ranks' results: rank 0's when all finished; the earliest failure
     among the ranks torch saw fail (a peer's broken collective comes later); a rank killed by a signal
     before it wrote anything is the cause even when a peer then wrote its collective's error."""
-    from pipeline.job.supervisor import RANK_FAILURES_FILE, ranks_result
+    from pipeline.job.supervisor import ranks_result
+    from pipeline.jobdir import JobDir
 
     def exits(*rows: tuple[int, int]) -> None:
         text = json.dumps([{"rank": r, "exitcode": c, "exit": f"code {c}", "timestamp": 1} for r, c in rows])
-        (tmp_path / RANK_FAILURES_FILE).write_text(text)
+        JobDir(tmp_path).rank_failures.write_text(text)
 
     _rank_result(tmp_path, 0, error=None)
     _rank_result(tmp_path, 1, error=None)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config.checks import validate
 from pipeline.config.errors import ConfigError
+from pipeline.job.preflight import validate
 from pipeline.measure.registry import unregistered
 from tests.conftest import compose, output, run_cli, runs
 
@@ -109,8 +109,12 @@ def test_generation_measures_prefill_and_decode_and_greedy_tokens_agree(tmp_path
 @pytest.mark.parametrize(
     "overrides, key, allowed",
     [
-        (["scenario=generate", "model=vit_tiny"], "scenario", "model=vit_tiny supports train, inference"),
-        (["scenario=generate", "model=bert_tiny"], "scenario", "supports train, inference"),
+        (["scenario=generate", "model=vit_tiny"], "scenario", "model=vit_tiny does not list it"),
+        (
+            ["scenario=generate", "model=bert_tiny"],
+            "scenario",
+            "does not list it in its config's `scenarios`",
+        ),
         (["scenario=inference", "model=vit_tiny", "compile.scope=loss"], "compile.scope", "has no loss"),
         (
             ["scenario=inference", "model=vit_tiny", "compile.optimizer=true"],
@@ -148,7 +152,7 @@ def test_a_bad_combination_stops_the_cli_before_anything_starts(tmp_path: Path, 
 def test_the_seed_models_are_configs():
     """Seed 004's models: ResNet-152, ViT-B/16 and a Llama-2-7B-shaped LM (inference and generation)."""
     for model in ("resnet152", "vit_b16"):
-        assert "inference" in validate(compose([f"model={model}", "scenario=inference"])).model.scenarios
+        assert validate(compose([f"model={model}", "scenario=inference"])).scenario.name == "inference"
     llama = validate(compose(["model=llama_7b", "scenario=generate"]))
     assert llama.model.scenarios == ["inference", "generate"] and llama.precision.param_dtype == "bfloat16"
     kwargs = llama.model.kwargs
@@ -164,7 +168,62 @@ def test_a_decode_that_parts_at_a_near_tie_is_not_a_parity_failure():
     logits are nearly flat, and two equal candidates can swap under fused kernels' rounding."""
     import torch
 
-    from pipeline.scenarios.generate import near_tie
+    from pipeline.scenarios.generate.scenario import near_tie
 
     assert near_tie(torch.tensor([[5.0, 4.99, 1.0]]))  # 0.2% apart: a tie at bf16 precision
     assert not near_tie(torch.tensor([[5.0, 4.0, 1.0]]))  # a real preference
+
+
+def test_a_max_autotune_generation_keeps_its_autotune_phase_time(tmp_path: Path):
+    """Every scenario's compile diagnosis goes through the one protocol: a generation compiled under
+    max-autotune reports its autotune phase (generate's own copy of the phase list once left it out)."""
+    import torch
+
+    from pipeline.diagnose.compile_stats import CompileDiagnosis, CompileStats
+    from pipeline.scenarios import runner_class
+    from pipeline.scenarios.protocol import Timeline, WorkerContext
+
+    cfg = validate(
+        compose([*GENERATE, "compile.backend=inductor", "compile.mode=max-autotune-no-cudagraphs"])
+    )
+    ctx = WorkerContext(device=torch.device("cpu"), progress=print, out_dir=tmp_path, timeline=Timeline())
+    scenario = runner_class(cfg.scenario)(cfg, ctx)
+    assert "autotune" in scenario.compile_applies()
+    diagnosis = CompileDiagnosis.collect(
+        after_warmup=CompileStats.now(), logged={"cudagraph_skips": []}, applies=scenario.compile_applies()
+    )
+    assert "compile/autotune_s" in diagnosis.metrics()
+    assert (
+        type(scenario).compile_applies is runner_class(validate(compose(INFERENCE)).scenario).compile_applies
+    )
+
+
+def test_a_scenario_is_one_config_file_and_one_module(tmp_path: Path, store: str):
+    """A throwaway scenario (forward and backward, no optimizer: tests/conf/scenario/fwd_bwd.yaml and
+    tests/scenario_fwd_bwd.py) runs through the real CLI with the whole protocol: paired eager rounds,
+    compile time, its work stated in its run."""
+    conf = Path(__file__).parent / "conf"
+    args = [
+        f"hydra.searchpath=[file://{conf}]",
+        "scenario=fwd_bwd",
+        "model=vit_tiny",
+        "trainer.steps=5",
+        "trainer.warmup_steps=1",
+        "trainer.batch_size=2",
+        "compile.backend=aot_eager",
+    ]
+    proc = run_cli(args, tmp_path, store)
+    assert proc.returncode == 0, output(proc)
+    (run,) = runs(store)
+    tags, metrics = run.data.tags, run.data.metrics
+    assert run.info.status == "FINISHED" and run.info.run_name.endswith("·fwd_bwd")
+    assert (tags["scenario"], tags["unit"], tags["samples_per_unit"]) == (
+        "fwd_bwd",
+        "forward and backward",
+        "2",
+    )
+    assert {"speedup/vs_eager", "compile/total_s", "step/p50_ms", "parity/ok"} <= set(metrics)
+    assert not unregistered(metrics)
+    bad = run_cli([*args, "scenario.steps=3"], tmp_path / "bad", store)
+    assert bad.returncode == 2
+    assert "scenario.steps=3 is not allowed: not a key of scenario=fwd_bwd" in bad.stderr

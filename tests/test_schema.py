@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline.config.checks import validate
-from pipeline.config.errors import ConfigError, describe_compose_error
+from pipeline.config.compose import describe_compose_error
+from pipeline.config.errors import ConfigError
 from pipeline.config.schema import COMPILE_MODES
+from pipeline.job.preflight import validate
 from tests.conftest import compose
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config.checks import validate
+from pipeline.job.preflight import validate
 from pipeline.job.result import JobResult
 from pipeline.job.supervisor import PROJECT_ROOT, WorkerLaunch, run_worker, worker_env
 from pipeline.job.template import env_mismatch

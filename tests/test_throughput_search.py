@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.config.checks import validate
 from pipeline.config.errors import ConfigError
+from pipeline.job.preflight import validate
+from pipeline.measure.objective import Work
 from pipeline.status import FAILED, FINISHED
 from pipeline.sweep.pareto import pareto_front
 from pipeline.sweep.render import aggregate_lines
@@ -37,7 +38,8 @@ def row(name: str, throughput: float, compile_s: float, memory: float, status: s
     metrics = {"throughput/samples_per_s": throughput, "memory/cpu_rss_peak_gib": memory, "step/p50_ms": 1.0}
     if compile_s:
         metrics["compile/total_s"] = compile_s
-    return Row(name=name, status=status, config={"mode": "default"}, metrics=metrics, batch_size=2)
+    work = Work(unit="training step", samples=2, tokens=None)
+    return Row(name=name, status=status, config={"mode": "default"}, metrics=metrics, work=work)
 
 
 def test_the_pareto_front_keeps_the_jobs_no_other_job_beats_on_all_three_figures():
@@ -58,7 +60,9 @@ def test_the_pareto_front_keeps_the_jobs_no_other_job_beats_on_all_three_figures
 
 def test_a_throughput_ranked_summary_lists_its_pareto_front():
     rows = [row("a", 100.0, 30.0, 2.0), row("b", 60.0, 0.0, 1.0), row("c", 50.0, 5.0, 1.5)]
-    rows[1].batch_size = 4  # batch sizes differ: ranked by throughput
+    rows[1].work = Work(
+        unit="training step", samples=4, tokens=None
+    )  # batch sizes differ: ranked by throughput
     summary = summarize("s", rows)
     assert summary.objective.metric == "throughput/samples_per_s" and summary.pareto is not None
     lines = aggregate_lines(summary)
@@ -94,7 +98,7 @@ def test_fp8_without_torchao_or_outside_training_is_refused_before_the_job_start
     )
     with pytest.raises(ConfigError) as info:
         validate(compose([*TINY, "device=cuda", "precision=fp8", "scenario=inference"]))
-    assert "float8 training (torchao) is for scenario=train, not scenario=inference" in str(info.value)
+    assert "float8 training (torchao) is for training scenarios, not scenario=inference" in str(info.value)
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.measure.objective import Work
 from pipeline.measure.stats import Latency
 from pipeline.sweep.compare import IMPROVEMENT, REGRESSION, SAME, change
 from pipeline.sweep.summary import Row, bootstrap_geomean, failure_class, summarize
@@ -156,7 +157,8 @@ def row(name: str, p50: float, *, batch: int = 8, half: float = 0.01, noisy: boo
         "step/noisy": float(noisy),
     }
     config = {"model": "m", "precision": "amp", "mode": extra.pop("mode", "eager"), **extra.pop("config", {})}
-    return Row(name=name, status="FINISHED", config=config, metrics=metrics, batch_size=batch, **extra)
+    work = Work(unit="training step", samples=batch, tokens=None)
+    return Row(name=name, status="FINISHED", config=config, metrics=metrics, work=work, **extra)
 
 
 def test_configurations_with_other_batch_sizes_are_ranked_by_throughput():
@@ -278,8 +280,8 @@ def test_the_suites_name_enough_models_that_exist(suite: str, at_least: int):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from pipeline.config.checks import validate
     from pipeline.config.schema import register_configs
+    from pipeline.job.preflight import validate
     from tests.conftest import CONF, compose
 
     register_configs()

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.measure.objective import STEP_TIME, Work, choose
 from pipeline.sweep.view import (
     KEEP_VIEWS,
     VIEW_TAG_PREFIX,
     columns_for,
     filter_literal,
-    objective_for,
     publish_sweep_view,
     sweep_view,
 )
@@ -21,19 +21,25 @@ from pipeline.tracking import RunRecord, Tracker
 from tests.conftest import sqlite_uri
 
 
-def test_the_objective_is_step_time_unless_batch_sizes_differ_or_the_sweep_names_one():
-    step = objective_for(axes=["compile.mode=eager,default", "precision=amp,fp32"])
+def work(samples: float, tokens: float | None = None) -> Work:
+    return Work(unit="training step", samples=samples, tokens=tokens)
+
+
+def test_the_objective_is_step_time_unless_the_work_per_unit_differs_or_the_sweep_names_one():
+    step = choose([work(64), work(64)])  # e.g. compile.mode=eager,default precision=amp,fp32
     assert (step.metric, step.ascending) == ("step/p50_ms", True)
     assert step.interval == ("step/p50_ci95_low_ms", "step/p50_ci95_high_ms")
-    batch = objective_for(axes=["+trainer.batch_size=32,64"])
-    assert (batch.metric, batch.ascending, batch.interval) == ("throughput/samples_per_s", False, ())
-    named = objective_for(axes=["trainer.batch_size=32,64"], configured="compile/total_s")
+    batch = choose([work(32), work(64)])  # trainer.batch_size=32,64
+    assert (batch.metric, batch.ascending, batch.interval) == ("throughput/samples_per_s", False, None)
+    tokens = choose([work(8, 8 * 128), work(16, 16 * 128)])  # token models: tokens/s
+    assert tokens.metric == "throughput/tokens_per_s"
+    named = choose([work(32), work(64)], configured="compile/total_s")
     assert (named.metric, named.ascending) == ("compile/total_s", True)
-    assert not objective_for(axes=[], configured="speedup/vs_eager").ascending
+    assert not choose([], configured="speedup/vs_eager").ascending
 
 
 def test_the_columns_answer_how_fast_by_how_much_at_what_cost_then_the_interval():
-    objective = objective_for(axes=[])
+    objective = STEP_TIME
     before = columns_for(objective)  # at the sweep's start: every candidate, both memory figures
     assert before == [
         "metrics.`step/p50_ms`",
@@ -56,14 +62,12 @@ def test_the_columns_answer_how_fast_by_how_much_at_what_cost_then_the_interval(
         "metrics.`step/p50_ci95_low_ms`",
         "metrics.`step/p50_ci95_high_ms`",
     ]
-    throughput = columns_for(objective_for(axes=["trainer.batch_size=8,16"]))
+    throughput = columns_for(choose([work(8), work(16)]))
     assert throughput[:2] == ["metrics.`throughput/samples_per_s`", "metrics.`step/p50_ms`"]
 
 
 def test_a_view_is_the_json_mlflow_3_17_reads():
-    view = sweep_view(
-        sweep_id="20261123-1200-ab12", label="sweep mode=eager,default", objective=objective_for(axes=[])
-    )
+    view = sweep_view(sweep_id="20261123-1200-ab12", label="sweep mode=eager,default", objective=STEP_TIME)
     assert view.tag_key == "mlflow.sharedViewState.sweep-20261123-1200-ab12"
     envelope = json.loads(view.tag_value(now_ms=1_700_000_000_000))
     assert envelope["name"] == "sweep mode=eager,default (20261123-1200-ab12)"
@@ -96,7 +100,7 @@ def test_a_view_is_the_json_mlflow_3_17_reads():
 
 
 def test_odd_sweep_ids_make_safe_view_ids_and_quoted_filters():
-    view = sweep_view(sweep_id="my sweep/it's", label="x", objective=objective_for(axes=[]))
+    view = sweep_view(sweep_id="my sweep/it's", label="x", objective=STEP_TIME)
     assert view.view_id == "sweep-my_sweep_it_s"
     assert view.search_filter == 'tags.sweep_id = "my sweep/it\'s"'
     assert filter_literal("plain") == "'plain'"
@@ -119,7 +123,7 @@ def run(metrics: dict[str, float], tags: dict[str, str]) -> RunRecord:
 
 def test_a_published_view_lands_in_the_experiment_and_fits_the_sweeps_runs(tmp_path: Path):
     tracker = Tracker(sqlite_uri(tmp_path / "mlflow.db"), "views")
-    objective = objective_for(axes=[])
+    objective = STEP_TIME
     url = publish_sweep_view(tracker, sweep_id="s1", label="sweep a", objective=objective)
     assert url.startswith(
         f"http://127.0.0.1:5000/#/experiments/{tracker.experiment_id}/runs?viewStateShareKey=sweep-s1&"
@@ -143,7 +147,7 @@ def test_a_published_view_lands_in_the_experiment_and_fits_the_sweeps_runs(tmp_p
 
 def test_only_this_projects_oldest_views_are_dropped(tmp_path: Path):
     tracker = Tracker(sqlite_uri(tmp_path / "mlflow.db"), "views")
-    objective = objective_for(axes=[])
+    objective = STEP_TIME
     users_own = VIEW_TAG_PREFIX + "abc123"
     tracker.set_experiment_tag(
         users_own, json.dumps({"name": "mine", "createdAt": 1, "updatedAt": 1, "state": "{}"})
@@ -156,3 +160,52 @@ def test_only_this_projects_oldest_views_are_dropped(tmp_path: Path):
     assert VIEW_TAG_PREFIX + "sweep-new" in views and users_own in views
     assert VIEW_TAG_PREFIX + "sweep-old0" not in views  # the oldest of ours made room
     assert len(views) == KEEP_VIEWS + 1
+
+
+def test_summary_and_view_rank_a_batch_size_sweep_by_the_same_objective(tmp_path: Path, store: str):
+    """An inference sweep over `scenario.batch_size=1,4` (as conf/scenario/inference.yaml suggests): the
+    jobs do different work per call, so the summary, the verdict and the UI's view all rank by throughput,
+    read from the work each worker stated; the view printed at the sweep's start already does."""
+    from tests.conftest import client, run_cli, runs
+
+    args = [
+        "scenario=inference",
+        "model=vit_tiny",
+        "scenario.batch_size=1,4",
+        "trainer.steps=4",
+        "trainer.warmup_steps=1",
+        "compile.mode=eager",
+    ]
+    proc = run_cli(args, tmp_path, store, multirun=True)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    parent = next(r for r in runs(store) if r.data.tags.get("sweep_parent") == "true")
+    assert parent.data.tags["objective"] == "throughput/samples_per_s"  # the summary's
+    summary = (tmp_path / "multirun" / "summary.md").read_text()
+    assert "throughput, samples/s" in summary
+    experiment = client(store).get_experiment(parent.info.experiment_id)
+    key = f"mlflow.sharedViewState.sweep-{parent.data.tags['sweep_id']}"
+    state = json.loads(json.loads(experiment.tags[key])["state"])
+    assert (state["orderByKey"], state["orderByAsc"]) == ("metrics.`throughput/samples_per_s`", False)
+    children = [r for r in runs(store) if r.data.tags.get("sweep_parent") != "true"]
+    assert sorted(r.data.tags["samples_per_unit"] for r in children) == ["1", "4"]
+
+
+def test_the_view_at_a_sweeps_start_ranks_by_the_planned_jobs_work():
+    """Before any job ran, the objective comes from each planned job's composed config."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from pipeline.config.schema import register_configs
+    from pipeline.sweep.state import planned_objective
+    from tests.conftest import CONF
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for overrides, metric in [
+            (["scenario=inference", "scenario.batch_size=1,4"], "throughput/samples_per_s"),
+            (["compile.mode=eager,default"], "step/p50_ms"),
+            (["model=gpt2_tiny", "trainer.batch_size=2,4"], "throughput/tokens_per_s"),
+        ]:
+            cfg = hydra_compose("config", return_hydra_config=True)  # the sweep's master config
+            cfg.hydra.overrides.task = overrides  # the sweep's axes, as the command line gave them
+            assert planned_objective(cfg).metric == metric, overrides

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from pipeline.config.checks import validate
 from pipeline.config.known_good import cache_file
 from pipeline.config.schema import register_configs
+from pipeline.job.preflight import validate
 
 register_configs()
 with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[2] / "conf"), version_base="1.3"):

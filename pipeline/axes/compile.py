@@ -26,7 +26,6 @@ from torch import nn
 
 from pipeline.config.schema import CompileConfig
 
-CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 StepFn = Callable[[Any], torch.Tensor]
 MakeStep = Callable[..., StepFn]  # (forward, *, mark_cudagraph_step) -> step
 
@@ -70,12 +69,6 @@ def compile_kwargs(settings: CompileConfig) -> dict[str, Any]:
     elif settings.mode != "default":
         kwargs["mode"] = settings.mode
     return kwargs
-
-
-def uses_cudagraphs(settings: CompileConfig) -> bool:
-    return settings.compiled and (
-        settings.mode in CUDAGRAPH_MODES or bool(settings.inductor_options().get("triton.cudagraphs"))
-    )
 
 
 def is_repeated(module: nn.Module) -> bool:
@@ -166,7 +159,7 @@ def apply_compile(
     compile_optimizer = settings.optimizer and scope != "step" and optimizer is not None
     if compile_optimizer:
         optimizer.step = torch.compile(optimizer.step, **{**kwargs, "fullgraph": False})  # type: ignore[method-assign, union-attr]
-    cudagraphs = uses_cudagraphs(settings)
+    cudagraphs = settings.uses_cudagraphs
     if scope == "step":  # the step-begin mark is called outside the compiled function: Dynamo skips it
         step = marking_step_begin(
             torch.compile(make_step(forward, mark_cudagraph_step=False), **kwargs), cudagraphs

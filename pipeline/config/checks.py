@@ -1,55 +1,40 @@
-"""`validate(cfg)`: every check of a config, before anything starts.
+"""`check(cfg)`: the checks a config can answer on its own, torch-free, before anything starts:
 
-Three kinds, in this order:
-1. each field's declared constraints (`choices`, `gt`, `ge`, `within` in :mod:`pipeline.config.schema`),
-   read from the field metadata, so allowed values are declared once;
-2. each section's own `check` method (combinations of its fields, next to them in the schema);
-3. checks that need a library: a timm model name, an HF config that builds for the input, a factory
-   that imports, a torch.compile backend, inductor options (`compile.options`, against
-   `torch._inductor.config`). They import torch or the model library lazily, and once
-   passed they are remembered per library version (:mod:`pipeline.config.known_good`), so a job's own
-   process usually skips those imports.
+1. each field's declared constraints (`choices`, `gt`, `ge`, `within`, declared with the field by
+   :func:`pipeline.config.fields.doc`), read from the field metadata, so allowed values are declared once;
+2. each section's own `check` method (combinations of its fields, next to them), and the scenario's
+   `fits` (what the rest of the config must be for it).
+
+The checks that need a library or the host (a model name, a backend, GPUs) are the job's preflight
+(:mod:`pipeline.job.preflight`), which runs these first.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import importlib.util
-import typing
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
-from pipeline.config import known_good
 from pipeline.config.errors import ConfigError
-from pipeline.config.schema import CompileConfig, Config, ModelConfig, to_config
+from pipeline.config.schema import Config, to_config
 
 
-def validate(cfg: Config | DictConfig) -> Config:
+def check(cfg: Config | DictConfig) -> Config:
     """Check values and combinations; return the typed config, or raise the first
     :class:`ConfigError` (every error found is in its `.errors`)."""
     config = to_config(cfg) if isinstance(cfg, DictConfig) else cfg
-    errors = list(field_errors(config, ""))
-    if not errors:  # the factory check imports the model library: only for an otherwise valid config
-        errors += model_errors("model", config.model)
-    if config.compile.compiled:
-        errors += backend_errors(config.compile.backend)
-    if config.compile.compiled and not errors:
-        errors += inductor_option_errors(config.compile)
-    if config.loss.teacher is not None and not errors:
-        errors += model_errors("loss.teacher", config.loss.teacher)
-    if config.parallel.distributed and not errors:
-        errors += parallel_errors(config)
-    if config.precision.float8 and not errors:
-        errors += float8_errors(config)
+    raise_first(list(field_errors(config, "")))
+    return config
+
+
+def raise_first(errors: list[ConfigError]) -> None:
+    """Raise the first error, carrying all of them (`.errors`); nothing when there is none."""
     if errors:
         first = errors[0]
         first.errors = errors
         raise first
-    return config
 
 
 def field_errors(node: Any, at: str) -> Iterator[ConfigError]:
@@ -75,229 +60,3 @@ def _constraint_errors(key: str, value: Any, meta: Any) -> Iterator[ConfigError]
     if "within" in meta and not meta["within"][0] <= value <= meta["within"][1]:
         low, high = meta["within"]
         yield ConfigError(key, value, f"must be in [{low:g}, {high:g}]")
-
-
-# ------------------------------------------------------------------------------------ library checks
-TIMM_FACTORY, HF_FACTORY = "models.timm_models.create", "models.hf.create"
-
-
-def model_errors(at: str, model: ModelConfig) -> list[ConfigError]:
-    """The model exists: a timm name timm knows, an HF config that builds for this input, a factory
-    that imports. (Imports the model library into this process, once per library version.)"""
-    target = model._target_
-    if target == TIMM_FACTORY:
-        if known_good.passes("timm model", model.name, lambda: _timm_model_exists(model.name)):
-            return []
-        return [ConfigError(f"{at}.name", model.name, _timm_allowed(model.name))]
-    if target == HF_FACTORY:
-        settings = [model.name, dataclasses.asdict(model.input), dict(model.kwargs)]
-        if known_good.passes("hf config", settings, lambda: _hf_config_error(*settings) is None):
-            return []
-        err = _hf_config_error(*settings)
-        assert err is not None
-        return [ConfigError(at + err.key.removeprefix("model"), err.value, err.allowed)]
-    from hydra.utils import get_method
-
-    try:
-        get_method(target)
-    except Exception as err:
-        reason = " ".join(str(err).split())[:200]
-        return [
-            ConfigError(
-                f"{at}._target_",
-                target,
-                f"a dotted path to an importable factory ({type(err).__name__}: {reason})",
-            )
-        ]
-    return []
-
-
-def parallel_errors(config: Config) -> list[ConfigError]:
-    """A distributed job fits the machine and the model: no more processes than visible GPUs on
-    cuda, or on auto where there are GPUs (counted through NVML: this process never initializes
-    CUDA), and blocks FSDP2 can shard
-    (the model built on the meta device, once per library version)."""
-    par, errors = config.parallel, []
-    visible = visible_gpus() if config.device in ("cuda", "auto") else None
-    if visible is not None and (config.device == "cuda" or visible > 0) and par.nproc > visible:
-        errors.append(
-            ConfigError(
-                "parallel.nproc",
-                par.nproc,
-                f"at most the {visible} GPU(s) this job sees (device={config.device}); device=cpu runs gloo processes",
-            )
-        )
-    if par.strategy == "fsdp":
-        settings = [config.model.id, config.model._target_, config.model.name, dict(config.model.kwargs)]
-        if not known_good.passes("fsdp blocks", settings, lambda: _has_blocks(config.model)):
-            errors.append(
-                ConfigError(
-                    "parallel",
-                    "fsdp",
-                    f"model={config.model.id} has no repeated blocks to shard (no ModuleList/Sequential of same-class "
-                    "modules): parallel=ddp or none",
-                )
-            )
-    return errors
-
-
-def visible_gpus() -> int | None:
-    """GPUs this job may use: CUDA_VISIBLE_DEVICES if set, else NVML's count; None if unknown."""
-    import os
-
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        return len([d for d in listed.split(",") if d.strip() and d.strip() != "-1"])
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return int(pynvml.nvmlDeviceGetCount())
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return None
-
-
-def _has_blocks(model: ModelConfig) -> bool:
-    import torch
-
-    from models import build_model
-    from pipeline.axes.compile import repeated_blocks
-
-    with torch.device("meta"):
-        return bool(repeated_blocks(build_model(model)))
-
-
-def _timm_model_exists(name: str | None) -> bool:
-    from models import timm_models
-
-    return timm_models.model_exists(name)
-
-
-def _timm_allowed(name: str | None) -> str:
-    import difflib
-
-    from models import timm_models
-
-    close = difflib.get_close_matches(str(name), timm_models.timm.list_models(), n=3)
-    return "a timm model name (timm.list_models())" + (f"; close: {', '.join(close)}" if close else "")
-
-
-def _hf_config_error(name: str, input_spec: dict[str, Any], kwargs: dict[str, Any]) -> ConfigError | None:
-    from models import hf
-
-    try:
-        hf.make_config(name, input_spec, **kwargs)
-    except ConfigError as err:
-        return err
-    return None
-
-
-FLOAT8_MIN_CAPABILITY = (8, 9)  # Ada and Hopper: float8 tensor cores
-PRECISION_DIR = Path(__file__).resolve().parents[2] / "conf" / "precision"
-
-
-def float8_errors(config: Config) -> list[ConfigError]:
-    """`precision=fp8` (float8 training through torchao) where it can run: training, on a visible GPU
-    of compute capability 8.9 or newer (asked of NVML: this process never initializes CUDA), with
-    torchao installed. Else one line naming the key, why, and the precisions allowed here."""
-    why = _float8_unavailable(config)
-    if not why:
-        return []
-    others = sorted(p.stem for p in PRECISION_DIR.glob("*.yaml") if p.stem != config.precision.id)
-    return [ConfigError("precision", config.precision.id, f"{why}; allowed values here: {', '.join(others)}")]
-
-
-def _float8_unavailable(config: Config) -> str:
-    if config.scenario.name != "train":
-        return f"float8 training (torchao) is for scenario=train, not scenario={config.scenario.name}"
-    if config.device == "cpu":
-        return "float8 training (torchao) runs on Hopper-class GPUs only (compute capability >= 8.9), not on device=cpu"
-    if config.parallel.distributed:
-        return f"float8 training is not wired for parallel={config.parallel.strategy} (FSDP2's float8 all-gather is not measured): parallel=none only"
-    if importlib.util.find_spec("torchao") is None:
-        return "float8 training needs torchao, which is not installed (pip install torchao)"
-    capabilities = gpu_capabilities()
-    if not capabilities:
-        return "float8 training (torchao) runs on Hopper-class GPUs only, and NVML sees no GPU on this host"
-    if min(capabilities) < FLOAT8_MIN_CAPABILITY:
-        found = ", ".join(f"{major}.{minor}" for major, minor in sorted(set(capabilities)))
-        return f"float8 training (torchao) needs compute capability >= 8.9 (Hopper-class); this host's GPUs have {found}"
-    return ""
-
-
-def gpu_capabilities() -> list[tuple[int, int]]:
-    """The compute capability of every GPU NVML sees (empty without NVML or a GPU)."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            count = pynvml.nvmlDeviceGetCount()
-            return [
-                tuple(pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(i)))  # type: ignore[misc]
-                for i in range(count)
-            ]
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return []
-
-
-def backend_errors(backend: str) -> list[ConfigError]:
-    if known_good.passes("compile.backend", backend, lambda: backend in available_backends()):
-        return []
-    return [ConfigError("compile.backend", backend, "allowed values are " + ", ".join(available_backends()))]
-
-
-def available_backends() -> list[str]:
-    """The backends torch lists (including the debug ones, such as `aot_eager`)."""
-    import torch._dynamo
-
-    return sorted(torch._dynamo.list_backends(exclude_tags=()))
-
-
-def inductor_option_errors(settings: CompileConfig) -> list[ConfigError]:
-    """Each `compile.options` key is a key of the installed torch's inductor config, with a value of
-    its type: what torch checks only once the worker compiles, tens of seconds in."""
-    options = settings.inductor_options()
-    if not options or settings.backend != "inductor":
-        return []
-    check = sorted(options.items(), key=lambda item: item[0])
-    if known_good.passes("inductor options", check, lambda: not _option_errors(options)):
-        return []
-    return _option_errors(options)
-
-
-def _option_errors(options: dict[str, Any]) -> list[ConfigError]:
-    from torch._inductor import config
-
-    known = config.get_config_copy()
-    errors = []
-    for key, value in options.items():
-        name = key.replace("-", "_")  # as torch reads them
-        if name not in known:
-            close = difflib.get_close_matches(name, list(known), n=3)
-            hint = f"; close: {', '.join(close)}" if close else ""
-            errors.append(
-                ConfigError(
-                    f"compile.options.{key}", value, f"an inductor option (torch._inductor.config){hint}"
-                )
-            )
-            continue
-        expected = config.get_type(name)
-        if (
-            typing.get_origin(expected) is None
-            and isinstance(expected, type)
-            and not isinstance(value, expected)
-        ):
-            errors.append(
-                ConfigError(
-                    f"compile.options.{key}",
-                    value,
-                    f"torch._inductor.config.{name} takes {expected.__name__}",
-                )
-            )
-    return errors

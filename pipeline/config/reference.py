@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import typing
-from dataclasses import fields, is_dataclass
+from dataclasses import MISSING, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,9 @@ def rows(cls: type, prefix: str, raw: dict[str, Any]) -> list[tuple[str, str, st
     for f in fields(cls):
         path = f"{prefix}{f.name}"
         tp = hints[f.name]
+        if cls is Config and f.name == "scenario":
+            out.extend(scenario_rows(f.metadata.get("help", "")))
+            continue
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
         nested = tp if is_dataclass(tp) else inner[0] if inner and is_dataclass(inner[0]) else None
         if nested is not None and path not in ("loss.teacher",):
@@ -90,6 +93,28 @@ def rows(cls: type, prefix: str, raw: dict[str, Any]) -> list[tuple[str, str, st
         value = _value(raw, path)
         default = "(required)" if value == "???" else _text(value)
         out.append((path, default, allowed, f.metadata.get("help", "")))
+    return out
+
+
+def scenario_rows(help_text: str) -> list[tuple[str, str, str, str]]:
+    """The scenario group, then each scenario's own keys (its config class's fields, with the defaults
+    its conf/scenario file gives them)."""
+    import yaml
+
+    from pipeline.scenarios import CONF, available, default_name
+
+    scenarios = available()
+    out = [("scenario", f"`{default_name()}`", ", ".join(f"`{n}`" for n in scenarios), help_text)]
+    for name, cls in scenarios.items():
+        node = yaml.safe_load((CONF / "scenario" / f"{name}.yaml").read_text()) or {}
+        node = node.get("scenario", node)  # a file in the _global_ package holds its node under `scenario`
+        for path, default, allowed, meaning in rows(cls, "scenario.", {"scenario": node}):
+            if path == "scenario._target_":
+                continue
+            if default == "":
+                f = next(f for f in fields(cls) if f"scenario.{f.name}" == path)
+                default = _text(f.default_factory() if f.default is MISSING else f.default)
+            out.append((path, default, allowed, f"`scenario={name}`: {meaning}"))
     return out
 
 

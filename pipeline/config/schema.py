@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,43 +23,22 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from pipeline.config.errors import ConfigError
+from pipeline.config.fields import doc
+from pipeline.scenarios import scenario_config
+from pipeline.scenarios.base import ScenarioConfig
 
 COMPILE_MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 COMPILE_SCOPES = ("model", "loss", "model_and_loss", "regional", "step")
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes that run compiled code as CUDA graphs
 DEVICES = ("auto", "cuda", "cpu")
 INPUT_KINDS = ("image", "tokens")
 TOKEN_TARGETS = ("next_token", "masked_token", "class")
 AUTOCAST_DTYPES = ("bfloat16", "float16")
 PARAM_DTYPES = ("float32", "bfloat16", "float16")
-SCENARIOS = ("train", "inference", "generate")
 DISTILL_KINDS = ("mse", "kl")
 PARALLEL_STRATEGIES = ("none", "ddp", "fsdp")
 OPTIMIZE_DDP = ("on", "off", "compiled_autograd")
 WORKER_STARTS = ("template", "spawn")
-
-
-def doc(
-    default: Any,
-    help: str,
-    *,
-    choices: tuple[str, ...] | None = None,
-    gt: float | None = None,
-    ge: float | None = None,
-    within: tuple[float, float] | None = None,
-) -> Any:
-    """A dataclass field with its help text and its constraints (read by the checks and `make docs`).
-    A dataclass type or a dict default becomes a default factory."""
-    meta: dict[str, Any] = {"help": help}
-    for key, value in (("choices", choices), ("gt", gt), ("ge", ge), ("within", within)):
-        if value is not None:
-            meta[key] = value
-    if isinstance(default, type) and is_dataclass(default):
-        return field(default_factory=default, metadata=meta)
-    if isinstance(default, dict):
-        return field(default_factory=lambda: dict(default), metadata=meta)
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 @dataclass(kw_only=True)
@@ -107,7 +86,9 @@ class ModelConfig:
     input: InputSpec = doc(InputSpec, "the input spec; data generation follows it")
     batch_size: int = doc(64, "this model's default batch size (`trainer.batch_size` defaults to it)", gt=0)
     scenarios: list[str] = doc(
-        ["train", "inference"], "the scenarios this model supports (causal LMs add `generate`)"
+        [],
+        "the scenarios this model runs (conf/scenario names); empty: every scenario that does not ask models "
+        "to opt in (causal LMs list the generation scenario)",
     )
 
 
@@ -168,6 +149,14 @@ class CompileConfig:
     @property
     def compiled(self) -> bool:
         return self.mode != "eager"
+
+    @property
+    def uses_cudagraphs(self) -> bool:
+        """Whether the compiled code runs as CUDA graphs: the modes that use them, or
+        `compile.options` turning `triton.cudagraphs` on (the one definition)."""
+        return self.compiled and (
+            self.mode in CUDAGRAPH_MODES or bool(self.inductor_options().get("triton.cudagraphs"))
+        )
 
     @property
     def compiles_optimizer(self) -> bool:
@@ -371,47 +360,6 @@ class SweepConfig:
 
 
 @dataclass(kw_only=True)
-class ScenarioConfig:
-    """What a job runs and measures. The step counts of `trainer` apply to every scenario: a step is a
-    training step, a forward call (inference) or a generation (generate)."""
-
-    name: str = doc(
-        "train",
-        "`train` (training steps), `inference` (forward calls in eval mode under torch.inference_mode), "
-        "`generate` (prefill and greedy decode with a static KV cache; causal LMs)",
-        choices=SCENARIOS,
-    )
-    batch_size: int | None = doc(
-        None, "inference and generate: samples per call; null: trainer.batch_size", gt=0
-    )
-    batch_sizes: list[int] = doc(
-        [],
-        "inference: cycle these batch sizes through warm-up and measurement (the dynamic-batch case: "
-        "with compile.dynamic=true one graph serves them all); empty: scenario.batch_size only",
-    )
-    prompt_len: int = doc(128, "generate: prompt tokens, processed by the prefill", gt=0)
-    new_tokens: int = doc(
-        64, "generate: tokens per generation (the first from the prefill, the rest decoded)", gt=1
-    )
-    parity_tokens: int = doc(
-        8, "generate: the first this many greedy tokens of compiled and eager decode must agree", gt=0
-    )
-    topk: int = doc(
-        5, "inference: output parity compares the top-k classes of compiled and eager logits", gt=0
-    )
-
-    def check(self, at: str) -> Iterator[ConfigError]:
-        if self.parity_tokens > self.new_tokens:
-            yield ConfigError(
-                f"{at}.parity_tokens", self.parity_tokens, f"must be <= scenario.new_tokens={self.new_tokens}"
-            )
-        if any(not isinstance(b, int) or b < 1 for b in self.batch_sizes):
-            yield ConfigError(
-                f"{at}.batch_sizes", list(self.batch_sizes), "positive batch sizes, e.g. [2,3,4,5]"
-            )
-
-
-@dataclass(kw_only=True)
 class ParallelConfig:
     """One job, one training run on `nproc` processes of one node (torchrun, one process per GPU;
     gloo processes on the CPU). `trainer.batch_size` is per process: the global batch is nproc times it."""
@@ -476,7 +424,11 @@ class Config:
     model: ModelConfig = doc(MISSING, "model group: vit_b16, vit_tiny, resnet50, gpt2, ...")
     loss: LossConfig = doc(MISSING, "loss group: cross_entropy, distillation")
     precision: PrecisionConfig = doc(MISSING, "precision group: amp, fp32, tf32, amp_fp16, bf16")
-    scenario: ScenarioConfig = doc(ScenarioConfig, "scenario group: train, inference, generate")
+    scenario: Any = doc(
+        {},
+        "the scenario group (conf/scenario/): what a job runs and measures; its keys are the scenario's own "
+        "(pipeline/scenarios/<name>/config.py)",
+    )
     compile: CompileConfig = doc(CompileConfig, "torch.compile settings")
     parallel: ParallelConfig = doc(
         ParallelConfig, "parallel group: none, ddp, fsdp (processes per job, DDP/FSDP2 knobs)"
@@ -496,6 +448,11 @@ class Config:
     diagnose: DiagnoseConfig = doc(DiagnoseConfig, "graph breaks, syncs, traces, FLOPs")
     sweep: SweepConfig = doc(SweepConfig, "multirun bookkeeping")
 
+    def __post_init__(self) -> None:
+        # The scenario's node (as composed, or as the worker reads it back) becomes its typed config.
+        if not isinstance(self.scenario, ScenarioConfig):
+            self.scenario = scenario_config(self.scenario)
+
     @property
     def paired(self) -> bool:
         """Whether the worker also measures an eager copy (a compiled job with the paired baseline on)."""
@@ -512,11 +469,8 @@ class Config:
             yield ConfigError("gpu_pool", pool, "`all`, or a list of GPU indices such as [0,1], or null")
         if self.loss.teacher is not None:
             yield from _teacher_fits_student(self.model.input, self.loss.teacher.input)
-        yield from _scenario_fits(self)
+        yield from self.scenario.fits(self)
         yield from _parallel_fits(self)
-
-
-CUDAGRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
 
 
 def _parallel_fits(cfg: Config) -> Iterator[ConfigError]:
@@ -529,12 +483,6 @@ def _parallel_fits(cfg: Config) -> Iterator[ConfigError]:
             "parallel.nproc",
             par.nproc,
             f"at most the {len(cfg.gpu_pool)} GPU(s) of gpu_pool={cfg.gpu_pool} (one per rank)",
-        )
-    if cfg.scenario.name != "train":
-        yield ConfigError(
-            "parallel",
-            par.strategy,
-            f"scenario={cfg.scenario.name} runs on one device: parallel=none (ddp/fsdp: scenario=train)",
         )
     if par.optimize_ddp != "on" and not cfg.compile.compiled:
         yield ConfigError(
@@ -553,13 +501,14 @@ def _parallel_fits(cfg: Config) -> Iterator[ConfigError]:
             par.optimize_ddp,
             "needs compile.scope=step: compiled autograd traces a backward() called inside the compiled function",
         )
-    if cfg.compile.compiled and cfg.compile.mode in CUDAGRAPH_COMPILE_MODES:
+    if cfg.compile.uses_cudagraphs:
+        by_mode = cfg.compile.mode in CUDAGRAPH_MODES
         yield ConfigError(
-            "compile.mode",
-            cfg.compile.mode,
+            "compile.mode" if by_mode else "compile.options.triton.cudagraphs",
+            cfg.compile.mode if by_mode else True,
             f"not with parallel={par.strategy}: CUDA graphs with DDP's hooks are known broken "
             "(pytorch/pytorch#140395: DDP + max-autotune broken since 2.5; #113809: DDP + cudagraph trees); "
-            "use default or max-autotune-no-cudagraphs",
+            + ("use default or max-autotune-no-cudagraphs" if by_mode else "leave triton.cudagraphs off"),
         )
     if par.strategy == "fsdp" and cfg.precision.grad_scaler:
         yield ConfigError(
@@ -567,62 +516,6 @@ def _parallel_fits(cfg: Config) -> Iterator[ConfigError]:
             True,
             "not with parallel=fsdp (sharded gradients need a sharded scaler): precision=amp (bf16)",
         )
-
-
-NOT_TRAINING_SCOPES = ("model", "regional", "step")
-
-
-def _scenario_fits(cfg: Config) -> Iterator[ConfigError]:
-    """What each scenario can run: the model must support it, and only training has a loss or an
-    optimizer to compile, or needs weights it can train."""
-    scenario = cfg.scenario.name
-    if scenario not in cfg.model.scenarios:
-        yield ConfigError(
-            "scenario",
-            scenario,
-            f"model={cfg.model.id} supports {', '.join(cfg.model.scenarios)} (its config's `scenarios`)",
-        )
-        return
-    if scenario == "train":
-        if cfg.precision.param_dtype == "float16":
-            yield ConfigError(
-                "precision.param_dtype",
-                "float16",
-                "not for training (no master weights); use it with scenario=inference or generate",
-            )
-        return
-    if cfg.compile.scope not in NOT_TRAINING_SCOPES:
-        yield ConfigError(
-            "compile.scope",
-            cfg.compile.scope,
-            f"scenario={scenario} has no loss: {', '.join(NOT_TRAINING_SCOPES)}",
-        )
-    if cfg.compile.optimizer:
-        yield ConfigError("compile.optimizer", True, f"scenario={scenario} has no optimizer")
-    if cfg.loss.teacher is not None:
-        yield ConfigError("loss", cfg.loss.id, f"scenario={scenario} has no loss: leave loss=cross_entropy")
-    if scenario == "generate" and cfg.precision.autocast_dtype is not None:
-        yield ConfigError(
-            "precision.autocast_dtype",
-            cfg.precision.autocast_dtype,
-            "scenario=generate runs in the weights' dtype (its KV cache takes one dtype): precision=bf16, fp16 or fp32",
-        )
-    if scenario == "generate" and (
-        cfg.model._target_ != "models.hf.create" or cfg.model.input.target != "next_token"
-    ):
-        yield ConfigError(
-            "scenario",
-            scenario,
-            "generate needs a causal LM built by models.hf.create (model.input.target=next_token)",
-        )
-    if scenario == "generate":
-        need = cfg.scenario.prompt_len + cfg.scenario.new_tokens
-        if need > cfg.model.input.seq_len:
-            yield ConfigError(
-                "scenario.new_tokens",
-                cfg.scenario.new_tokens,
-                f"prompt_len + new_tokens = {need} must be <= model.input.seq_len={cfg.model.input.seq_len} (the KV cache's length)",
-            )
 
 
 def _teacher_fits_student(student: InputSpec, teacher: InputSpec) -> Iterator[ConfigError]:
@@ -663,7 +556,7 @@ OmegaConf.register_new_resolver("default_store", default_store, replace=True)
 
 # Free-form mappings: `key={a: 1}` on the command line sets keys Hydra's struct mode would refuse as
 # "not a config key" (the `+key.a=1` form needs no help).
-OPEN_MAPPINGS = ("compile.options", "trainer.optimizer.kwargs")
+OPEN_MAPPINGS = ("compile.options", "trainer.optimizer.kwargs", "scenario")
 
 
 def register_configs() -> None:

@@ -1,13 +1,21 @@
-"""A job's result in words, from its result file (torch-free): the last line the job prints, and the
-description its MLflow run opens with (the same figures, then how they were measured), and the few
-tags a user filters on. Everything else the worker knows goes to `run_info.json` beside the result.
+"""A job's result in words and as its run's payload, from its result file (torch-free): the last line
+the job prints, the description its MLflow run opens with (the same figures, then how they were
+measured), the few tags a user filters on, and the whole :class:`RunPayload` its run gets. Everything
+else the worker knows goes to `run_info.json` beside the result.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from pipeline.config.schema import Config, to_dict
 from pipeline.job.result import JobResult
+from pipeline.jobdir import JobDir
+from pipeline.measure.objective import Work
 from pipeline.provenance import PROJECT_ROOT
+from pipeline.redaction import scrub, secret_values
 from pipeline.status import FINISHED
+from pipeline.tracking.payload import RunPayload, flatten
 
 
 def one_line(name: str, result: JobResult, *, in_sweep: bool = False) -> str:
@@ -94,6 +102,41 @@ def outcome_tags(result: JobResult) -> dict[str, str]:
         tags["noisy"] = "true"
     if result.info.get("worker_start"):
         tags["worker_start"] = str(result.info["worker_start"])  # template or spawn: how the worker started
+    work = Work.from_dict(result.work)
+    if work is not None:  # what a unit did and what it is judged on: the summary and the view read these
+        tags.update(work.tags())
     if result.error:
         tags["error_type"], tags["error_message"] = result.error.type, result.error.message
     return tags
+
+
+def run_payload(cfg: Config, result: JobResult, job_dir: Path) -> RunPayload:
+    """Everything the job's run gets: the config as params, the figures and curves, the tags, the
+    description, the job folder's artifacts, and its status; secrets masked everywhere."""
+    secrets = secret_values(to_dict(cfg))
+    tags = {**outcome_tags(result), "mlflow.note.content": scrub(run_description(result), secrets)}
+    if result.error:
+        tags["error_message"] = scrub(result.error.message, secrets)
+    folder = JobDir(job_dir)
+    return RunPayload(
+        params=flatten(to_dict(cfg)),
+        metrics=dict(result.metrics),
+        series=series_points(cfg, result),
+        tags=tags,
+        status=result.status,
+        failed=result.error is not None,
+        files=folder.artifacts(),
+        folders=folder.artifact_folders(),
+        secrets=secrets,
+    )
+
+
+def series_points(cfg: Config, result: JobResult) -> dict[str, list[tuple[int, float]]]:
+    """Per-unit curves keyed by unit: losses from step 0, step times from the first measured step
+    (= warm-up steps)."""
+    warmup = cfg.trainer.warmup_steps
+    points: dict[str, list[tuple[int, float]]] = {}
+    for name, values in result.series.items():
+        offset = warmup if name.endswith("step_ms") else 0
+        points[name] = [(offset + i, v) for i, v in enumerate(values) if v == v]  # NaN-free
+    return points

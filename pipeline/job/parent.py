@@ -23,17 +23,18 @@ from pipeline.config.errors import ConfigError
 from pipeline.config.schema import Config, to_dict
 from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
 from pipeline.job.gpu_pool import gpu_slot, pool_lock_dir
-from pipeline.job.outcome import one_line
+from pipeline.job.outcome import one_line, run_payload
 from pipeline.job.progress import JobProgress, sweep_status
-from pipeline.job.result import RESULT_FILE, RUN_ID_FILE, JobResult, record_run_id
+from pipeline.job.result import JobResult, record_run_id
 from pipeline.job.result import one_line as first_line
 from pipeline.job.signals import SchedulerSignals, in_submitit_job, signals_held
 from pipeline.job.supervisor import WorkerLaunch, run_worker
 from pipeline.job.worker_start import plan
+from pipeline.jobdir import JobDir
 from pipeline.provenance import command_line
 from pipeline.redaction import redacted
 from pipeline.status import FAILED, KILLED, NOT_SYNCED, SKIPPED
-from pipeline.sweep.state import SweepContext
+from pipeline.sweep_context import SweepContext
 from pipeline.tracking import Tracker, TrackingUnavailable, check_reachable, retry_bound
 
 
@@ -92,6 +93,7 @@ class JobParent:
     def __init__(self, config: Config, place: JobPlace, signals: SchedulerSignals):
         self.config, self.place, self.signals = config, place, signals
         self.job_dir = place.job_dir
+        self.folder = JobDir(place.job_dir)
         self.varied = place.sweep.axes if place.sweep else []
         self.name = run_name(config, self.varied)
         self.config_hash = config_hash(config)
@@ -101,8 +103,8 @@ class JobParent:
 
     def run(self) -> str:
         self.job_dir.mkdir(parents=True, exist_ok=True)
-        (self.job_dir / RUN_ID_FILE).unlink(missing_ok=True)
-        (self.job_dir / "config.yaml").write_text(OmegaConf.to_yaml(redacted(to_dict(self.config))))
+        self.folder.run_id.unlink(missing_ok=True)
+        self.folder.config_yaml.write_text(OmegaConf.to_yaml(redacted(to_dict(self.config))))
         try:
             tracker = self.check_store()
         except TrackingUnavailable as err:
@@ -153,7 +155,7 @@ class JobParent:
 
     def skipped(self, run_id: str) -> None:
         """A resumed job that already finished: its result names that run, and the sweep counts it done."""
-        path = self.job_dir / RESULT_FILE
+        path = self.folder.result
         if not path.exists():  # a resumption in the same folder keeps the earlier result
             JobResult(status=SKIPPED, mlflow_run_id=run_id, mlflow_synced=True).write(path)
         if self.place.sweep is not None:
@@ -231,26 +233,28 @@ class JobParent:
         result.mlflow_run_id = run_id
         result.metrics["job/wall_s"] = time.monotonic() - self.started
         result.info["parent_pid"] = os.getpid()
-        write_job_files(result, self.job_dir, self.config.trainer.warmup_steps)
-        result.write(self.job_dir / RESULT_FILE)
+        write_job_files(result, self.folder, self.config.trainer.warmup_steps)
+        result.write(self.folder.result)
         logging_started = time.monotonic()
         tracker = self.job_run.tracker
         assert tracker is not None
         try:
-            tracker.log_result(run_id, self.config, result, self.job_dir)
+            tracker.log_payload(run_id, run_payload(self.config, result, self.job_dir))
         except Exception as exc:
             self.not_logged(tracker, run_id, f"{type(exc).__name__}: {first_line(str(exc))}")
             return NOT_SYNCED
         result.mlflow_synced = True
         result.info["mlflow_log_s"] = time.monotonic() - logging_started  # local copy only: MLflow has it
-        result.write(self.job_dir / RESULT_FILE)
+        result.write(self.folder.result)
         return result.status
 
     def not_logged(self, tracker: Tracker, run_id: str, error: str) -> None:
         """The store took the run but not the whole result (an artifact store full, the server gone):
         close the run FAILED with that reason where the store still answers, and say so in one line."""
         sync = f"python -m pipeline.report --sync {self.job_dir}"
-        reason = f"could not log the result ({error}); it is kept in {self.job_dir / RESULT_FILE}: `{sync}` uploads it"
+        reason = (
+            f"could not log the result ({error}); it is kept in {self.folder.result}: `{sync}` uploads it"
+        )
         try:
             tracker.close_run(run_id, FAILED, error_type="ResultNotLogged", message=reason)
             closed = "closed FAILED"
@@ -259,7 +263,7 @@ class JobParent:
         bound = retry_bound(self.config.mlflow.tracking_uri)
         print(
             f"mlflow error: could not log run {run_id} ({error}{'; ' + bound if bound else ''}); run {closed}; "
-            f"the result is kept in {self.job_dir / RESULT_FILE}; upload it later with `{sync}`",
+            f"the result is kept in {self.folder.result}; upload it later with `{sync}`",
             file=sys.stderr,
             flush=True,
         )
@@ -276,29 +280,27 @@ class AlreadyFinished(Exception):
 def inductor_cache_dir(config: Config, job_dir: Path, sweep: SweepContext | None) -> Path:
     """Shared by a sweep's jobs by default; per job with `diagnose.cold_cache=true`; or as configured."""
     if config.diagnose.cold_cache:
-        return job_dir / "inductor_cache"
+        return JobDir(job_dir).inductor_cache
     if config.diagnose.cache_dir:
         return Path(config.diagnose.cache_dir).resolve()
     return Path(sweep.sweep_dir if sweep else job_dir) / "inductor_cache"
 
 
-def write_job_files(result: JobResult, job_dir: Path, warmup_steps: int) -> None:
+def write_job_files(result: JobResult, folder: JobDir, warmup_steps: int) -> None:
     """Per-step times as CSV, the environment and the job's internals (run_info.json), and the error
     with its traceback, beside the result."""
-    with open(job_dir / "step_times.csv", "w", newline="") as f:
+    with open(folder.step_times, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["variant", "step", "step_time_ms"])
         for variant, key in (("compiled_or_eager", "curve/step_ms"), ("paired_eager", "curve/eager_step_ms")):
             for i, ms in enumerate(result.series.get(key, [])):
                 writer.writerow([variant, warmup_steps + i, f"{ms:.6f}"])
     run_info = {"environment": result.environment, "info": result.info}
-    (job_dir / "run_info.json").write_text(json.dumps(run_info, indent=1, default=str))
+    folder.run_info.write_text(json.dumps(run_info, indent=1, default=str))
     if result.diagnostics:
-        (job_dir / "diagnostics.json").write_text(json.dumps(result.diagnostics, indent=1, default=str))
+        folder.diagnostics.write_text(json.dumps(result.diagnostics, indent=1, default=str))
     if result.error:
-        (job_dir / "error.txt").write_text(
-            f"{result.error.type}: {result.error.message}\n\n{result.error.traceback}"
-        )
+        folder.error.write_text(f"{result.error.type}: {result.error.message}\n\n{result.error.traceback}")
 
 
 def record_bad_job(sweep: SweepContext, err: ConfigError, overrides: list[str]) -> None:

@@ -1,5 +1,5 @@
-"""Progress on long work, both ends of it: the worker's progress events (`@@progress {json}` lines on
-its stdout), the parent's per-job step bar, and the sweep-level line (jobs done / total, failures, ETA).
+"""Progress on long work, the parent's end: the per-job bar of the worker's progress events
+(:mod:`pipeline.progress`), and the sweep-level line (jobs done / total, failures, ETA).
 
 On a terminal the job bar is a rich progress bar; otherwise (logs, CI, SLURM) plain lines at phase
 changes and every 10% of a phase, so log files stay readable.
@@ -9,39 +9,12 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.job.result import RESULT_FILE
+from pipeline.jobdir import RESULT
+from pipeline.progress import format_duration
 from pipeline.status import FINISHED, SKIPPED
-
-PROGRESS_PREFIX = "@@progress "
-
-
-class Progress:
-    """The worker's side: progress events for the parent, at most a few per second (and always the
-    last step of a phase)."""
-
-    def __init__(self, min_interval_s: float = 0.25):
-        self.min_interval_s, self.last = min_interval_s, 0.0
-
-    def __call__(self, variant: str, phase: str, done: int, total: int, force: bool = False) -> None:
-        now = time.monotonic()
-        if force or now - self.last >= self.min_interval_s or done == total:
-            self.last = now
-            event = {"variant": variant, "phase": phase, "done": done, "total": total}
-            print(PROGRESS_PREFIX + json.dumps(event), flush=True)
-
-
-def parse_progress(line: str) -> dict[str, Any] | None:
-    """The event of a worker's progress line, or None for any other line."""
-    if not line.startswith(PROGRESS_PREFIX):
-        return None
-    try:
-        return json.loads(line[len(PROGRESS_PREFIX) :])
-    except ValueError:
-        return None
 
 
 def is_terminal() -> bool:
@@ -100,7 +73,7 @@ def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
     (so it is right whichever launcher ran the jobs). Jobs a resumed sweep skipped count as done; the
     ETA is the mean of the jobs that ran."""
     walls, done, failed = [], 0, 0
-    for path in sweep_dir.glob(f"*/{RESULT_FILE}"):
+    for path in sweep_dir.glob(f"*/{RESULT}"):
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -116,14 +89,3 @@ def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
         eta = (sum(walls) / len(walls)) * (total_jobs - done)
         text += f", ETA {format_duration(eta)}"
     return text
-
-
-def format_duration(seconds: float) -> str:
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m{seconds:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"

@@ -15,11 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.jobdir import JobDir
 from pipeline.status import FAILED, KILLED
-
-RESULT_FILE = "result.json"
-RANK_RESULT_GLOB = "result.rank*.json"  # ranks other than 0 of a distributed job (rank_result_path)
-RUN_ID_FILE = "mlflow_run_id"  # the job's MLflow run, written as soon as it exists (for --sync)
 
 
 @dataclass
@@ -38,6 +35,7 @@ class JobResult:
     info: dict[str, Any] = field(default_factory=dict)  # effective settings, compile kwargs, notes
     diagnostics: dict[str, Any] = field(default_factory=dict)  # graph-break reasons, syncs, ...
     method: str = ""  # how it was measured, in words
+    work: dict[str, Any] = field(default_factory=dict)  # what one unit did (pipeline.measure.objective.Work)
     error: JobError | None = None
     mlflow_run_id: str | None = None
     mlflow_synced: bool = False
@@ -72,12 +70,6 @@ class JobResult:
         return result
 
 
-def rank_result_path(result_path: str | Path, rank: int) -> Path:
-    """Where a rank writes its result: rank 0 the job's result file, rank r `result.rank<r>.json` beside it."""
-    path = Path(result_path)
-    return path if rank == 0 else path.with_name(f"result.rank{rank}.json")
-
-
 def one_line(message: str, limit: int = 500) -> str:
     """The first meaningful line of an error message, bounded in length."""
     lines = [ln.strip() for ln in str(message).strip().splitlines() if ln.strip()]
@@ -87,12 +79,12 @@ def one_line(message: str, limit: int = 500) -> str:
 
 def record_run_id(job_dir: Path, run_id: str) -> None:
     """Note the job's run in its folder, so a result logged later goes to this run and no other."""
-    (job_dir / RUN_ID_FILE).write_text(run_id + "\n")
+    JobDir(job_dir).run_id.write_text(run_id + "\n")
 
 
 def recorded_run_id(job_dir: Path) -> str | None:
     try:
-        return (job_dir / RUN_ID_FILE).read_text().strip() or None
+        return JobDir(job_dir).run_id.read_text().strip() or None
     except OSError:
         return None
 

@@ -24,15 +24,14 @@ from typing import Any
 
 from pipeline.config.schema import Config, to_dict
 from pipeline.job.lifeline import PARENT_ENV, START_GATE_ENV
-from pipeline.job.progress import parse_progress
-from pipeline.job.result import RANK_RESULT_GLOB, RESULT_FILE, JobResult
+from pipeline.job.result import JobResult
 from pipeline.job.worker_start import READY_TIMEOUT_S, ForkedWorker, StartPlan, start_worker
+from pipeline.jobdir import RANK_RESULT_GLOB, JobDir
+from pipeline.progress import parse_progress
 from pipeline.status import FAILED, FINISHED, KILLED
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILL_GRACE_S = 5.0
-START_GATE_FILE = "job_ready"  # the job's run is open (pipeline.job.lifeline.wait_for_the_job)
-RANK_FAILURES_FILE = "ranks_failed.json"  # a distributed job's rank exits, written by pipeline.job.ranks
 # What a rank dies of when a peer's failure breaks its collective, or the launcher stops it.
 CONSEQUENTIAL_SIGNALS = frozenset({signal.SIGABRT, signal.SIGTERM, signal.SIGINT})
 # NVLink multicast (NVLS) off in every process a job starts: on shared multi-GPU hosts it can take the
@@ -114,19 +113,16 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
     goes on. The timeout counts from the spawn."""
     job_dir, timeout_s = launch.job_dir, launch.timeout_s
     job_dir.mkdir(parents=True, exist_ok=True)
-    config_path, result_path, log_path = (
-        job_dir / "job_config.json",
-        job_dir / RESULT_FILE,
-        job_dir / "worker.log",
-    )
+    folder = JobDir(job_dir)
+    config_path, result_path, log_path = folder.job_config, folder.result, folder.worker_log
     config_path.write_text(json.dumps(to_dict(launch.config), indent=1))
     result_path.unlink(missing_ok=True)
-    trace_dir = job_dir / "torch_trace" if launch.config.diagnose.trace else None
+    trace_dir = folder.torch_trace if launch.config.diagnose.trace else None
     cmd = worker_command(launch.config, config_path, result_path)
     for stale in job_dir.glob(RANK_RESULT_GLOB):
         stale.unlink()
-    (job_dir / RANK_FAILURES_FILE).unlink(missing_ok=True)
-    gate = job_dir / START_GATE_FILE  # made once the job's run is open: the worker waits for it
+    folder.rank_failures.unlink(missing_ok=True)
+    gate = folder.job_ready  # made once the job's run is open: the worker waits for it
     gate.unlink(missing_ok=True)
     env = {**worker_env(launch.cache_dir, trace_dir, launch.extra_env), START_GATE_ENV: str(gate)}
     started, started_at = time.monotonic(), time.time()
@@ -142,7 +138,7 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
         if started_worker.note:
             log.write(started_worker.note + "\n")
             launch.on_line(started_worker.note)
-        (job_dir / "worker.pid").write_text(str(proc.pid))
+        folder.worker_pid.write_text(str(proc.pid))
         reader = threading.Thread(
             target=_pump, args=(proc, log, launch.on_progress, launch.on_line), daemon=True
         )
@@ -178,7 +174,7 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
         result = JobResult()
         result.fail(FAILED, "WorkerCrashed", f"worker {how} before writing its result", _log_tail(log_path))
     if trace_dir is not None:
-        result.info["tlparse"] = run_tlparse(trace_dir, job_dir / "tlparse")
+        result.info["tlparse"] = run_tlparse(trace_dir, folder.tlparse)
     result.metrics["job/worker_wall_s"] = wall_s
     result.info["worker_start"] = started_worker.how
     if started_worker.note:
@@ -202,7 +198,7 @@ def worker_command(config: Config, config_path: Path, result_path: Path) -> list
         "-m",
         "pipeline.job.ranks",
         f"--nproc={config.parallel.nproc}",
-        f"--failures={result_path.parent / RANK_FAILURES_FILE}",
+        f"--failures={JobDir(result_path.parent).rank_failures}",
         f"--timeout-s={config.trainer.timeout_s:g}",
         f"--result={result_path}",
         "--",
@@ -221,7 +217,7 @@ def ranks_result(job_dir: Path, result_path: Path, returncode: int | None, log_t
     if rank0 is not None and rank0.status == FINISHED and returncode == 0:
         return rank0
     results = [r for r in (rank0, *map(_read_or_new, job_dir.glob(RANK_RESULT_GLOB))) if r and r.error]
-    exits = _rank_failures(job_dir / RANK_FAILURES_FILE)
+    exits = _rank_failures(JobDir(job_dir).rank_failures)
     reported = {r.info.get("rank", 0) for r in results}
     killed = [e for e in exits if e["exitcode"] < 0 and e["rank"] not in reported]
     killed_outright = [e for e in killed if -e["exitcode"] not in CONSEQUENTIAL_SIGNALS]

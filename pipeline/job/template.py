@@ -39,6 +39,7 @@ from pathlib import Path
 
 from pipeline.job import lifeline
 from pipeline.job.worker_start import recv_message, send_message
+from pipeline.scenarios import runner_modules
 
 DEFAULT_IMPORTS = (
     "torch",
@@ -47,11 +48,9 @@ DEFAULT_IMPORTS = (
     "models.hf",
     "torch._dynamo",  # not torch._inductor.compile_fx: on a CUDA host importing it initializes the CUDA driver
     "pipeline.job.worker",
-    "pipeline.scenarios.train",
-    "pipeline.scenarios.inference",
-    "pipeline.scenarios.generate",
+    "pipeline.scenarios.protocol",
     "pipeline.measure.environment",
-)
+)  # and every scenario's implementation (pipeline.scenarios.runner_modules)
 # Variables the job sets that torch reads only when it uses them (never at import): a job may differ
 # from the template in these. Any other variable torch or the model libraries read at import must match.
 LAZY_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
@@ -329,14 +328,15 @@ def main(argv: list[str] | None = None) -> int:
         "--owner", type=int, required=True, help="the driver's pid: the template ends with it"
     )
     parser.add_argument(
-        "--imports", default=",".join(DEFAULT_IMPORTS), help="modules to import, comma-separated"
+        "--imports", default=None, help="modules to import, comma-separated (default: the worker's)"
     )
     args = parser.parse_args(argv)
     lifeline.die_with_parent(signal.SIGTERM)
     if os.getppid() != args.owner:
         return 0
     state = TemplateState(env=dict(os.environ))
-    import_all([m for m in args.imports.split(",") if m], state)
+    imports = args.imports.split(",") if args.imports is not None else [*DEFAULT_IMPORTS, *runner_modules()]
+    import_all([m for m in imports if m], state)
     gc.collect()
     gc.freeze()  # the imports' objects: a worker's collections skip them, so their pages stay shared
     listener = socket.socket(fileno=args.listen_fd)

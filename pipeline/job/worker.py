@@ -11,6 +11,7 @@ result file) is the same for every scenario.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import faulthandler
 import json
 import os
@@ -26,8 +27,9 @@ STARTED_AT = time.time()  # the interpreter reached this module (spawn + interpr
 from pipeline.config.errors import ConfigError  # noqa: E402 - after STARTED_AT; no torch here
 from pipeline.config.schema import Config, from_dict  # noqa: E402
 from pipeline.job import lifeline  # noqa: E402
-from pipeline.job.progress import Progress  # noqa: E402
-from pipeline.job.result import JobResult, rank_result_path, write_timeout  # noqa: E402
+from pipeline.job.result import JobResult, write_timeout  # noqa: E402
+from pipeline.jobdir import JobDir  # noqa: E402
+from pipeline.progress import Progress, quiet  # noqa: E402
 from pipeline.status import FAILED, FINISHED  # noqa: E402
 
 
@@ -78,10 +80,6 @@ def rank_of_this_process(cfg: Config) -> int:
     return int(os.environ.get("RANK", "0")) if cfg.parallel.distributed else 0
 
 
-def quiet(*args: Any, **kwargs: Any) -> None:
-    """Progress of ranks other than 0: the job shows rank 0's."""
-
-
 def start_state() -> dict[str, Any]:
     """What this process holds of torch before the job does anything: a forked worker inherits the
     template's imports and must inherit nothing else (no CUDA context, no Dynamo counters or frames,
@@ -107,13 +105,13 @@ def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
     known before the failure, such as the environment, stays in `result`)."""
     # Imported here, not at the top: the timeline's first phase is what these imports cost (torch).
     from pipeline.measure.environment import environment, init_device_libraries
-    from pipeline.scenarios import scenario_class
-    from pipeline.scenarios.base import Timeline, WorkerContext
+    from pipeline.scenarios import runner_class
+    from pipeline.scenarios.protocol import Timeline, WorkerContext
 
     timeline = Timeline(started=STARTED_AT)
     result.info["worker_module_loaded_at"] = STARTED_AT
     try:
-        scenario_type = scenario_class(cfg)
+        scenario_type = runner_class(cfg.scenario)
         timeline.mark("imports")
         lifeline.wait_for_the_job()  # its run open, its CPUs quiet (the timeline says how long)
         timeline.mark("waiting_for_the_job")
@@ -132,6 +130,7 @@ def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
         progress = Progress() if rank_of_this_process(cfg) == 0 else quiet
         ctx = WorkerContext(device=device, progress=progress, out_dir=out_dir, timeline=timeline)
         scenario = scenario_type(cfg, ctx)
+        result.work = dataclasses.asdict(scenario.work)  # what a unit did and what it is judged on
         result.method = scenario.method()
         init_device_libraries(device)
         timeline.mark("device_init")
@@ -161,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = from_dict(json.loads(Path(args.config).read_text()))
     rank = rank_of_this_process(cfg)
-    result_path = rank_result_path(args.result, rank)  # each rank its own; the supervisor merges them
+    result_path = JobDir(Path(args.result).parent).rank_result(
+        rank
+    )  # each rank its own; the supervisor merges them
     lifeline.hold(
         timeout_s=cfg.trainer.timeout_s,
         on_timeout=lambda why: write_timeout(result_path, why, worker_pid=os.getpid()),

@@ -1,37 +1,48 @@
-"""Clocks: step boundaries without a host sync (CUDA events, or perf_counter on the CPU), device
-syncs, and the host's CPU time counters (for CPU steal)."""
+"""Clocks: unit boundaries and laps without a host sync (CUDA events, or perf_counter on the CPU),
+device syncs, and the host's CPU time counters (for CPU steal)."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
 import torch
 
 
-class StepClock:
-    """Marks step boundaries without a host sync: CUDA events on the current stream, or perf_counter on
-    the CPU (where ops are synchronous). Events are created up front, outside the timed loop."""
+class Laps:
+    """The marks of one timed round, with no host sync until it is read: CUDA events on the current stream,
+    or perf_counter on the CPU (where ops are synchronous). Each mark ends a lap that carries the mark's
+    label; a lap labelled None (host work between units, not part of any figure) is not counted. Events
+    are created up front, outside the timed loop."""
 
-    def __init__(self, device: torch.device, steps: int):
+    def __init__(self, device: torch.device, capacity: int):
         self.cuda = device.type == "cuda"
         self.marks: list[Any] = []
-        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)] if self.cuda else []
+        self.labels: list[str | None] = []
+        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(capacity)] if self.cuda else []
 
-    def mark(self) -> None:
+    def mark(self, label: str | None) -> None:
         if self.cuda:
             event = self.events[len(self.marks)]
             event.record()
             self.marks.append(event)
         else:
             self.marks.append(time.perf_counter_ns())
+        self.labels.append(label)
 
-    def durations_ms(self) -> list[float]:
-        """Per-step times; syncs once (after the timed loop)."""
+    def read(self) -> dict[str, list[float]]:
+        """Each label's laps in ms, in order; syncs once (after the timed loop)."""
         if self.cuda:
             self.marks[-1].synchronize()
-            return [a.elapsed_time(b) for a, b in zip(self.marks, self.marks[1:], strict=False)]
-        return [(b - a) / 1e6 for a, b in zip(self.marks, self.marks[1:], strict=False)]
+            durations = [a.elapsed_time(b) for a, b in itertools.pairwise(self.marks)]
+        else:
+            durations = [(b - a) / 1e6 for a, b in itertools.pairwise(self.marks)]
+        laps: dict[str, list[float]] = {}
+        for label, ms in zip(self.labels[1:], durations, strict=True):
+            if label is not None:
+                laps.setdefault(label, []).append(ms)
+        return laps
 
 
 def synchronize(device: torch.device) -> None:

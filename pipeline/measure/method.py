@@ -15,14 +15,15 @@ def describe_method(
     data_loader: bool,
     parallel: str = "none",
     world_size: int = 1,
+    unit: str = "step",
 ) -> str:
     clock = (
-        "CUDA events recorded at every step boundary on the compute stream, read after the loop"
+        f"CUDA events recorded at every {unit} boundary on the compute stream, read after the loop"
         if device.type == "cuda"
-        else "time.perf_counter at every step boundary (CPU ops are synchronous)"
+        else f"time.perf_counter at every {unit} boundary (CPU ops are synchronous)"
     )
     lines = [
-        f"Step time: {measured} measured steps after {warmup} warm-up steps; {clock}; no host sync inside the timed loop.",
+        f"Timing: {measured} measured {unit}s after {warmup} warm-up {unit}s; {clock}; no host sync inside the timed loop.",
         "Statistics: median (p50), mean, p10, p90, std, and a 95% interval of the median that counts the steps' effective number "
         "(consecutive steps are autocorrelated: n (1 - rho) / (1 + rho) from their lag-1 autocorrelation rho). A job whose p10-p90 spread exceeds "
         "benchmark.noisy_spread_pct of the median is flagged (step/noisy), with the host's CPU steal over the measured steps (step/cpu_steal_pct).",

@@ -86,25 +86,24 @@ def compare(
     eager: Variant,
     probe: Variant | None,
     *,
-    rounds: list[int],
     cuda: bool,
-    loss_rtol: float,
-    parity_steps: int,
-    with_loss_parity: bool = True,
+    losses: tuple[list[float], list[float]] | None = None,
+    loss_rtol: float = 0.05,
+    parity_steps: int = 3,
 ) -> PairedComparison:
-    """Speedup (median of eager / median of compiled, same worker, interleaved rounds), its spread over
-    rounds, memory ratio (solo reserved peaks), and loss parity."""
+    """Speedup of the headline figure (median of eager / median of compiled, same worker, interleaved
+    rounds of equal size), its spread over rounds, memory ratio (solo reserved peaks), and loss parity
+    when `losses` (compiled, eager curves) are given."""
+    assert main.rounds == eager.rounds, "paired variants are timed in rounds of equal size"
     eager_latency = eager.latency()
     probe_peaks = probe.peaks if cuda and probe is not None and probe.peaks.reserved else None
     speedup = eager_latency.p50 / main.latency().p50
     return PairedComparison(
         eager=eager_latency,
         speedup=speedup,
-        ci95=speedup_interval(main.step_ms, eager.step_ms, rounds, speedup),
+        ci95=speedup_interval(main.step_ms, eager.step_ms, main.rounds, speedup),
         round_speedups=[e / c for e, c in zip(eager.round_p50_ms, main.round_p50_ms, strict=True)],
         eager_peaks=probe_peaks,
         memory_ratio=main.peaks.reserved / probe_peaks.reserved if probe_peaks else None,
-        parity=loss_divergence(main.losses.tolist(), eager.losses.tolist(), loss_rtol, parity_steps)
-        if with_loss_parity
-        else None,
+        parity=loss_divergence(losses[0], losses[1], loss_rtol, parity_steps) if losses is not None else None,
     )

@@ -49,16 +49,12 @@ def gather(values: list[float], device: torch.device) -> list[list[float]]:
     return [t.tolist() for t in every]
 
 
-def slowest_rank_steps(variant: Variant, rounds: list[int], device: torch.device) -> float:
-    """Replace the variant's per-step times by the slowest rank's, step by step (and its rounds'
-    medians); returns this rank's own median before the replacement."""
+def slowest_rank_steps(variant: Variant, device: torch.device) -> float:
+    """Replace the variant's per-step times by the slowest rank's, step by step (its rounds' medians
+    follow); returns this rank's own median before the replacement."""
     own = percentile(sorted(variant.step_ms), 0.5)
     per_rank = gather(variant.step_ms, device)
     variant.step_ms = [max(step) for step in zip(*per_rank, strict=True)]
-    variant.round_p50_ms, start = [], 0
-    for n in rounds:
-        variant.round_p50_ms.append(percentile(sorted(variant.step_ms[start : start + n]), 0.5))
-        start += n
     return own
 
 

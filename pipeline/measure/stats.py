@@ -165,12 +165,10 @@ class Throughput:
     tokens_per_s: float | None  # token models only
 
     @classmethod
-    def of(cls, step: Latency, batch_size: int, tokens_per_sample: int | None) -> Throughput:
+    def of(cls, step: Latency, samples: float, tokens: float | None) -> Throughput:
+        """At the median of `step`, a unit of `samples` samples (and `tokens` tokens, token models)."""
         per_s = 1000 / step.p50
-        return cls(
-            samples_per_s=batch_size * per_s,
-            tokens_per_s=batch_size * tokens_per_sample * per_s if tokens_per_sample else None,
-        )
+        return cls(samples_per_s=samples * per_s, tokens_per_s=tokens * per_s if tokens else None)
 
     def metrics(self) -> dict[str, float]:
         m = {"throughput/samples_per_s": self.samples_per_s}

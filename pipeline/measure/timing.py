@@ -1,9 +1,12 @@
-"""Timing variants of a step: warm-up steps (each synced and wall-clocked), timed rounds (boundary
-events, no host sync inside), and solo phases (a variant alone on the device, for its memory peaks).
+"""Timing variants of a unit of work (a training step, a forward call, a generation): warm-up units (each
+synced and wall-clocked), timed rounds (boundary events, no host sync inside), and solo phases (a
+variant alone on the device, for its memory peaks).
 
-A :class:`Variant` is one way of running the step (compiled, or the paired eager baseline) with its own
-weights, optimizer state, batches and record of what was measured; a :class:`Timer` runs variants on
-one device and reports progress.
+A :class:`Variant` is one way of running the unit (compiled, or the paired eager baseline) with its own
+weights, state, inputs and record of what was measured: the laps its units marked, by label (`step`; a
+generation's `ttft` and `decode`), and how many laps each round held. :class:`StepVariant` is the
+one-lap unit of the training and inference scenarios. A :class:`Timer` runs variants on one device and
+reports progress.
 """
 
 from __future__ import annotations
@@ -11,65 +14,136 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from pipeline.measure.clocks import StepClock, cpu_times, synchronize
+from pipeline.measure.clocks import Laps, cpu_times, synchronize
 from pipeline.measure.memory import Memory, MemoryPeaks
 from pipeline.measure.stats import Latency, percentile
 
 ProgressFn = Callable[..., None]  # (variant, phase, done, total)
+STEP = "step"  # the lap of a one-lap unit
 
 
 def quiet(*args: Any, **kwargs: Any) -> None:
     """A progress callback that shows nothing (for the eager memory probe)."""
 
 
-@dataclass
 class Variant:
-    """One way of running the step, with its own state and what was measured of it."""
+    """One way of running the unit, with its own state and what was measured of it. Subclasses set
+    `primary` (the lap label of the headline figure) and `marks_per_unit`, and implement `run_unit`."""
 
-    name: str
-    step: Callable[[Any], torch.Tensor]
-    batches: Iterator[Any]
-    losses: torch.Tensor  # one slot per step, on the device
-    setup_s: float = 0.0  # the torch.compile call(s) that made this variant's step
-    keep_outputs: bool = True  # copy each step's output into `losses` (training: the loss curve)
-    done: int = 0
-    warmup_s: list[float] = field(default_factory=list)
-    step_ms: list[float] = field(default_factory=list)
-    round_p50_ms: list[float] = field(default_factory=list)
-    cpu_jiffies: int = 0  # all CPUs' time over the measured steps, and the part stolen from this VM
-    steal_jiffies: int = 0
-    peaks: MemoryPeaks = field(default_factory=MemoryPeaks)
+    primary: str = STEP
+    marks_per_unit: int = 1
 
-    def run_step(self, record: bool = True) -> None:
-        loss = self.step(next(self.batches))
-        if record and not self.keep_outputs:
-            self.done += 1
-        elif record:  # extra diagnostic steps after the measurement are not recorded
-            # Copy the loss out at once: with CUDA graphs the next replay overwrites the step's outputs.
-            self.losses[self.done].copy_(loss)
-            self.done += 1
+    def __init__(self, name: str, *, setup_s: float = 0.0):
+        self.name = name
+        self.setup_s = setup_s  # the torch.compile call(s) that made this variant
+        self.done = 0  # units recorded (warm-up included)
+        self.measured = 0  # units timed
+        self.warmup_s: list[float] = []
+        self.laps: dict[str, list[float]] = {}  # label -> ms, over every timed round
+        self.round_sizes: dict[str, list[int]] = {}  # label -> laps per timed round
+        self.cpu_jiffies = 0  # all CPUs' time over the timed rounds, and the part stolen from this VM
+        self.steal_jiffies = 0
+        self.peaks = MemoryPeaks()
 
-    def latency(self) -> Latency:
-        return Latency.from_values(self.step_ms)
+    def run_unit(self, laps: Laps | None, *, record: bool = True) -> None:
+        """One unit; marks its laps on `laps` when timed. `record=False`: a diagnostic unit after the
+        measurement (not counted, outputs not kept)."""
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Drop what holds device memory (weights, optimizer state, inputs)."""
+
+    # ------------------------------------------------------------------------ what was measured
+    def add_round(self, laps: dict[str, list[float]], units: int) -> None:
+        for label, values in laps.items():
+            self.laps.setdefault(label, []).extend(values)
+            self.round_sizes.setdefault(label, []).append(len(values))
+        self.measured += units
+
+    @property
+    def step_ms(self) -> list[float]:
+        """The headline laps (the primary label's), in order."""
+        return self.laps.get(self.primary, [])
+
+    @step_ms.setter
+    def step_ms(self, values: list[float]) -> None:  # a distributed job's slowest-rank times
+        self.laps[self.primary] = list(values)
+
+    @property
+    def rounds(self) -> list[int]:
+        """Headline laps per timed round."""
+        return self.round_sizes.get(self.primary, [])
+
+    @property
+    def round_p50_ms(self) -> list[float]:
+        out, start = [], 0
+        for n in self.rounds:
+            out.append(percentile(sorted(self.step_ms[start : start + n]), 0.5))
+            start += n
+        return out
+
+    def latency(self, label: str | None = None) -> Latency:
+        return Latency.from_values(self.laps[label or self.primary])
+
+    def unit_ms(self) -> float:
+        """A steady unit's device time: each label's median lap times its laps per unit."""
+        if not self.measured:
+            return 0.0
+        return sum(percentile(sorted(v), 0.5) * len(v) / self.measured for v in self.laps.values())
 
     @property
     def cpu_steal_pct(self) -> float | None:
         return 100 * self.steal_jiffies / self.cpu_jiffies if self.cpu_jiffies > 0 else None
 
 
+class StepVariant(Variant):
+    """A one-lap unit: the scenario's step on the next batch. With `outputs` (one slot per unit, on the
+    device) each recorded unit's output is copied there (training: the loss curve)."""
+
+    def __init__(
+        self,
+        name: str,
+        step: Callable[[Any], torch.Tensor],
+        batches: Iterator[Any],
+        *,
+        outputs: torch.Tensor | None = None,
+        setup_s: float = 0.0,
+    ):
+        super().__init__(name, setup_s=setup_s)
+        self.step = step
+        self.batches = batches
+        self.outputs = outputs
+
+    def run_unit(self, laps: Laps | None, *, record: bool = True) -> None:
+        out = self.step(next(self.batches))
+        if record and self.outputs is not None:
+            # Copy the output out at once: with CUDA graphs the next replay overwrites it.
+            self.outputs[self.done].copy_(out)
+        if laps is not None:
+            laps.mark(STEP)
+        if record:
+            self.done += 1
+
+    def run_step(self, record: bool = True) -> None:
+        self.run_unit(None, record=record)
+
+    def release(self) -> None:
+        self.step = self.batches = None  # type: ignore[assignment]
+        self.outputs = torch.empty(0)
+
+
 def split_rounds(total: int, rounds: int) -> list[int]:
-    """`total` measured steps split into `rounds` near-equal rounds (no empty round)."""
+    """`total` measured units split into `rounds` near-equal rounds (no empty round)."""
     rounds = max(1, min(rounds, total))
     return [total // rounds + (1 if r < total % rounds else 0) for r in range(rounds)]
 
 
 class Timer:
-    """Runs variants' steps on one device: warm-up, timed rounds, solo phases."""
+    """Runs variants' units on one device: warm-up, timed rounds, solo phases."""
 
     def __init__(
         self, *, device: torch.device, progress: ProgressFn, measured_total: int, progress_every: int = 0
@@ -77,58 +151,55 @@ class Timer:
         self.device = device
         self.memory = Memory(device)
         self.progress = progress
-        self.measured_total = measured_total  # measured steps per variant, over all rounds
+        self.measured_total = measured_total  # measured units per variant, over all rounds
         self.progress_every = progress_every or max(1, measured_total // 50)
 
-    def warm_up(self, variant: Variant, steps: int, *, show: bool = True) -> None:
-        """Run warm-up steps one at a time, each timed by a wall clock after a sync."""
-        for i in range(steps):
+    def warm_up(self, variant: Variant, units: int, *, show: bool = True) -> None:
+        """Run warm-up units one at a time, each timed by a wall clock after a sync."""
+        for i in range(units):
             start = time.perf_counter()
-            variant.run_step()
+            variant.run_unit(None)
             synchronize(self.device)
             variant.warmup_s.append(time.perf_counter() - start)
             if show:
-                self.progress(variant.name, "warmup", i + 1, steps)
+                self.progress(variant.name, "warmup", i + 1, units)
 
-    def timed_round(self, variant: Variant, steps: int, *, show: bool = True) -> list[float]:
-        """Run `steps` measured steps with boundary events and no host sync; return their times (ms).
-        The host's CPU steal is read before the first and after the last step (outside the timed loop)."""
-        clock = StepClock(self.device, steps)
+    def timed_round(self, variant: Variant, units: int, *, show: bool = True) -> dict[str, list[float]]:
+        """Run `units` measured units with boundary events and no host sync; return their laps (ms).
+        The host's CPU steal is read before the first and after the last unit (outside the timed loop)."""
+        laps = Laps(self.device, 1 + units * variant.marks_per_unit)
         before = cpu_times()
-        clock.mark()
-        for i in range(steps):
-            variant.run_step()
-            clock.mark()
-            done = len(variant.step_ms) + i + 1
-            if show and ((i + 1) % self.progress_every == 0 or i + 1 == steps):
+        laps.mark(None)
+        for i in range(units):
+            variant.run_unit(laps)
+            done = variant.measured + i + 1
+            if show and ((i + 1) % self.progress_every == 0 or i + 1 == units):
                 self.progress(variant.name, "measure", done, self.measured_total)
-        times = clock.durations_ms()
+        found = laps.read()
         after = cpu_times()
         if before is not None and after is not None:
             variant.steal_jiffies += after[0] - before[0]
             variant.cpu_jiffies += after[1] - before[1]
-        variant.step_ms.extend(times)
-        variant.round_p50_ms.append(percentile(sorted(times), 0.5))
-        return times
+        variant.add_round(found, units)
+        return found
 
-    def solo_phase(self, variant: Variant, *, warmup: int, steps: int, show: bool = True) -> None:
+    def solo_phase(self, variant: Variant, *, warmup: int, units: int, show: bool = True) -> None:
         """Warm-up, then one timed round, with nothing else on the device: the variant's memory peaks
-        over the warm-up (compilation included) and over measured steps are its own."""
+        over the warm-up (compilation included) and over measured units are its own."""
         memory, peaks = self.memory, variant.peaks
         memory.reset_peak()
         self.warm_up(variant, warmup, show=show)
         peaks.job_allocated, peaks.job_reserved = memory.peak_allocated(), memory.peak_reserved()
         memory.reset_peak()
-        self.timed_round(variant, steps, show=show)
+        self.timed_round(variant, units, show=show)
         peaks.allocated, peaks.reserved = memory.peak_allocated(), memory.peak_reserved()
         peaks.job_allocated = max(peaks.job_allocated, peaks.allocated)
         peaks.job_reserved = max(peaks.job_reserved, peaks.reserved)
 
     def release(self, variant: Variant, baseline: int) -> int:
-        """Free a variant's device memory (weights, optimizer state, batches) and return how many bytes
-        stayed allocated above `baseline` (allocated before it was built): ~0 unless something leaked."""
-        variant.step = variant.batches = None  # type: ignore[assignment]
-        variant.losses = torch.empty(0)
+        """Free a variant's device memory and return how many bytes stayed allocated above `baseline`
+        (allocated before it was built): ~0 unless something leaked."""
+        variant.release()
         gc.collect()
         if self.memory.cuda:
             torch.cuda.empty_cache()

@@ -1,24 +1,102 @@
-"""Stage 4: what a job runs and measures. A scenario owns its step and its figures; the worker around it
-is shared. `train` (the training step of `train_step`), `inference` (forward calls) and `generate`
-(prefill and decode with a static KV cache); `stepped` holds what train and inference share."""
+"""Stage 4: what a job runs and measures. The registry of scenarios (torch-free), the only place that
+turns a scenario's name or config into its code.
+
+A scenario is registered by its config file: `conf/scenario/<name>.yaml` names the scenario's config
+class with `_target_` (a :class:`~pipeline.scenarios.base.ScenarioConfig`, torch-free), and that class
+names its implementation (`runner`, imported in the worker only). The built-in ones are packages:
+`train/`, `inference/`, `generate/`, each a `config.py` and a `scenario.py`; every scenario is measured
+by one protocol (:mod:`pipeline.scenarios.protocol`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Mapping
 from importlib import import_module
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any
 
-if TYPE_CHECKING:
-    from pipeline.config.schema import Config
-    from pipeline.scenarios.base import Scenario
+from pipeline.config.errors import ConfigError
+from pipeline.scenarios.base import ScenarioConfig
 
-# scenario name -> "module:class"; imported only in the worker (they import torch)
-SCENARIOS = {
-    "train": "pipeline.scenarios.train:TrainScenario",
-    "inference": "pipeline.scenarios.inference:InferenceScenario",
-    "generate": "pipeline.scenarios.generate:GenerateScenario",
-}
+CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
-def scenario_class(cfg: Config) -> type[Scenario]:
-    module, _, name = SCENARIOS[cfg.scenario.name].partition(":")
+def config_class(target: Any) -> type[ScenarioConfig]:
+    """The class a scenario's `_target_` names; a ConfigError when it names none."""
+    module, _, name = str(target).rpartition(".")
+    try:
+        cls = getattr(import_module(module), name) if module else None
+    except Exception as exc:
+        raise ConfigError(
+            "scenario._target_",
+            target,
+            f"a dotted path to a scenario's config class ({type(exc).__name__}: {exc})",
+        ) from exc
+    if not (isinstance(cls, type) and issubclass(cls, ScenarioConfig)):
+        raise ConfigError("scenario._target_", target, "a subclass of pipeline.scenarios.base.ScenarioConfig")
+    return cls
+
+
+def scenario_config(data: Mapping[str, Any] | ScenarioConfig) -> ScenarioConfig:
+    """The typed config of a scenario from its node (as composed, or as the worker reads it back): keys
+    and value types checked against its class, each problem one ConfigError naming `scenario.<key>`."""
+    if isinstance(data, ScenarioConfig):
+        return data
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError, ValidationError
+
+    cls = config_class(data.get("_target_"))
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(cls), dict(data))
+    except ConfigKeyError as err:
+        key = str(getattr(err, "full_key", None) or getattr(err, "key", None) or "?")
+        keys = ", ".join(f.name for f in dataclasses.fields(cls) if not f.name.startswith("_"))
+        raise ConfigError(
+            f"scenario.{key}", data.get(key), f"not a key of scenario={cls.name}: it has {keys or 'no keys'}"
+        ) from err
+    except ValidationError as err:
+        key = str(getattr(err, "full_key", "") or "?")
+        raise ConfigError(
+            f"scenario.{key}", data.get(key), " ".join(str(err).splitlines()[0].split())
+        ) from err
+    return OmegaConf.to_object(merged)  # type: ignore[return-value]
+
+
+def runner_class(config: ScenarioConfig) -> type:
+    """The scenario's implementation (imports torch: the worker only)."""
+    module, _, name = config.runner.partition(":")
     return getattr(import_module(module), name)
+
+
+def runner_modules() -> list[str]:
+    """The modules of every scenario's implementation (what a sweep's template imports once)."""
+    return [cls.runner.partition(":")[0] for cls in available().values()]
+
+
+@functools.cache
+def available() -> dict[str, type[ScenarioConfig]]:
+    """Every scenario of conf/scenario/, by its file's name."""
+    import yaml
+
+    found = {}
+    for path in sorted((CONF / "scenario").glob("*.yaml")):
+        node = yaml.safe_load(path.read_text()) or {}
+        target = node.get("_target_") or (node.get("scenario") or {}).get(
+            "_target_"
+        )  # `_global_` files nest it
+        if target:
+            found[path.stem] = config_class(target)
+    return found
+
+
+@functools.cache
+def default_name() -> str:
+    """The scenario conf/config.yaml picks when none is given (its run names omit it)."""
+    import yaml
+
+    for entry in yaml.safe_load((CONF / "config.yaml").read_text()).get("defaults", []):
+        if isinstance(entry, dict) and "scenario" in entry:
+            return str(entry["scenario"])
+    return ""

@@ -1,61 +1,88 @@
-"""What every scenario shares: the worker's context it runs in, and the report it returns.
+"""What a scenario is, torch-free: its config.
 
-A scenario owns its step and its figures (built from the typed config, warmed up, measured,
-diagnosed); the worker around it owns everything common: the device, the environment, progress, the
-phase timeline, error handling and the result file.
+A scenario is one unit of the code base: `conf/scenario/<name>.yaml` names its config class with
+`_target_`; that class (a :class:`ScenarioConfig`) holds the scenario's own keys with their help and
+constraints, its checks against the rest of the config (`fits`), the work one unit of it does
+(`work`) and, as `runner`, where its implementation lives (imported only in the worker, where torch
+is). The registry (:mod:`pipeline.scenarios`) turns the YAML node into this object; nothing else in the
+pipeline knows a scenario by name.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
-import torch
+from pipeline.config.errors import ConfigError
+from pipeline.config.fields import doc
+from pipeline.measure.objective import Work
 
-from pipeline.config.schema import Config
-from pipeline.job.progress import Progress
+if TYPE_CHECKING:
+    from pipeline.config.schema import Config
 
-
-class Timeline:
-    """Seconds spent in each phase of the worker, for the job-cost breakdown (info `timeline`)."""
-
-    def __init__(self, started: float | None = None) -> None:
-        self.phases: dict[str, float] = {}
-        self.last = time.time() if started is None else started
-
-    def mark(self, phase: str) -> None:
-        now = time.time()
-        self.phases[phase] = self.phases.get(phase, 0.0) + now - self.last
-        self.last = now
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkerContext:
-    device: torch.device
-    progress: Progress
-    out_dir: Path  # the job's folder (explain.txt, profile/ go here)
-    timeline: Timeline
+ALL_SCOPES = ("model", "loss", "model_and_loss", "regional", "step")
+NO_LOSS_SCOPES = ("model", "regional", "step")  # what a scenario without a loss can compile
 
 
 @dataclass(kw_only=True)
-class ScenarioReport:
-    """A scenario's figures. `metrics()` gives them under the registry's names."""
+class ScenarioConfig:
+    """A scenario's settings. Subclasses add their keys (each a `doc` field) and set the class variables."""
 
-    series: dict[str, list[float]] = field(default_factory=dict)  # per-step curves
-    diagnostics: dict[str, Any] = field(default_factory=dict)
-    info: dict[str, Any] = field(default_factory=dict)  # effective settings and notes
+    _target_: str = doc("", "dotted path of the scenario's config class (named by conf/scenario/<name>.yaml)")
 
-    def metrics(self) -> dict[str, float]:
-        raise NotImplementedError
+    name: ClassVar[str]  # run names, the `scenario` tag
+    runner: ClassVar[str]  # "module:Class" of its implementation (imported in the worker only)
+    unit: ClassVar[str]  # what one unit of its work is, in words ("training step")
+    trains: ClassVar[bool] = False  # it has a loss, an optimizer and weights it trains
+    runs_distributed: ClassVar[bool] = False  # parallel=ddp/fsdp can run it
+    opt_in: ClassVar[bool] = False  # a model runs it only when its config lists it in `model.scenarios`
 
+    def check(self, at: str) -> Iterator[ConfigError]:
+        """Combinations of this scenario's own keys."""
+        return iter(())
 
-class Scenario(Protocol):
-    def __init__(self, cfg: Config, ctx: WorkerContext) -> None: ...
+    def fits(self, cfg: Config) -> Iterator[ConfigError]:
+        """Whether the rest of the config can run this scenario (the model, the compile settings, the
+        loss, the precision). Subclasses extend it."""
+        if self.opt_in and self.name not in cfg.model.scenarios:
+            yield ConfigError(
+                "scenario",
+                self.name,
+                f"model={cfg.model.id} does not list it in its config's `scenarios` "
+                f"({', '.join(cfg.model.scenarios) or 'none'})",
+            )
+            return
+        if not self.trains:
+            if cfg.compile.scope not in NO_LOSS_SCOPES:
+                yield ConfigError(
+                    "compile.scope",
+                    cfg.compile.scope,
+                    f"scenario={self.name} has no loss: {', '.join(NO_LOSS_SCOPES)}",
+                )
+            if cfg.compile.optimizer:
+                yield ConfigError("compile.optimizer", True, f"scenario={self.name} has no optimizer")
+            if cfg.loss.teacher is not None:
+                yield ConfigError(
+                    "loss", cfg.loss.id, f"scenario={self.name} has no loss: leave loss=cross_entropy"
+                )
+        if cfg.parallel.distributed and not self.runs_distributed:
+            yield ConfigError(
+                "parallel",
+                cfg.parallel.strategy,
+                f"scenario={self.name} runs on one device: parallel=none",
+            )
 
-    def method(self) -> str:
-        """How this job is measured, in words (the run's description)."""
-        ...
+    def samples_per_unit(self, cfg: Config) -> float:
+        """Samples one unit processes on one rank (a training step's batch, by default)."""
+        return float(cfg.trainer.batch_size)
 
-    def run(self) -> ScenarioReport: ...
+    def tokens_per_sample(self, cfg: Config) -> int | None:
+        """Tokens in one sample of a unit: the sequence of a token model, none for images."""
+        return cfg.model.input.tokens_per_sample
+
+    def work(self, cfg: Config) -> Work:
+        """What one unit of this job does, over every rank."""
+        samples = self.samples_per_unit(cfg) * cfg.parallel.nproc
+        tokens = self.tokens_per_sample(cfg)
+        return Work(unit=self.unit, samples=samples, tokens=samples * tokens if tokens else None)

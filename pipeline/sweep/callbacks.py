@@ -22,12 +22,14 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.config.schema import MlflowConfig
 from pipeline.job.supervisor import PROJECT_ROOT, worker_env
 from pipeline.job.worker_start import TEMPLATE, TemplateProcess, fork_supported, no_template
+from pipeline.measure.objective import Objective
 from pipeline.provenance import command_line
 from pipeline.status import EXIT_BAD_INPUT, FAILED, KILLED
 from pipeline.sweep import lease
 from pipeline.sweep.finish import abandon, close_interrupted, finish_sweep
-from pipeline.sweep.state import SweepContext, SweepStopped, count_jobs, new_sweep_id, swept, swept_keys
-from pipeline.sweep.view import objective_for, publish_sweep_view
+from pipeline.sweep.state import SweepStopped, count_jobs, planned_objective, swept, swept_keys
+from pipeline.sweep.view import publish_sweep_view
+from pipeline.sweep_context import SweepContext, new_sweep_id
 from pipeline.tracking import RunRecord, Tracker, TrackingUnavailable
 
 # The sweep this process started (so an interrupted sweep can close its parent run).
@@ -75,7 +77,8 @@ class SweepCallback(Callback):
         if ACTIVE_SWEEP is None:
             return
         try:
-            SWEEP_FAILURES.extend(finish_sweep(ACTIVE_SWEEP))
+            summary = finish_sweep(ACTIVE_SWEEP)
+            SWEEP_FAILURES.extend(r.name for r in summary.failures)
         except Exception as err:
             line = abandon(ACTIVE_SWEEP, err)
             print(line, file=sys.stderr, flush=True)
@@ -85,7 +88,7 @@ class SweepCallback(Callback):
         parent = tracker.get_run(ACTIVE_SWEEP.parent_run_id)
         runs = tracker.sweep_children(ACTIVE_SWEEP.sweep_id)
         label = parent.name if parent else f"sweep {ACTIVE_SWEEP.sweep_id}"
-        print(f"browse: {browse_url(tracker, ACTIVE_SWEEP, label, config, runs)}", flush=True)
+        print(f"browse: {browse_url(tracker, ACTIVE_SWEEP, label, summary.objective, runs)}", flush=True)
 
 
 def start_template(config: DictConfig, sweep_dir: Path) -> None:
@@ -113,11 +116,15 @@ def stop_template() -> None:
 
 
 def browse_url(
-    tracker: Tracker, sweep: SweepContext, label: str, config: DictConfig, runs: list[RunRecord] | None = None
+    tracker: Tracker,
+    sweep: SweepContext,
+    label: str,
+    objective: Objective,
+    runs: list[RunRecord] | None = None,
 ) -> str:
-    """The URL of the sweep's saved view, ranked by its objective; the plain runs table when MLflow
-    would not take the view (the sweep goes on either way)."""
-    objective = objective_for(axes=swept(config.hydra), configured=config.sweep.objective)
+    """The URL of the sweep's saved view, ranked by its objective (the summary's at the end; the planned
+    jobs' at the start); the plain runs table when MLflow would not take the view (the sweep goes on
+    either way)."""
     try:
         return publish_sweep_view(
             tracker, sweep_id=sweep.sweep_id, label=label, objective=objective, runs=runs
@@ -172,6 +179,7 @@ def start_sweep(config: DictConfig) -> SweepContext:
         started_at=started_at,
         prior_wall_s=prior_wall_s,
         axes=swept_keys(config.hydra),
+        objective=sweep_cfg.objective,
         min_effect_pct=sweep_cfg.min_effect_pct,
         max_interval_pct=sweep_cfg.max_interval_pct,
     )
@@ -189,7 +197,7 @@ def start_sweep(config: DictConfig) -> SweepContext:
         flush=True,
     )
     label = parent.name if parent is not None else f"sweep {_label(config, sweep_id)}"
-    print(f"browse: {browse_url(tracker, sweep, label, config)}", flush=True)
+    print(f"browse: {browse_url(tracker, sweep, label, planned_objective(config))}", flush=True)
     return sweep
 
 
@@ -257,6 +265,8 @@ def _parent_tags(config: DictConfig, sweep_id: str, dirs: list[str]) -> dict[str
         "min_effect_pct": str(config.sweep.min_effect_pct),
         "max_interval_pct": str(config.sweep.max_interval_pct),
     }
+    if config.sweep.objective:
+        tags["sweep_objective"] = str(config.sweep.objective)
     if config.sweep.name:
         tags["sweep_name"] = config.sweep.name
     return tags

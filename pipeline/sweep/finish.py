@@ -12,9 +12,9 @@ from pipeline.status import FAILED, FINISHED, KILLED, RUNNING
 from pipeline.sweep import lease, slurm
 from pipeline.sweep.plots import make_plots
 from pipeline.sweep.render import print_table, to_markdown, write_csv
-from pipeline.sweep.state import SWEEP_FILE, SweepContext
 from pipeline.sweep.summary import Summary, row_from_run, summarize
 from pipeline.sweep.verdict import Rule
+from pipeline.sweep_context import SWEEP_FILE, SweepContext
 from pipeline.tracking import Tracker
 
 SUMMARY_FILES = ("summary.md", "summary.csv")
@@ -30,7 +30,7 @@ def build_summary(tracker: Tracker, sweep_id: str) -> Summary:
         max_interval_pct=float(tags.get("max_interval_pct", Rule.max_interval_pct)),
     )
     rows = [row_from_run(run, varied) for run in tracker.sweep_children(sweep_id)]
-    return summarize(sweep_id, rows, varied=varied, rule=rule)
+    return summarize(sweep_id, rows, varied=varied, rule=rule, configured=tags.get("sweep_objective"))
 
 
 def write_summary(summary: Summary, out_dir: Path) -> list[Path]:
@@ -96,8 +96,8 @@ def close_orphans(tracker: Tracker, sweep_id: str) -> None:
 
 def finish_sweep(
     sweep: SweepContext, tracker: Tracker | None = None, *, wall_s: float | None = None
-) -> list[str]:
-    """At multirun end: print and publish the summary, close the parent run; return failed job names.
+) -> Summary:
+    """At multirun end: print and publish the summary, close the parent run; return the summary.
     `wall_s`: the sweep's wall time when it is finished later than its last job ended."""
     tracker = tracker or Tracker(sweep.tracking_uri, sweep.experiment)
     close_orphans(tracker, sweep.sweep_id)
@@ -115,7 +115,7 @@ def finish_sweep(
     tracker.end_run(sweep.parent_run_id, FINISHED)
     sweep.finished = True
     sweep.save()
-    return [r.name for r in summary.failures]
+    return summary
 
 
 def abandon(sweep: SweepContext, err: Exception) -> str:

@@ -56,7 +56,7 @@ def step_time_plot(rows: list[Row], summary: Summary) -> Any:
         key=lambda r: r.metrics[objective.metric],
         reverse=objective.higher_is_better,
     )
-    figures = [objective.estimate(r) for r in rows]
+    figures = [objective.estimate(r.metrics) for r in rows]
     fig, ax = plt.subplots(figsize=(12, max(3.0, 0.4 * len(rows) + 1.8)))
     bars = ax.barh(
         [_label(summary, r) for r in rows],

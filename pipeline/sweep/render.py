@@ -73,7 +73,7 @@ def _mark(summary: Summary, row: Row) -> str:
 def _figure(summary: Summary, row: Row) -> str:
     if not row.passing or summary.objective.metric not in row.metrics:
         return DASH
-    value, low, high = summary.objective.estimate(row)
+    value, low, high = summary.objective.estimate(row.metrics)
     digits = 2 if summary.objective.metric == "step/p50_ms" else 1
     return f"{_fmt(value, digits)} [{_fmt(low, digits)}, {_fmt(high, digits)}]"
 
@@ -220,7 +220,7 @@ def write_csv(summary: Summary, path: Path) -> None:
             ]
         )
         for r in summary.rows:
-            figure = summary.objective.estimate(r) if r.passing else ("", "", "")
+            figure = summary.objective.estimate(r.metrics) if r.passing else ("", "", "")
             writer.writerow(
                 [
                     r.name,

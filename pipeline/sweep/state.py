@@ -1,22 +1,13 @@
-"""Sweep state shared by the multirun callback (which writes it) and the jobs (which read it).
-
-Launchers pickle callbacks and may run jobs on other machines, so jobs get the sweep's identity from a
-small file in the sweep directory (`sweep.json`: sweep id, parent run id, job count), never from a
-live object.
-"""
+"""What the sweep knows of itself from Hydra: its axes (`swept`), how many jobs it launches
+(`count_jobs`), and `SweepStopped`, the one-line refusal with its exit code. What the jobs know of their
+sweep is :mod:`pipeline.sweep_context` (sweep.json)."""
 
 from __future__ import annotations
 
-import json
-import secrets
-import time
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
+from pipeline.measure.objective import Objective, Work, choose
 from pipeline.status import EXIT_FAILED
-
-SWEEP_FILE = "sweep.json"
 
 
 class SweepStopped(SystemExit):
@@ -27,48 +18,6 @@ class SweepStopped(SystemExit):
     def __init__(self, line: str, code: int = EXIT_FAILED):
         super().__init__(code)
         self.line = line
-
-
-@dataclass(kw_only=True)
-class SweepContext:
-    sweep_id: str
-    parent_run_id: str
-    sweep_dir: str
-    tracking_uri: str
-    experiment: str
-    total_jobs: int | None = None
-    resume: bool = False
-    name: str | None = None
-    axes: list[str] = field(default_factory=list)  # the swept keys, e.g. ["compile.mode", "trainer.seed"]
-    min_effect_pct: float = 1.0  # the verdict's settings (sweep.min_effect_pct, sweep.max_interval_pct)
-    max_interval_pct: float = 2.5
-    started_at: float = 0.0  # when this driver started the sweep (epoch seconds)
-    prior_wall_s: float = 0.0  # wall time of the sweep's earlier sessions (resumed: not the gap between)
-    finished: bool = False  # the summary is published and the parent run closed
-
-    def wall_s(self) -> float:
-        """The sweep's wall time so far: its earlier sessions' plus this one's."""
-        return self.prior_wall_s + time.time() - self.started_at
-
-    def save(self) -> None:
-        path = Path(self.sweep_dir) / SWEEP_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1))
-        tmp.replace(path)
-
-    @classmethod
-    def load(cls, sweep_dir: str | Path) -> SweepContext | None:
-        path = Path(sweep_dir) / SWEEP_FILE
-        if not path.exists():
-            return None
-        data = json.loads(path.read_text())
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-
-def new_sweep_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
 
 
 def swept_keys(hydra_cfg: Any) -> list[str]:
@@ -89,6 +38,13 @@ def swept(hydra_cfg: Any) -> list[str]:
 def count_jobs(hydra_cfg: Any) -> int | None:
     """How many jobs the basic sweeper will launch (task overrides and `hydra.sweeper.params`); None
     for sweepers that decide as they go (Optuna)."""
+    jobs = planned_jobs(hydra_cfg)
+    return len(jobs) if jobs is not None else None
+
+
+def planned_jobs(hydra_cfg: Any) -> list[list[str]] | None:
+    """Each job's overrides, as the basic sweeper will launch them; None for sweepers that decide as
+    they go (Optuna)."""
     try:
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
         from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -98,6 +54,39 @@ def count_jobs(hydra_cfg: Any) -> int | None:
         args = [f"{k}={v}" for k, v in (hydra_cfg.sweeper.get("params") or {}).items()]
         args += list(hydra_cfg.overrides.task)
         overrides = OverridesParser.create().parse_overrides(args)
-        return sum(len(batch) for batch in BasicSweeper.split_arguments(overrides, None))
+        return [list(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
     except Exception:
         return None
+
+
+def planned_objective(config: Any) -> Objective:
+    """The objective the summary will rank by, from the work each planned job will state (its config,
+    composed as the sweeper will compose it): what the sweep's view is sorted by before any job ran."""
+    configured = config.sweep.get("objective")
+    if configured:
+        return choose([], configured)
+    return choose(planned_work(config))
+
+
+def planned_work(config: Any) -> list[Work | None]:
+    """Each planned job's work per unit (None for a job whose config does not compose or check)."""
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import open_dict
+
+    from pipeline.config.schema import to_config
+
+    jobs = planned_jobs(config.hydra) or []
+    if not jobs or not GlobalHydra.instance().is_initialized():
+        return []
+    loader = GlobalHydra.instance().config_loader()
+    works: list[Work | None] = []
+    for overrides in jobs:
+        try:
+            composed = loader.load_sweep_config(config, overrides)
+            with open_dict(composed):
+                del composed["hydra"]
+            job = to_config(composed)
+            works.append(job.scenario.work(job))
+        except Exception:
+            works.append(None)
+    return works

@@ -19,11 +19,13 @@ from pathlib import Path
 
 from pipeline.config.schema import from_dict
 from pipeline.identity import TABLE_KEYS, config_hash, extra_keys, identity, pool_hash, run_name
+from pipeline.jobdir import JobDir
+from pipeline.measure.objective import SAMPLES, STEP_TIME, TOKENS, Objective, Work, choose
 from pipeline.measure.stats import t975
 from pipeline.status import FINISHED
 from pipeline.sweep.pareto import ParetoFront, pareto_front
-from pipeline.sweep.state import SweepContext
 from pipeline.sweep.verdict import Estimate, Rule, Verdict, decide
+from pipeline.sweep_context import SweepContext
 from pipeline.tracking import RunRecord
 
 AMP_PRECISIONS = ("amp", "amp_fp16")
@@ -45,8 +47,7 @@ class Row:
     config_hash: str = ""
     pool_hash: str = ""  # shared by the repeats of one configuration
     start_time: int = 0  # ms since the epoch
-    batch_size: int | None = None
-    tokens_per_sample: int | None = None  # token models: sequence length
+    work: Work | None = None  # what one unit did, as its worker stated it (None: no worker result)
     run_id: str = ""
     environment: dict[str, str] = field(default_factory=dict)  # env.* tags: versions, GPU, driver
 
@@ -73,47 +74,6 @@ class Row:
     @property
     def peak_gib(self) -> float | None:
         return self.metrics.get("memory/peak_reserved_gib")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Objective:
-    metric: str
-    label: str
-    higher_is_better: bool
-
-    def estimate(self, row: Row) -> tuple[float, float, float]:
-        """(figure, low, high) of one job: the median step time's interval, or the throughput's, which
-        is the step time's turned over."""
-        m = row.metrics
-        p50 = m["step/p50_ms"]
-        low, high = m.get("step/p50_ci95_low_ms", p50), m.get("step/p50_ci95_high_ms", p50)
-        if self.metric == "step/p50_ms":
-            return p50, low, high
-        value = m[self.metric]
-        # A median whose interval reaches 0 ms (two or three measured steps) bounds no throughput above.
-        return value, value * p50 / high, value * p50 / low if low > 0 else math.inf
-
-
-STEP_TIME = Objective(
-    metric="step/p50_ms", label="median step time, ms (lower is better)", higher_is_better=False
-)
-SAMPLES = Objective(
-    metric="throughput/samples_per_s", label="throughput, samples/s (higher is better)", higher_is_better=True
-)
-TOKENS = Objective(
-    metric="throughput/tokens_per_s", label="throughput, tokens/s (higher is better)", higher_is_better=True
-)
-
-
-def choose_objective(rows: list[Row]) -> Objective:
-    """Step time while every job does the same work per step; throughput once batch sizes or sequence
-    lengths differ (tokens/s when every job is a token model)."""
-    work = {(r.batch_size, r.tokens_per_sample) for r in rows}
-    if len(work) <= 1:
-        return STEP_TIME
-    if all(r.tokens_per_sample for r in rows) and all("throughput/tokens_per_s" in r.metrics for r in rows):
-        return TOKENS
-    return SAMPLES
 
 
 @dataclass(kw_only=True)
@@ -189,7 +149,7 @@ class Summary:
 
 # ------------------------------------------------------------------------------------ rows
 def row_from_run(run: RunRecord, varied: list[str] | tuple[str, ...] = ()) -> Row:
-    tags, params = run.tags, run.params
+    tags = run.tags
     error = f"{tags['error_type']}: {tags.get('error_message', '')}" if "error_type" in tags else ""
     keys = [*TABLE_KEYS, *extra_keys(varied)]
     return Row(
@@ -202,11 +162,7 @@ def row_from_run(run: RunRecord, varied: list[str] | tuple[str, ...] = ()) -> Ro
         config_hash=tags.get("config_hash", ""),
         pool_hash=tags.get("pool_hash") or tags.get("config_hash", ""),
         start_time=run.start_time_ms,
-        batch_size=_global_batch(
-            _int(params.get("scenario.batch_size")) or _int(params.get("trainer.batch_size")),
-            _int(tags.get("world_size")),
-        ),
-        tokens_per_sample=_tokens_per_sample(params),
+        work=Work.from_tags(tags),
         run_id=run.run_id,
         environment={
             key: tags[tag] for tag, key in (("torch", "torch"), ("device", "gpu_name")) if tag in tags
@@ -219,7 +175,7 @@ def row_from_result(path: Path) -> Row | None:
     summaries without MLflow."""
     try:
         result = json.loads(path.read_text())
-        cfg = from_dict(json.loads((path.parent / "job_config.json").read_text()))
+        cfg = from_dict(json.loads(JobDir(path.parent).job_config.read_text()))
     except (OSError, ValueError, TypeError):
         return None
     sweep = SweepContext.load(path.parent.parent)
@@ -237,36 +193,9 @@ def row_from_result(path: Path) -> Row | None:
         config_hash=config_hash(cfg),
         pool_hash=pool_hash(cfg),
         start_time=started,
-        batch_size=_global_batch(cfg.scenario.batch_size or cfg.trainer.batch_size, cfg.parallel.nproc),
-        tokens_per_sample=1 if cfg.scenario.name == "generate" else cfg.model.input.tokens_per_sample,
+        work=Work.from_dict(result.get("work")),
         environment={k: str(v) for k, v in (result.get("environment") or {}).items()},
     )
-
-
-def _tokens_per_sample(params: dict[str, str]) -> int | None:
-    """Tokens one sample of a step holds: the sequence (token models), 1 (a generate job's decode step)."""
-    if params.get("scenario.name") == "generate":
-        return 1
-    return _int(params.get("model.input.seq_len")) if params.get("model.input.kind") == "tokens" else None
-
-
-def _tokens_per_sample(params: dict[str, str]) -> int | None:
-    """Tokens one sample of a step holds: the sequence (token models), 1 (a generate job's decode step)."""
-    if params.get("scenario.name") == "generate":
-        return 1
-    return _int(params.get("model.input.seq_len")) if params.get("model.input.kind") == "tokens" else None
-
-
-def _global_batch(per_rank: int | None, world_size: int | None) -> int | None:
-    """Samples per step over every rank (trainer.batch_size is per rank)."""
-    return per_rank * (world_size or 1) if per_rank is not None else None
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
 
 
 def latest_per_config(rows: list[Row]) -> list[Row]:
@@ -311,7 +240,7 @@ def _pooled(name: str, rows: list[Row], objective: Objective) -> Estimate:
     left out when quiet ones exist; if all are noisy, the configuration is noisy."""
     quiet = [r for r in rows if not r.noisy]
     used = quiet or rows
-    figures = [objective.estimate(r) for r in used]
+    figures = [objective.estimate(r.metrics) for r in used]
     steps = None
     if len(figures) == 1:
         value, low, high = figures[0]
@@ -393,11 +322,17 @@ def bootstrap_geomean(
 
 
 def summarize(
-    sweep_id: str, rows: list[Row], *, varied: list[str] | tuple[str, ...] = (), rule: Rule | None = None
+    sweep_id: str,
+    rows: list[Row],
+    *,
+    varied: list[str] | tuple[str, ...] = (),
+    rule: Rule | None = None,
+    configured: str | None = None,
 ) -> Summary:
+    """The summary of a sweep's jobs; `configured`: the sweep's `sweep.objective`, if it names one."""
     summary = Summary(sweep_id=sweep_id, rows=latest_per_config(rows), varied=extra_keys(varied))
     passing = [r for r in summary.rows if r.passing]
-    summary.objective = choose_objective(passing)
+    summary.objective = choose([r.work for r in passing], configured)
     summary.configurations = configurations(summary.rows, summary.objective)
     rule = rule or Rule()
     summary.min_effect_pct = rule.min_effect_pct
@@ -450,9 +385,9 @@ def _notes(summary: Summary) -> None:
             f"{noisy} job(s) flagged noisy (their measured steps spread beyond benchmark.noisy_spread_pct): "
             "their step times decide nothing; compiled-vs-eager is judged on the paired speedup"
         )
-    if summary.objective is not STEP_TIME:
+    if summary.objective in (SAMPLES, TOKENS):
         summary.notes.append(
-            f"jobs differ in batch size or sequence length: ranked by {summary.objective.label}, not by step time"
+            f"jobs differ in the work per unit (batch size, sequence length): ranked by {summary.objective.label}, not by step time"
         )
     if len({(r.config.get("model"), r.config.get("loss")) for r in summary.rows if r.passing}) > 1:
         summary.notes.append(

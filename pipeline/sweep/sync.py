@@ -17,19 +17,21 @@ from pathlib import Path
 
 from pipeline.config.schema import Config, from_dict
 from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
-from pipeline.job.result import RESULT_FILE, RUN_ID_FILE, JobResult, recorded_run_id
+from pipeline.job.outcome import run_payload
+from pipeline.job.result import JobResult, recorded_run_id
+from pipeline.jobdir import RESULT, RUN_ID, JobDir
 from pipeline.status import FINISHED, KILLED, RUNNING
 from pipeline.sweep import lease
-from pipeline.sweep.state import SweepContext
+from pipeline.sweep_context import SweepContext
 from pipeline.tracking import RunRecord, Tracker
 
 
 def unsynced(dirs: list[Path]) -> list[Path]:
     found = []
     for root in dirs:
-        for path in sorted(root.rglob(RESULT_FILE)):
+        for path in sorted(root.rglob(RESULT)):
             try:
-                if not JobResult.read(path).mlflow_synced and (path.parent / "job_config.json").exists():
+                if not JobResult.read(path).mlflow_synced and JobDir(path.parent).job_config.exists():
                     found.append(path)
             except (OSError, ValueError, TypeError):
                 continue
@@ -49,11 +51,11 @@ def sync_one(tracker: Tracker, result_path: Path) -> tuple[str, str]:
     """Log one job's result; returns (run id, what was done)."""
     job_dir = result_path.parent
     result = JobResult.read(result_path)
-    cfg = from_dict(json.loads((job_dir / "job_config.json").read_text()))
+    cfg = from_dict(json.loads(JobDir(job_dir).job_config.read_text()))
     run = the_jobs_run(tracker, result, job_dir)
     if run is None:
         run_id = _new_run(tracker, cfg, job_dir)
-        tracker.log_result(run_id, cfg, result, job_dir)
+        tracker.log_payload(run_id, run_payload(cfg, result, job_dir))
         done = f"logged into a new run: MLflow never had the job's run ({result.status})"
     elif run.status == FINISHED:
         run_id, done = run.run_id, "kept: the run is FINISHED in MLflow"
@@ -62,7 +64,7 @@ def sync_one(tracker: Tracker, result_path: Path) -> tuple[str, str]:
     else:
         run_id = run.run_id
         tracker.set_tags(run_id, {"synced_later": "true"})
-        tracker.log_result(run_id, cfg, result, job_dir, completing=True)
+        tracker.log_payload(run_id, run_payload(cfg, result, job_dir), completing=True)
         done = f"logged into the job's run ({result.status})"
     result.mlflow_run_id, result.mlflow_synced = run_id, True
     result.write(result_path)
@@ -105,9 +107,9 @@ def sync_results(tracker: Tracker, dirs: list[Path]) -> int:
 def close_lost_jobs(tracker: Tracker, dirs: list[Path]) -> None:
     """Close the runs of jobs that ended without a result (a job process killed outright), as a
     sweep's end does for its jobs: KILLED, `JobLost`."""
-    for noted in sorted({p for root in dirs for p in root.rglob(RUN_ID_FILE)}):
+    for noted in sorted({p for root in dirs for p in root.rglob(RUN_ID)}):
         job_dir = noted.parent
-        if (job_dir / RESULT_FILE).exists() or lease.holders([job_dir]):
+        if JobDir(job_dir).result.exists() or lease.holders([job_dir]):
             continue
         run = tracker.get_run(recorded_run_id(job_dir))
         if run is not None and run.status == RUNNING:

@@ -1,5 +1,6 @@
 """The sweep's ready-made view in the MLflow UI: its runs in one table, ranked by the objective, with
-the columns that answer "which is fastest, by how much, at what compile cost". Torch-free.
+the columns that answer "which is fastest, by how much, at what compile cost", ranked by the objective
+the summary ranks by (:mod:`pipeline.measure.objective`). Torch-free.
 
 MLflow 3.17 keeps the runs table's saved views ("Views" at the top right of the Runs page) as experiment
 tags `mlflow.sharedViewState.<id>`. A tag's value is JSON: `name`, `createdAt`, `updatedAt` (ms) and
@@ -20,7 +21,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from pipeline.measure.registry import METRICS
+from pipeline.measure.objective import STEP_P50, Objective
 from pipeline.tracking import RunRecord, Tracker
 
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
@@ -28,11 +29,9 @@ SWEEP_VIEW_PREFIX = "sweep-"  # the views this project makes; others (a user's o
 KEEP_VIEWS = 30  # of ours per experiment, below the UI's 40, leaving room for a user's own views
 MAX_VALUE_CHARS = 20_000
 
-STEP_TIME = "step/p50_ms"
-THROUGHPUT = "throughput/samples_per_s"
+STEP_TIME = STEP_P50
 # Where the figures live on each device: the caching allocator's peak on a GPU, the process's RSS on a CPU.
 MEMORY = ("memory/peak_reserved_gib", "memory/cpu_rss_peak_gib")
-INTERVALS = {STEP_TIME: ("step/p50_ci95_low_ms", "step/p50_ci95_high_ms")}
 VERDICT_TAGS = ("verdict", "noisy")
 # The chart view's sections (one per metric prefix; MLflow sorts them alphabetically unless told), most
 # telling first; prefixes not listed follow.
@@ -52,32 +51,6 @@ RUN_NAME = "attributes.`Run Name`"
 # Columns whose width is not their header's, in px; a metric's full value (17 digits) takes ~150.
 WIDTHS = {RUN_NAME: 230, "tags.`verdict`": 220, "tags.`noisy`": 70}
 FULL_VALUE = 150
-
-
-@dataclass(frozen=True, kw_only=True)
-class Objective:
-    """The metric the sweep is ranked by, and which way is better."""
-
-    metric: str
-    ascending: bool
-
-    @property
-    def interval(self) -> tuple[str, ...]:
-        return INTERVALS.get(self.metric, ())
-
-
-def objective_for(*, axes: list[str], configured: str | None = None) -> Objective:
-    """The sweep's `sweep.objective` when it has one; throughput when batch sizes differ (step times of
-    different batches do not compare); the median step time otherwise."""
-    swept_keys = {axis.split("=", 1)[0].lstrip("+~") for axis in axes}
-    metric = configured or (THROUGHPUT if "trainer.batch_size" in swept_keys else STEP_TIME)
-    return Objective(metric=metric, ascending=not higher_is_better(metric))
-
-
-def higher_is_better(metric: str) -> bool:
-    """Rates and ratios to eager (samples/s, TFLOP/s, speedups) grow when things get faster."""
-    unit = METRICS[metric].unit if metric in METRICS else ""
-    return unit.endswith("/s") or unit == "x" or metric == "flops/mfu"
 
 
 def metric_column(name: str) -> str:
@@ -176,7 +149,7 @@ def columns_for(
         *MEMORY,
         "diagnose/graph_breaks",
     ]
-    interval = list(objective.interval)
+    interval = list(objective.interval or ())
     if logged is not None:
         head, interval = [m for m in head if m in logged], [m for m in interval if m in logged]
     verdicts = [t for t in VERDICT_TAGS if tags is None or t in tags]

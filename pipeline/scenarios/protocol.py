@@ -1,25 +1,31 @@
-"""What the training and inference scenarios share: a step run many times, measured the same way.
+"""The one measurement protocol, for every scenario: a unit of work (a training step, a forward call, a
+generation) run by variants, measured the same way whatever the unit is.
 
 Order (paired mode): eager memory probe alone (then freed) -> compiled warm-up and round 1 alone ->
 eager copy warm-up -> rounds E1 C2 E2 C3 E3 ... Every memory figure comes from a phase where its variant
 is alone on the device; the timing rounds alternate so drift hits both variants alike. Diagnostics that
-run steps (syncs, profile) come after the measurement.
+run units (syncs, profile) come after the measurement.
 
-A scenario subclasses :class:`SteppedScenario` and supplies its step (`make_variant`), what it builds
-once (`prepare`), and its own figures (`finish_report`); the rest is here.
+A scenario (`pipeline/scenarios/<name>/scenario.py`) subclasses :class:`Scenario` and supplies what it
+builds once (`prepare`), its variant (`make_variant`) and its own figures (`finish_report`); everything
+else (compile time, the compile diagnosis, memory, noise, the paired comparison, throughput from the
+work its config states, MFU, the method's words) is here, once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
 from models import build_model
-from pipeline.axes.compile import Compiled, ModelWithLoss, uses_cudagraphs
+from pipeline.axes.compile import Compiled, ModelWithLoss
 from pipeline.axes.data import make_batches
 from pipeline.axes.parallel import Ranks
 from pipeline.axes.precision import Precision
@@ -29,6 +35,7 @@ from pipeline.diagnose import profiler, syncs
 from pipeline.diagnose.compile_log import CompileLogRecorder
 from pipeline.diagnose.compile_stats import CompileDiagnosis, CompileStats, reset_compile_state
 from pipeline.diagnose.flops import Mfu
+from pipeline.jobdir import JobDir
 from pipeline.measure.compile_time import CompileTime, Warmup
 from pipeline.measure.memory import MemoryPeaks, cpu_rss_peak_gib, nvml_process_memory_gib
 from pipeline.measure.method import describe_method
@@ -37,7 +44,34 @@ from pipeline.measure.paired import PairedComparison, compare
 from pipeline.measure.ranks import ParallelFigures, slowest_rank_steps
 from pipeline.measure.stats import Latency, Throughput
 from pipeline.measure.timing import Timer, Variant, split_rounds
-from pipeline.scenarios.base import ScenarioReport, WorkerContext
+from pipeline.progress import Progress
+
+
+class Timeline:
+    """Seconds spent in each phase of the worker, for the job-cost breakdown (info `timeline`)."""
+
+    def __init__(self, started: float | None = None) -> None:
+        self.phases: dict[str, float] = {}
+        self.last = time.time() if started is None else started
+
+    def mark(self, phase: str) -> None:
+        now = time.time()
+        self.phases[phase] = self.phases.get(phase, 0.0) + now - self.last
+        self.last = now
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerContext:
+    """What the worker gives every scenario."""
+
+    device: torch.device
+    progress: Progress | Any
+    out_dir: Path  # the job's folder (explain.txt, profile/ go here)
+    timeline: Timeline
+
+
+class HasMetrics(Protocol):
+    def metrics(self) -> dict[str, float]: ...
 
 
 @dataclass(kw_only=True)
@@ -45,21 +79,21 @@ class Measured:
     """What the measurement phase produced: the variants and what was read between phases."""
 
     main: Variant
-    compiled: Compiled  # how the main variant's step was built
+    compiled: Compiled  # how the main variant was built
     eager: Variant | None = None  # the paired eager copy
     probe: Variant | None = None  # the eager memory probe (released)
     probe_leak_bytes: int | None = None
     stats_after_warmup: CompileStats | None = None
     nvml_gib: float | None = None
-    own_p50_ms: float | None = (
-        None  # distributed: this rank's own median (the step times are the slowest rank's)
-    )
+    own_p50_ms: float | None = None  # distributed: this rank's own median (the times are the slowest rank's)
     eager_own_p50_ms: float | None = None
 
 
 @dataclass(kw_only=True)
-class StepReport(ScenarioReport):
-    step: Latency
+class UnitReport:
+    """A job's figures as typed records; `metrics()` gives them under the registry's names."""
+
+    step: Latency  # the headline laps (a step, a call, a decode step)
     throughput: Throughput
     warmup: Warmup
     noise: Noise
@@ -72,7 +106,11 @@ class StepReport(ScenarioReport):
     cpu_rss_peak_gib: float = 0.0
     host_syncs_per_step: int | None = None
     parallel: ParallelFigures | None = None  # distributed jobs: the ranks' spread
+    records: list[HasMetrics] = field(default_factory=list)  # the scenario's own typed figures
     extra: dict[str, float] = field(default_factory=dict)  # the scenario's own figures, by registry name
+    series: dict[str, list[float]] = field(default_factory=dict)  # per-unit curves
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)  # effective settings and notes
 
     def metrics(self) -> dict[str, float]:
         m = {
@@ -86,6 +124,8 @@ class StepReport(ScenarioReport):
         for record in (self.compile_time, self.memory, self.compile, self.paired, self.mfu, self.parallel):
             if record is not None:
                 m.update(record.metrics())
+        for record in self.records:
+            m.update(record.metrics())
         if self.nvml_gib is not None:
             m["memory/nvml_process_gib"] = self.nvml_gib
         if self.host_syncs_per_step is not None:
@@ -93,34 +133,27 @@ class StepReport(ScenarioReport):
         return {**m, **self.extra}
 
 
-class SteppedScenario:
-    """A step, warmed up, timed in (paired) rounds and diagnosed. Subclasses set `batch_size` and
-    implement `prepare`, `make_variant` and `finish_report`."""
+class Scenario:
+    """A unit of work, warmed up, timed in (paired) rounds and diagnosed. Subclasses implement `prepare`
+    and `make_variant`, and may extend `finish_report`, `measuring`, `method_lines`, `count_flops`."""
+
+    timed_unit = "step"  # what trainer.steps counts for this scenario, in words
 
     def __init__(self, cfg: Config, ctx: WorkerContext):
         self.cfg, self.ctx = cfg, ctx
         self.device = ctx.device
         self.precision = Precision.from_config(cfg.precision)
         self.spec = cfg.model.input
-        self.batch_size = cfg.trainer.batch_size  # samples per step (a subclass may say otherwise)
+        self.work = cfg.scenario.work(cfg)
+        self.batch_size = (
+            cfg.trainer.batch_size
+        )  # samples per step of the batches made (a subclass may differ)
         self.warmup, self.measured = cfg.trainer.warmup_steps, cfg.trainer.measured_steps
         self.rounds = split_rounds(self.measured, cfg.benchmark.rounds if cfg.paired else 1)
         self.timer = Timer(device=self.device, progress=ctx.progress, measured_total=self.measured)
         self.info: dict[str, Any] = {"rounds": self.rounds}
-        self.head: nn.Module | None = None  # what turns the model's outputs into the step's result; prepare()
+        self.head: nn.Module | None = None  # what turns the model's outputs into the unit's result; prepare()
         self.ranks = Ranks.from_env() if cfg.parallel.distributed else Ranks()  # rank 0 of 1 otherwise
-
-    def method(self) -> str:
-        return describe_method(
-            device=self.device,
-            warmup=self.warmup,
-            measured=self.measured,
-            rounds=len(self.rounds),
-            paired=self.cfg.paired,
-            data_loader=self.cfg.data.loader,
-            parallel=self.cfg.parallel.strategy,
-            world_size=self.ranks.world_size,
-        )
 
     # ----------------------------------------------------------------------------- to implement
     def prepare(self) -> nn.Module:
@@ -130,19 +163,46 @@ class SteppedScenario:
     def make_variant(self, name: str, settings: CompileConfig) -> tuple[Variant, Compiled]:
         raise NotImplementedError
 
-    def finish_report(self, report: StepReport, measured: Measured) -> None:
+    def measuring(self) -> contextlib.AbstractContextManager[Any]:
+        """The context every unit runs in (warm-up, measurement, diagnostics alike)."""
+        return contextlib.nullcontext()
+
+    def finish_report(self, report: UnitReport, measured: Measured) -> None:
         """Add the scenario's own figures (losses, output parity, ...) to the report."""
 
     def count_flops(self) -> int | None:
         return None
 
+    def method_lines(self) -> list[str]:
+        """What this scenario runs, in words, before the protocol's own lines."""
+        return []
+
+    def paired_losses(self, measured: Measured) -> tuple[list[float], list[float]] | None:
+        """Compiled and eager loss curves to judge parity on (training only)."""
+        return None
+
     # ----------------------------------------------------------------------------- phases
-    def run(self) -> StepReport:
+    def method(self) -> str:
+        """How this job is measured, in words (the run's description)."""
+        protocol = describe_method(
+            device=self.device,
+            warmup=self.warmup,
+            measured=self.measured,
+            rounds=len(self.rounds),
+            paired=self.cfg.paired,
+            data_loader=self.cfg.data.loader,
+            parallel=self.cfg.parallel.strategy,
+            world_size=self.ranks.world_size,
+            unit=self.timed_unit,
+        )
+        return "\n".join([*self.method_lines(), protocol])
+
+    def run(self) -> UnitReport:
         timeline = self.ctx.timeline
         self.info["precision_flags"] = self.precision.apply_backend_flags()
         import_model_library(self.cfg.model._target_)
         timeline.mark("model_library")
-        with CompileLogRecorder() as recorder:
+        with CompileLogRecorder() as recorder, self.measuring():
             self.head = self.prepare()
             timeline.mark("build")
             flops = self.count_flops()
@@ -153,8 +213,8 @@ class SteppedScenario:
                 timeline.mark("explain")
             measured = self.measure()
             timeline.mark("variants_warmup_and_rounds")
-        report = self.report(measured, recorder.summary(), flops)
-        self.diagnose_steps(measured.main, report)
+            report = self.report(measured, recorder.summary(), flops)
+            self.diagnose_units(measured.main, report)
         timeline.mark("diagnostics")
         self.ctx.progress(measured.main.name, "done", 1, 1, force=True)
         return report
@@ -187,11 +247,11 @@ class SteppedScenario:
         if self.cfg.paired:
             baseline = timer.memory.allocated()
             probe, _ = self.make_variant("eager", eager_settings)
-            timer.solo_phase(probe, warmup=self.warmup, steps=self.rounds[0], show=False)
+            timer.solo_phase(probe, warmup=self.warmup, units=self.rounds[0], show=False)
             leak = timer.release(probe, baseline)
         main_name = "compiled" if self.cfg.compile.compiled else "eager"
         main, compiled = self.make_variant(main_name, self.cfg.compile)
-        timer.solo_phase(main, warmup=self.warmup, steps=self.rounds[0])
+        timer.solo_phase(main, warmup=self.warmup, units=self.rounds[0])
         measured = Measured(
             main=main,
             compiled=compiled,
@@ -210,30 +270,29 @@ class SteppedScenario:
                 timer.timed_round(variant, n)
             measured.eager = eager
         if self.cfg.parallel.distributed:  # after the measured loop: the slowest rank's step times
-            measured.own_p50_ms = slowest_rank_steps(main, self.rounds, self.device)
+            measured.own_p50_ms = slowest_rank_steps(main, self.device)
             if measured.eager is not None:
-                measured.eager_own_p50_ms = slowest_rank_steps(measured.eager, self.rounds, self.device)
+                measured.eager_own_p50_ms = slowest_rank_steps(measured.eager, self.device)
         return measured
 
     # ----------------------------------------------------------------------------- results
-    def report(self, measured: Measured, logged: dict[str, Any], flops: int | None) -> StepReport:
-        cfg, main = self.cfg, measured.main
+    def report(self, measured: Measured, logged: dict[str, Any], flops: int | None) -> UnitReport:
+        cfg, main, work = self.cfg, measured.main, self.work
         step = main.latency()
         self.info.update(
             {
                 "compiled": measured.compiled.description,
                 "compile_kwargs": measured.compiled.kwargs or {},
                 "compiled_regions": measured.compiled.regions,
+                "work": dataclasses.asdict(work),
             }
         )
         if measured.probe_leak_bytes is not None:
             self.info["eager_probe_leak_bytes"] = measured.probe_leak_bytes
-        report = StepReport(
+        report = UnitReport(
             step=step,
-            throughput=Throughput.of(  # every rank's samples (the global batch)
-                step, self.batch_size * self.ranks.world_size, self.spec.tokens_per_sample
-            ),
-            warmup=Warmup.from_steps(main.warmup_s, step.p50),
+            throughput=Throughput.of(step, work.samples, work.tokens),
+            warmup=Warmup.from_steps(main.warmup_s or [0.0], main.unit_ms()),
             noise=Noise(
                 spread_pct=step.spread_pct,
                 cpu_steal_pct=main.cpu_steal_pct,
@@ -258,11 +317,10 @@ class SteppedScenario:
                 main,
                 measured.eager,
                 measured.probe,
-                rounds=self.rounds,
                 cuda=self.device.type == "cuda",
+                losses=self.paired_losses(measured),
                 loss_rtol=cfg.benchmark.loss_rtol,
                 parity_steps=cfg.benchmark.parity_steps,
-                with_loss_parity=main.keep_outputs,
             )
             report.series["curve/eager_step_ms"] = measured.eager.step_ms
         if flops:
@@ -297,7 +355,7 @@ class SteppedScenario:
             applies.add("triton")
         if inductor and settings.mode.startswith("max-autotune"):
             applies.add("autotune")
-        if cuda and uses_cudagraphs(settings):
+        if cuda and settings.uses_cudagraphs:
             applies.add("cudagraphs")
         return applies
 
@@ -309,23 +367,23 @@ class SteppedScenario:
         batch = next(self.batches(num_batches=1))
         with self.precision.autocast(self.device.type):
             text = explain_mod.explain(ModelWithLoss(model, self.head), batch)
-        (self.ctx.out_dir / "explain.txt").write_text(text)
+        JobDir(self.ctx.out_dir).explain.write_text(text)
         del model, batch
         reset_compile_state()
 
-    def diagnose_steps(self, main: Variant, report: StepReport) -> None:
-        """Extra, unmeasured steps: host-device syncs in one step; a profiler trace when asked."""
+    def diagnose_units(self, main: Variant, report: UnitReport) -> None:
+        """Extra, unmeasured units: host-device syncs in one unit; a profiler trace when asked."""
 
-        def step() -> None:
-            main.run_step(record=False)
+        def unit() -> None:
+            main.run_unit(None, record=False)
 
         if self.cfg.diagnose.sync_check:
-            found = syncs.count_syncs(step, self.device)
+            found = syncs.count_syncs(unit, self.device)
             report.diagnostics["host_syncs"] = found
             if "count" in found:
                 report.host_syncs_per_step = found["count"]
         if self.cfg.profile:
-            profiler.profile_steps(step, self.device, self.ctx.out_dir / "profile")
+            profiler.profile_steps(unit, self.device, JobDir(self.ctx.out_dir).profile)
 
 
 def import_model_library(target: str) -> None:

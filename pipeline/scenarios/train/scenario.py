@@ -1,6 +1,7 @@
 """The training scenario (`scenario=train`, the default): a fixed number of training steps on fake data,
-measured by the shared protocol of :mod:`pipeline.scenarios.stepped` (solo memory phases, paired eager
-rounds, diagnostics); this module supplies the training step, the loss and the loss curves."""
+measured by the one protocol (:mod:`pipeline.scenarios.protocol`: solo memory phases, paired eager
+rounds, diagnostics); this module supplies the training step (:mod:`.step`), the loss and the loss
+curves."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ from pipeline.axes.compile import Compiled, apply_compile
 from pipeline.axes.parallel import parallelize
 from pipeline.config.schema import CompileConfig
 from pipeline.diagnose.flops import count_flops
-from pipeline.measure.timing import Variant
-from pipeline.scenarios.stepped import Measured, SteppedScenario, StepReport
-from pipeline.scenarios.train_step import build_optimizer, train_step_factory
+from pipeline.measure.timing import StepVariant
+from pipeline.scenarios.protocol import Measured, Scenario, UnitReport
+from pipeline.scenarios.train.step import build_optimizer, train_step_factory
 
 
-class TrainScenario(SteppedScenario):
+class TrainScenario(Scenario):
     """One training job inside the worker: build from the config, warm up, measure, diagnose."""
+
+    timed_unit = "step"
 
     def prepare(self) -> nn.Module:
         """The loss, shared by every variant (a distillation teacher is built and initialized on the device)."""
@@ -28,7 +31,7 @@ class TrainScenario(SteppedScenario):
         with torch.device(self.device):
             return build_loss(self.cfg.loss, self.spec).to(dtype=self.precision.param_dtype).train()
 
-    def make_variant(self, name: str, settings: CompileConfig) -> tuple[Variant, Compiled]:
+    def make_variant(self, name: str, settings: CompileConfig) -> tuple[StepVariant, Compiled]:
         trainer, device, precision = self.cfg.trainer, self.device, self.precision
         assert self.head is not None
         net = precision.convert(self.fresh_model().to(device=device, dtype=precision.param_dtype).train())
@@ -50,14 +53,22 @@ class TrainScenario(SteppedScenario):
         )
         setup_s = time.perf_counter() - started
         losses = torch.zeros(trainer.steps, device=device, dtype=torch.float32)
-        return Variant(name, compiled.step, self.batches(), losses, setup_s=setup_s), compiled
+        variant = StepVariant(name, compiled.step, self.batches(), outputs=losses, setup_s=setup_s)
+        return variant, compiled
 
-    def finish_report(self, report: StepReport, measured: Measured) -> None:
-        losses = measured.main.losses.tolist()
+    def paired_losses(self, measured: Measured) -> tuple[list[float], list[float]] | None:
+        assert isinstance(measured.main, StepVariant) and isinstance(measured.eager, StepVariant)
+        assert measured.main.outputs is not None and measured.eager.outputs is not None
+        return measured.main.outputs.tolist(), measured.eager.outputs.tolist()
+
+    def finish_report(self, report: UnitReport, measured: Measured) -> None:
+        main = measured.main
+        assert isinstance(main, StepVariant) and main.outputs is not None
+        losses = main.outputs.tolist()
         report.series["curve/loss"] = losses
         report.extra.update({"loss/first": losses[0], "loss/final": losses[-1]})
-        if measured.eager is not None:
-            report.series["curve/eager_loss"] = measured.eager.losses.tolist()
+        if isinstance(measured.eager, StepVariant) and measured.eager.outputs is not None:
+            report.series["curve/eager_loss"] = measured.eager.outputs.tolist()
 
     def count_flops(self) -> int | None:
         if not self.cfg.diagnose.flops:

@@ -1,0 +1,125 @@
+"""The job folder: the contract between a job's processes (its parent, its worker, a distributed job's
+ranks, `report --sync` later), every file in it named once. Torch-free.
+
+    job_dir/
+      config.yaml        the resolved config, redacted (MLflow gets it)
+      job_config.json    the resolved config the worker reads (unredacted: stays local)
+      job_ready          made once the job's run is open: the worker measures nothing before it
+      worker.pid         the worker's pid (a watchdog, a later look)
+      worker.log         the worker's stdout and stderr
+      mlflow_run_id      the job's run, as soon as it exists (`--sync` logs a late result there only)
+      result.json        the worker's result (rank 0's), then the parent's record of it
+      result.rank<r>.json  a distributed job's other ranks
+      step_times.csv, run_info.json, diagnostics.json, error.txt, explain.txt   beside the result
+      ranks_failed.json  a distributed job's rank exits, as torch's launcher saw them
+      profile/, tlparse/, torch_trace/  the profiler's trace, tlparse's report of the compiler's trace
+      inductor_cache/    with diagnose.cold_cache=true (else the sweep's, shared)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+RESULT = "result.json"
+RANK_RESULT_GLOB = "result.rank*.json"
+RUN_ID = "mlflow_run_id"
+JOB_CONFIG = "job_config.json"
+
+
+@dataclass(frozen=True)
+class JobDir:
+    path: Path
+
+    def __truediv__(self, name: str) -> Path:
+        return self.path / name
+
+    @property
+    def config_yaml(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def job_config(self) -> Path:
+        return self.path / JOB_CONFIG
+
+    @property
+    def job_ready(self) -> Path:
+        return self.path / "job_ready"
+
+    @property
+    def worker_pid(self) -> Path:
+        return self.path / "worker.pid"
+
+    @property
+    def worker_log(self) -> Path:
+        return self.path / "worker.log"
+
+    @property
+    def run_id(self) -> Path:
+        return self.path / RUN_ID
+
+    @property
+    def result(self) -> Path:
+        return self.path / RESULT
+
+    def rank_result(self, rank: int) -> Path:
+        """Where a rank writes its result: rank 0 the job's result file, rank r `result.rank<r>.json`."""
+        return self.result if rank == 0 else self.path / f"result.rank{rank}.json"
+
+    @property
+    def step_times(self) -> Path:
+        return self.path / "step_times.csv"
+
+    @property
+    def run_info(self) -> Path:
+        return self.path / "run_info.json"
+
+    @property
+    def diagnostics(self) -> Path:
+        return self.path / "diagnostics.json"
+
+    @property
+    def error(self) -> Path:
+        return self.path / "error.txt"
+
+    @property
+    def explain(self) -> Path:
+        return self.path / "explain.txt"
+
+    @property
+    def profile(self) -> Path:
+        return self.path / "profile"
+
+    @property
+    def tlparse(self) -> Path:
+        return self.path / "tlparse"
+
+    @property
+    def torch_trace(self) -> Path:
+        return self.path / "torch_trace"
+
+    @property
+    def rank_failures(self) -> Path:
+        """A distributed job's rank exits, as torch's launcher saw them (pipeline.job.ranks)."""
+        return self.path / "ranks_failed.json"
+
+    @property
+    def inductor_cache(self) -> Path:
+        return self.path / "inductor_cache"
+
+    def artifacts(self) -> list[Path]:
+        """What MLflow gets of the job (job_config.json stays local: it holds unredacted values)."""
+        files = [
+            self.config_yaml,
+            self.result,
+            self.run_info,
+            self.step_times,
+            self.worker_log,
+            self.error,
+            self.diagnostics,
+            self.explain,
+        ]
+        return files
+
+    def artifact_folders(self) -> list[Path]:
+        return [self.profile, self.tlparse]

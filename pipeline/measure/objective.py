@@ -1,0 +1,143 @@
+"""What a job is judged on, defined once (torch-free): the work one unit of it does (:class:`Work`, stated
+by the worker's result) and the figure configurations are ranked by (:class:`Objective`).
+
+The rule (`choose`), used alike by the summary, the verdict, the plots and the sweep's view in the UI:
+`sweep.objective` when the sweep names one; else, while every job does the same work per unit (same
+samples and tokens per unit) and its scenario names the same default, that default (a training step's
+or a call's median time); else throughput, which compares jobs that do different work per unit
+(tokens/s when every job counts tokens, samples/s otherwise). Nothing here knows a scenario by name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from pipeline.measure.registry import METRICS
+
+STEP_P50 = "step/p50_ms"
+SAMPLES_PER_S = "throughput/samples_per_s"
+TOKENS_PER_S = "throughput/tokens_per_s"
+# A job's work as its run's tags (so a summary rebuilt from MLflow reads what the worker stated).
+WORK_TAGS = ("unit", "samples_per_unit", "tokens_per_unit", "objective")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Work:
+    """What one unit of a job does: a training step, a forward call, a decode step."""
+
+    unit: str  # what a unit is, in words ("training step")
+    samples: float  # samples one unit processes, over every rank (a mean where batch sizes cycle)
+    tokens: float | None  # tokens one unit processes (token models); None for image models
+    objective: str = STEP_P50  # the metric this scenario is judged on unless the sweep says otherwise
+
+    def tags(self) -> dict[str, str]:
+        return {
+            "unit": self.unit,
+            "samples_per_unit": f"{self.samples:g}",
+            "tokens_per_unit": "" if self.tokens is None else f"{self.tokens:g}",
+            "objective": self.objective,
+        }
+
+    @classmethod
+    def from_tags(cls, tags: Mapping[str, str]) -> Work | None:
+        """The work a run's tags state, or None for a run that states none (a failure before its worker)."""
+        try:
+            tokens = tags.get("tokens_per_unit") or None
+            return cls(
+                unit=tags["unit"],
+                samples=float(tags["samples_per_unit"]),
+                tokens=float(tokens) if tokens else None,
+                objective=tags.get("objective") or STEP_P50,
+            )
+        except (KeyError, ValueError):
+            return None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object] | None) -> Work | None:
+        if not data:
+            return None
+        return cls(**{k: data[k] for k in ("unit", "samples", "tokens", "objective") if k in data})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Objective:
+    """The metric a sweep ranks by, which way is better, and where its 95% interval comes from."""
+
+    metric: str
+    label: str
+    higher_is_better: bool
+    interval: tuple[str, str] | None = None  # the metrics holding its interval's ends
+    inverse_of: str | None = None  # a rate of this latency objective: its interval is that one's turned over
+
+    def estimate(self, metrics: Mapping[str, float]) -> tuple[float, float, float]:
+        """(figure, low, high) of one job."""
+        value = metrics[self.metric]
+        if self.interval is not None:
+            low, high = self.interval
+            return value, metrics.get(low, value), metrics.get(high, value)
+        if self.inverse_of is not None:
+            base = OBJECTIVES[self.inverse_of]
+            p50, low, high = base.estimate(metrics)
+            # A median whose interval reaches 0 ms (two or three measured steps) bounds no rate above.
+            return value, value * p50 / high, value * p50 / low if low > 0 else math.inf
+        return value, value, value
+
+    @property
+    def ascending(self) -> bool:
+        """The order a table sorts in to show the best first."""
+        return not self.higher_is_better
+
+
+def _latency(metric: str, label: str) -> Objective:
+    base = metric.rsplit("_ms", 1)[0]
+    return Objective(
+        metric=metric,
+        label=label,
+        higher_is_better=False,
+        interval=(f"{base}_ci95_low_ms", f"{base}_ci95_high_ms"),
+    )
+
+
+STEP_TIME = _latency(STEP_P50, "median step time, ms (lower is better)")
+SAMPLES = Objective(
+    metric=SAMPLES_PER_S,
+    label="throughput, samples/s (higher is better)",
+    higher_is_better=True,
+    inverse_of=STEP_P50,
+)
+TOKENS = Objective(
+    metric=TOKENS_PER_S,
+    label="throughput, tokens/s (higher is better)",
+    higher_is_better=True,
+    inverse_of=STEP_P50,
+)
+OBJECTIVES = {o.metric: o for o in (STEP_TIME, SAMPLES, TOKENS)}
+
+
+def objective_named(metric: str) -> Objective:
+    """The objective for a metric: a known one, or any registered metric ranked by its unit."""
+    if metric in OBJECTIVES:
+        return OBJECTIVES[metric]
+    unit = METRICS[metric].unit if metric in METRICS else ""
+    higher = unit.endswith("/s") or unit == "x" or metric == "flops/mfu"
+    return Objective(
+        metric=metric,
+        label=f"{metric} ({'higher' if higher else 'lower'} is better)",
+        higher_is_better=higher,
+    )
+
+
+def choose(works: Iterable[Work | None], configured: str | None = None) -> Objective:
+    """The objective of a sweep whose jobs state these works (the module's docstring)."""
+    if configured:
+        return objective_named(configured)
+    known = [w for w in works if w is not None]
+    per_unit = {(w.samples, w.tokens) for w in known}
+    defaults = {w.objective for w in known}
+    if len(per_unit) <= 1:
+        return objective_named(defaults.pop() if len(defaults) == 1 else STEP_P50)
+    if all(w.tokens for w in known):
+        return TOKENS
+    return SAMPLES

@@ -1,0 +1,295 @@
+"""The generation scenario (`scenario=generate`, causal LMs): a prefill of `scenario.prompt_len` tokens
+(time to first token), then greedy decode of the rest of `scenario.new_tokens` with a static KV cache,
+as transformers' static cache and gpt-fast do. The protocol's unit (:mod:`pipeline.scenarios.protocol`)
+is one generation; it marks two kinds of laps: `ttft` (the prefill) and `decode` (each decode step).
+The headline `step/*` are per-token decode latencies, `throughput/tokens_per_s` is decode tokens/s
+(batch x 1000 / p50); the prefill's are `generate/ttft_*`.
+
+What is compiled follows `compile.scope` through `apply_compile`: `step` (the default for generate)
+compiles the one-token decode step alone and runs the prefill eager; `model` and `regional` compile the
+model for the prefill and the decode. Recompiles across decode steps show as
+`diagnose/recompiles_after_warmup`.
+
+Paired mode: an eager copy with the same weights generates from the same prompt, in rounds alternating
+with the compiled one; the first `scenario.parity_tokens` greedy tokens of the two must agree, unless
+they part where eager's two best next tokens are a near-tie (within TIE_RTOL of its largest logit):
+with random weights the logits are nearly flat, and a rounding difference of fused bf16 kernels then
+picks the other of two equal candidates (`parity/near_tie`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from models import build_model
+from pipeline.axes.compile import Compiled, StepFn, apply_compile
+from pipeline.config.schema import CompileConfig, Config
+from pipeline.measure.clocks import Laps
+from pipeline.measure.memory import gib
+from pipeline.measure.stats import Latency
+from pipeline.measure.timing import Variant
+from pipeline.scenarios.protocol import Measured, Scenario, UnitReport, WorkerContext
+
+TIE_RTOL = 0.01  # two logits this close (relative to the largest) are a tie at bf16 precision
+TTFT, DECODE = "ttft", "decode"
+
+
+def near_tie(logits: torch.Tensor, rtol: float = TIE_RTOL) -> bool:
+    """Whether the two best next tokens are within `rtol` of the largest logit, in any sequence."""
+    logits = logits.float()
+    top2 = logits.topk(2, dim=-1).values
+    return bool(((top2[..., 0] - top2[..., 1]) <= rtol * logits.abs().amax(dim=-1)).any())
+
+
+class Decoder(nn.Module):
+    """A causal LM called with its cache: `inputs` holds input_ids, position_ids and the cache."""
+
+    def __init__(self, lm: nn.Module):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, inputs: dict[str, Any]) -> torch.Tensor:
+        return self.lm(**inputs, use_cache=True).logits
+
+
+class NextToken(nn.Module):
+    """The generation "head": the greedy next token of each sequence."""
+
+    def forward(self, batch: dict[str, Any], logits: torch.Tensor) -> torch.Tensor:
+        return logits[:, -1].argmax(-1, keepdim=True)
+
+
+def decode_step_factory():
+    def make_step(forward: nn.Module, *, mark_cudagraph_step: bool) -> StepFn:
+        def decode(batch: dict[str, Any]) -> torch.Tensor:
+            if mark_cudagraph_step:
+                torch.compiler.cudagraph_mark_step_begin()
+            return forward(batch)
+
+        return decode
+
+    return make_step
+
+
+class GenerationVariant(Variant):
+    """One variant: a model with its cache; a unit prefills the prompt and decodes one token at a time."""
+
+    primary = DECODE
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        lm: nn.Module,
+        compiled: Compiled,
+        cache: Any,
+        prompt: torch.Tensor,
+        new_tokens: int,
+        setup_s: float,
+    ):
+        super().__init__(name, setup_s=setup_s)
+        self.lm, self.compiled, self.cache, self.prompt, self.new_tokens = (
+            lm,
+            compiled,
+            cache,
+            prompt,
+            new_tokens,
+        )
+        self.marks_per_unit = (
+            new_tokens + 2
+        )  # the unit's start, the prefill, the decode's start, each decode step
+        self.tokens: torch.Tensor | None = None  # the greedy tokens of the last recorded generation
+
+    def run_unit(self, laps: Laps | None, *, record: bool = True) -> None:
+        prompt, device = self.prompt, self.prompt.device
+        batch, length = prompt.shape
+        self.cache.reset()
+        positions = torch.arange(length, device=device).expand(batch, length)
+        mark = laps.mark if laps is not None else _no_mark
+        mark(None)
+        token = self.compiled.forward(
+            {"inputs": {"input_ids": prompt, "position_ids": positions, "past_key_values": self.cache}}
+        )
+        mark(TTFT)
+        tokens = [token.clone()]
+        position = torch.full((batch, 1), length, dtype=torch.long, device=device)
+        mark(None)
+        for _ in range(self.new_tokens - 1):
+            inputs = {"input_ids": token, "position_ids": position, "past_key_values": self.cache}
+            token = self.compiled.step({"inputs": inputs}).clone()  # a CUDA-graph replay reuses its output
+            position += 1  # in place: the same input tensor, no recompile
+            mark(DECODE)
+            tokens.append(token)
+        if record:
+            self.tokens = torch.cat(tokens, dim=1)
+            self.done += 1
+
+    def release(self) -> None:
+        self.lm = self.compiled = self.cache = None  # type: ignore[assignment]
+
+
+def _no_mark(label: str | None) -> None:
+    """Warm-up and diagnostic units mark nothing."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prefill:
+    """Time to first token (the prefill) of the measured generations, and the paired eager copy's."""
+
+    ttft: Latency
+    eager_ttft: Latency | None
+    prompt_tokens: int
+    new_tokens: int
+
+    def metrics(self) -> dict[str, float]:
+        m = {
+            "generate/ttft_p50_ms": self.ttft.p50,
+            "generate/ttft_p90_ms": self.ttft.p90,
+            "generate/ttft_ci95_low_ms": self.ttft.ci95_low,
+            "generate/ttft_ci95_high_ms": self.ttft.ci95_high,
+            "generate/prompt_tokens": float(self.prompt_tokens),
+            "generate/new_tokens": float(self.new_tokens),
+        }
+        if self.eager_ttft is not None:
+            m["eager/ttft_p50_ms"] = self.eager_ttft.p50
+            m["speedup/ttft_vs_eager"] = self.eager_ttft.p50 / self.ttft.p50
+        return m
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenParity:
+    """Do the compiled and the eager decode choose the same greedy tokens?"""
+
+    agree: int  # leading tokens equal in every sequence
+    near_tie: bool  # they part where eager's two best next tokens are a near-tie
+    required: int  # scenario.parity_tokens
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "parity/tokens_agree": float(self.agree),
+            "parity/near_tie": float(self.near_tie),
+            "parity/ok": float(self.agree >= self.required or self.near_tie),
+        }
+
+
+class GenerateScenario(Scenario):
+    timed_unit = "generation"
+
+    def __init__(self, cfg: Config, ctx: WorkerContext):
+        super().__init__(cfg, ctx)
+        scenario = cfg.scenario
+        self.batch_size = int(scenario.samples_per_unit(cfg))
+        self.prompt_len, self.new_tokens = scenario.prompt_len, scenario.new_tokens
+        self.info["batch_size"] = self.batch_size
+
+    def method_lines(self) -> list[str]:
+        scope = self.cfg.compile.scope
+        return [
+            f"Generation: batch {self.batch_size}, a {self.prompt_len}-token prompt, {self.new_tokens} new tokens (greedy, static KV cache); "
+            "a timed unit below is one generation.",
+            "Decode step time (the headline step/* figures): a lap at every token boundary, no host sync inside the decode loop; "
+            "time to first token: a lap around the prefill.",
+            f"What is compiled: compile.scope={scope} ({'the decode step; the prefill runs eager' if scope == 'step' else 'the model, for prefill and decode'}).",
+        ] + (
+            [
+                f"Token parity: the first {self.cfg.scenario.parity_tokens} greedy tokens of the compiled and the eager copy must agree."
+            ]
+            if self.cfg.paired
+            else []
+        )
+
+    def measuring(self) -> contextlib.AbstractContextManager[Any]:
+        return torch.inference_mode()
+
+    def prepare(self) -> nn.Module:
+        return NextToken()
+
+    def prompt(self) -> torch.Tensor:
+        generator = torch.Generator(device=self.device).manual_seed(self.cfg.trainer.seed)
+        vocab = self.cfg.model.input.vocab_size
+        return torch.randint(
+            vocab, (self.batch_size, self.prompt_len), generator=generator, device=self.device
+        )
+
+    def make_variant(self, name: str, settings: CompileConfig) -> tuple[GenerationVariant, Compiled]:
+        from transformers import StaticCache
+
+        assert self.head is not None
+        torch.manual_seed(self.cfg.trainer.seed)
+        dtype = self.precision.param_dtype
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)  # built in its own dtype: no float32 copy of a 7B model first
+        try:
+            with torch.device(self.device):
+                lm = build_model(self.cfg.model).model  # the HF causal LM inside LogitsOnly
+        finally:
+            torch.set_default_dtype(previous)
+        lm = lm.to(device=self.device, dtype=dtype).eval().requires_grad_(False)
+        lm.config.use_cache = True
+        self.info["parameters"] = sum(p.numel() for p in lm.parameters())
+        cache = StaticCache(config=lm.config, max_cache_len=self.prompt_len + self.new_tokens)
+        started = time.perf_counter()
+        compiled = apply_compile(settings, model=Decoder(lm), loss=self.head, make_step=decode_step_factory())
+        variant = GenerationVariant(
+            name,
+            lm=lm,
+            compiled=compiled,
+            cache=cache,
+            prompt=self.prompt(),
+            new_tokens=self.new_tokens,
+            setup_s=time.perf_counter() - started,
+        )
+        return variant, compiled
+
+    def explain(self) -> None:
+        self.info["explain_note"] = (
+            "diagnose.explain is not run for generations (a decode step needs its cache)"
+        )
+
+    def finish_report(self, report: UnitReport, measured: Measured) -> None:
+        main, eager = measured.main, measured.eager
+        assert isinstance(main, GenerationVariant)
+        ttft = main.latency(TTFT)
+        eager_ttft = eager.latency(TTFT) if isinstance(eager, GenerationVariant) else None
+        report.records.append(
+            Prefill(
+                ttft=ttft, eager_ttft=eager_ttft, prompt_tokens=self.prompt_len, new_tokens=self.new_tokens
+            )
+        )
+        if self.device.type == "cuda":
+            self.info["weights_gib"] = gib(self.info["parameters"] * self.precision.param_dtype.itemsize)
+        if isinstance(eager, GenerationVariant):
+            assert main.tokens is not None and eager.tokens is not None
+            agree = leading_agreement(main.tokens, eager.tokens)
+            tie = agree < self.new_tokens and self.parts_at_a_tie(eager.lm, eager.tokens, agree)
+            report.records.append(
+                TokenParity(agree=agree, near_tie=tie, required=self.cfg.scenario.parity_tokens)
+            )
+        self.info["ttft_ms"] = [round(ms, 4) for ms in main.laps[TTFT]]
+        per_generation = self.new_tokens - 1
+        decode = main.laps[DECODE]
+        self.info["decode_p50_ms_per_generation"] = [
+            round(statistics.median(decode[i : i + per_generation]), 4)
+            for i in range(0, len(decode), per_generation)
+        ]
+
+    def parts_at_a_tie(self, lm: nn.Module, tokens: torch.Tensor, agree: int) -> bool:
+        """Eager's logits where the two decodes part: the prompt and the tokens both chose, run once more."""
+        sequence = torch.cat([self.prompt(), tokens[:, :agree]], dim=1)
+        logits = lm(input_ids=sequence, use_cache=False).logits[:, -1]
+        tie = near_tie(logits)
+        self.info["tokens_part_at"] = {"index": agree, "near_tie": tie}
+        return tie
+
+
+def leading_agreement(a: torch.Tensor, b: torch.Tensor) -> int:
+    """How many leading tokens agree in every sequence of the batch."""
+    equal = (a == b).all(dim=0).tolist()
+    return next((i for i, same in enumerate(equal) if not same), len(equal))

@@ -1,0 +1,45 @@
+"""`scenario=inference`, torch-free: forward calls only, the model in eval mode under
+torch.inference_mode. A unit is one call; its samples are the call's batch (the mean batch when
+`batch_sizes` cycles several)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from pipeline.config.errors import ConfigError
+from pipeline.config.fields import doc
+from pipeline.scenarios.base import ScenarioConfig
+
+if TYPE_CHECKING:
+    from pipeline.config.schema import Config
+
+
+@dataclass(kw_only=True)
+class InferenceConfig(ScenarioConfig):
+    batch_size: int | None = doc(None, "samples per call; null: trainer.batch_size", gt=0)
+    batch_sizes: list[int] = doc(
+        [],
+        "cycle these batch sizes through warm-up and measurement (the dynamic-batch case: with "
+        "compile.dynamic=true one graph serves them all); empty: scenario.batch_size only",
+    )
+    topk: int = doc(5, "output parity compares the top-k classes of compiled and eager logits", gt=0)
+
+    name: ClassVar[str] = "inference"
+    runner: ClassVar[str] = "pipeline.scenarios.inference.scenario:InferenceScenario"
+    unit: ClassVar[str] = "forward call"
+
+    def check(self, at: str) -> Iterator[ConfigError]:
+        if any(not isinstance(b, int) or b < 1 for b in self.batch_sizes):
+            yield ConfigError(
+                f"{at}.batch_sizes", list(self.batch_sizes), "positive batch sizes, e.g. [2,3,4,5]"
+            )
+
+    def sizes(self, cfg: Config) -> list[int]:
+        """The batch sizes the calls take, in turn."""
+        return list(self.batch_sizes) or [self.batch_size or cfg.trainer.batch_size]
+
+    def samples_per_unit(self, cfg: Config) -> float:
+        return statistics.fmean(self.sizes(cfg))

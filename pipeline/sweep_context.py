@@ -1,0 +1,60 @@
+"""What a job knows of its sweep, shared by the multirun callback (which writes it) and the jobs (which
+read it): torch-free and free of the sweep's own machinery.
+
+Launchers pickle callbacks and may run jobs on other machines, so jobs get the sweep's identity from a
+small file in the sweep directory (`sweep.json`: sweep id, parent run id, job count), never from a
+live object.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+SWEEP_FILE = "sweep.json"
+
+
+@dataclass(kw_only=True)
+class SweepContext:
+    sweep_id: str
+    parent_run_id: str
+    sweep_dir: str
+    tracking_uri: str
+    experiment: str
+    total_jobs: int | None = None
+    resume: bool = False
+    name: str | None = None
+    axes: list[str] = field(default_factory=list)  # the swept keys, e.g. ["compile.mode", "trainer.seed"]
+    objective: str | None = None  # sweep.objective: the metric the sweep is judged on, if it names one
+    min_effect_pct: float = 1.0  # the verdict's settings (sweep.min_effect_pct, sweep.max_interval_pct)
+    max_interval_pct: float = 2.5
+    started_at: float = 0.0  # when this driver started the sweep (epoch seconds)
+    prior_wall_s: float = 0.0  # wall time of the sweep's earlier sessions (resumed: not the gap between)
+    finished: bool = False  # the summary is published and the parent run closed
+
+    def wall_s(self) -> float:
+        """The sweep's wall time so far: its earlier sessions' plus this one's."""
+        return self.prior_wall_s + time.time() - self.started_at
+
+    def save(self) -> None:
+        path = Path(self.sweep_dir) / SWEEP_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, sweep_dir: str | Path) -> SweepContext | None:
+        path = Path(sweep_dir) / SWEEP_FILE
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def new_sweep_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)

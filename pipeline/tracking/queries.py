@@ -1,0 +1,69 @@
+"""The project's questions of the store, each a query with every value quoted for MLflow's filter
+grammar: runs with given tags, a sweep's parent run and children, a configuration's finished run, the
+run of a job folder. Mixed into :class:`pipeline.tracking.client.Tracker`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipeline.status import FINISHED
+
+if TYPE_CHECKING:
+    from pipeline.tracking.client import RunRecord
+
+
+class SweepQueries:
+    """Queries over `runs(filter_string)`, which the class this is mixed into provides."""
+
+    def runs(self, filter_string: str, max_results: int = 5000) -> list[RunRecord]:
+        raise NotImplementedError
+
+    def runs_where(
+        self, tags: dict[str, str], *, status: str | None = None, max_results: int = 5000
+    ) -> list[RunRecord]:
+        """Runs whose tags equal these values (and with this status), newest first. Every value is
+        quoted for MLflow's filter grammar; one the grammar cannot hold is matched after the search."""
+        wanted = {f"tags.{k}": v for k, v in tags.items()}
+        if status is not None:
+            wanted["attributes.status"] = status
+        clauses = [_equals(field, value) for field, value in wanted.items()]
+        exact = all(clauses)
+        found = self.runs(" and ".join(c for c in clauses if c), max_results if exact else 50000)
+        matching = [
+            r
+            for r in found
+            if all(r.tags.get(k) == v for k, v in tags.items()) and status in (None, r.status)
+        ]
+        return matching[:max_results]
+
+    def sweep_parent(self, sweep_id: str) -> RunRecord | None:
+        found = self.runs_where({"sweep_id": sweep_id, "sweep_parent": "true"}, max_results=1)
+        return found[0] if found else None
+
+    def sweep_parents(self) -> list[RunRecord]:
+        return self.runs("tags.sweep_parent = 'true'")
+
+    def sweep_children(self, sweep_id: str) -> list[RunRecord]:
+        return [r for r in self.runs_where({"sweep_id": sweep_id}) if r.tags.get("sweep_parent") != "true"]
+
+    def finished_run_for(self, sweep_id: str, config_hash: str) -> RunRecord | None:
+        found = self.runs_where(
+            {"sweep_id": sweep_id, "config_hash": config_hash}, status=FINISHED, max_results=1
+        )
+        return found[0] if found else None
+
+    def job_run(self, job_dir: Path) -> RunRecord | None:
+        """The newest run of the job that ran in `job_dir` (its `job_dir` tag)."""
+        found = self.runs_where({"job_dir": str(job_dir)}, max_results=1)
+        return found[0] if found else None
+
+
+def _equals(field: str, value: str) -> str | None:
+    """`field = 'value'` as MLflow's filter grammar reads it back; a value holding `'` is put in double
+    quotes. None where the grammar cannot hold the value (both quotes, or a backslash, which its
+    tokenizer takes as an escape that MLflow never undoes)."""
+    if "\\" in value or ("'" in value and '"' in value):
+        return None
+    quote = '"' if "'" in value else "'"
+    return f"{field} = {quote}{value}{quote}"

@@ -1,0 +1,57 @@
+"""A scenario added with one config file (tests/conf/scenario/fwd_bwd.yaml) and this one module: forward
+and backward without an optimizer step. The protocol (pipeline/scenarios/protocol.py) gives it
+everything else: warm-up, paired eager rounds, compile time, memory, noise, the report.
+
+The built-in scenarios keep their config class apart from their implementation (config.py, scenario.py)
+so that a job's parent never imports torch; a scenario of one's own may be one module, as this one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from losses import build_loss
+from pipeline.axes.compile import Compiled, StepFn, apply_compile
+from pipeline.config.schema import CompileConfig
+from pipeline.measure.timing import StepVariant
+from pipeline.scenarios.base import ScenarioConfig
+from pipeline.scenarios.protocol import Measured, Scenario
+
+
+@dataclass(kw_only=True)
+class FwdBwdConfig(ScenarioConfig):
+    name: ClassVar[str] = "fwd_bwd"
+    runner: ClassVar[str] = "tests.scenario_fwd_bwd:FwdBwdScenario"
+    unit: ClassVar[str] = "forward and backward"
+    trains: ClassVar[bool] = True  # it has a loss (and gradients), so every compile scope applies
+
+
+class FwdBwdScenario(Scenario):
+    def prepare(self) -> nn.Module:
+        with torch.device(self.device):
+            return build_loss(self.cfg.loss, self.spec)
+
+    def make_variant(self, name: str, settings: CompileConfig) -> tuple[StepVariant, Compiled]:
+        net = self.fresh_model().train()
+
+        def make_step(forward_loss: nn.Module, *, mark_cudagraph_step: bool) -> StepFn:
+            def step(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+                for p in net.parameters():
+                    p.grad = None
+                with self.precision.autocast(self.device.type):
+                    loss = forward_loss(batch)
+                loss.backward()
+                return loss.detach()
+
+            return step
+
+        compiled = apply_compile(settings, model=net, loss=self.head, make_step=make_step)
+        losses = torch.zeros(self.cfg.trainer.steps, device=self.device)
+        return StepVariant(name, compiled.step, self.batches(), outputs=losses), compiled
+
+    def paired_losses(self, measured: Measured) -> tuple[list[float], list[float]]:
+        """Loss parity against the eager copy: the losses each variant's steps returned."""
+        return measured.main.outputs.tolist(), measured.eager.outputs.tolist()  # type: ignore[union-attr]
