@@ -77,3 +77,10 @@ def rank_fault(
     input_spec: dict[str, Any], rank: int = 1, at_call: int = 2, fault: str = "raise"
 ) -> nn.Module:
     return _RankFault(input_spec, rank, at_call, fault)
+
+
+def flips_a_global_setting(input_spec: dict[str, Any]) -> nn.Module:
+    """A factory that changes a process-wide setting as it builds (as a library might): the run records it."""
+    torch.backends.cudnn.benchmark = True
+    torch.set_num_threads(1)
+    return _Linear(input_spec, 1, "none")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,53 @@ def test_one_eager_job_finishes_with_its_metrics(tmp_path: Path, store: str):
     assert result["info"]["worker_pid"] != result["info"]["parent_pid"]
     assert "Traceback" not in proc.stderr
     assert "worker: FINISHED" not in proc.stdout  # the job's own last line says it
+    assert_settings_recorded(result["info"])
+
+
+FRESH_SETTINGS = (
+    "import json, torch\nfrom pipeline.measure.settings import snapshot\nprint(json.dumps(snapshot()))\n"
+)
+
+
+def assert_settings_recorded(info: dict) -> None:
+    """Every process-wide setting in which the worker, as its units ran, differs from a fresh interpreter
+    with torch imported is recorded in the run (run_info `settings_changed`)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TORCH", "PYTORCH", "CUDA", "TRITON", "NCCL"))
+    }
+    fresh = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", FRESH_SETTINGS],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    worker, recorded = info["settings"], info["settings_changed"]
+    differ = {k for k in set(fresh) | set(worker) if fresh.get(k) != worker.get(k)}
+    assert differ <= set(recorded), f"set in the worker but not recorded: {sorted(differ - set(recorded))}"
+
+
+def test_a_global_setting_changed_anywhere_in_the_worker_is_recorded(tmp_path: Path, store: str):
+    """A model factory that flips cuDNN's benchmark flag and the thread count as it builds (as a library
+    might): both show in the run's record of what differs from torch's defaults."""
+    from tests.test_faults import FAULTY
+
+    proc = run_cli([*FAULTY, "model._target_=tests.fault_models.flips_a_global_setting"], tmp_path, store)
+    assert proc.returncode == 0, output(proc)
+    info = json.loads((tmp_path / "run" / "result.json").read_text())["info"]
+    changed = info["settings_changed"]
+    assert changed["cudnn.benchmark"] == "False -> True" and changed["num_threads"].endswith("-> 1")
+    assert_settings_recorded(info)
 
 
 def test_a_job_whose_steps_spread_beyond_the_limit_is_flagged_noisy(tmp_path: Path, store: str):

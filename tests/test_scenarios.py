@@ -52,8 +52,19 @@ def test_an_inference_sweep_over_modes_gives_latency_speedup_and_output_parity(t
     assert m["diagnose/recompiles_after_warmup"] == 0
     assert not unregistered(m) and not unregistered(eager.data.metrics)
     assert "torch.inference_mode" in compiled.data.tags["mlflow.note.content"]  # says how, in words
+    # Latency as a request sees it (each call synchronized, its launch included), beside the back-to-back
+    # figure: the speedup and the verdict are judged on latency, the throughput on calls back to back.
+    for prefix in ("latency/", "eager/latency_"):
+        assert m[f"{prefix}p50_ms"] > 0 and m[f"{prefix}p90_ms"] >= m[f"{prefix}p50_ms"]
+    assert m["latency/p99_ms"] >= m["latency/p50_ms"] and "latency/p50_ms" in eager.data.metrics
+    assert m["speedup/vs_eager"] == pytest.approx(m["eager/latency_p50_ms"] / m["latency/p50_ms"])
+    assert m["speedup/back_to_back_vs_eager"] == pytest.approx(m["eager/p50_ms"] / m["step/p50_ms"])
+    assert compiled.data.tags["objective"] == "latency/p50_ms"
+    parent = next(r for r in runs(store) if r.data.tags.get("sweep_parent") == "true")
+    assert parent.data.tags["objective"] == "latency/p50_ms"  # the summary ranks by it
+    assert "the latency one request sees" in compiled.data.tags["mlflow.note.content"]
     summary = (tmp_path / "multirun" / "summary.md").read_text()
-    assert "verdict: " in summary and "x [" in summary  # latency figures and speedups with intervals
+    assert "verdict: " in summary and "x [" in summary and "median latency of one call" in summary
 
 
 @pytest.mark.slow
@@ -160,6 +171,39 @@ def test_the_seed_models_are_configs():
         4096,
         32,
         11008,
+    )
+
+
+def test_a_decode_steps_bytes_are_its_weights_and_its_whole_static_cache():
+    """Decode is bound by memory bandwidth: the bytes a step reads are every weight (an untied input
+    embedding only a row) and the K and V of every layer over the whole static cache, for each sequence."""
+    import torch
+
+    from models import build_model
+    from pipeline.diagnose.flops import DecodeBandwidth, decode_bytes
+
+    cfg = validate(compose(GENERATE))
+    lm = build_model(cfg.model).model.to(torch.bfloat16)
+    per_step, how = decode_bytes(lm, batch=3, cache_len=14)
+    c = lm.config
+    params = sum(p.numel() for p in lm.parameters()) * 2
+    untied = lm.get_output_embeddings().weight is not lm.get_input_embeddings().weight
+    embedding = lm.get_input_embeddings().weight.numel() * 2 if untied else 0
+    kv = (
+        2
+        * c.num_hidden_layers
+        * c.num_key_value_heads
+        * (c.hidden_size // c.num_attention_heads)
+        * 14
+        * 3
+        * 2
+    )
+    assert per_step == params - embedding + kv and "KV cache" in how
+    h200 = DecodeBandwidth.of(bytes_per_step=4.8e9, step_time_ms=2.0, gpu_name="NVIDIA H200")
+    assert h200.achieved_gbs == pytest.approx(2400) and h200.utilization == pytest.approx(0.5)
+    assert (
+        "4800 GB/s" in h200.note
+        and DecodeBandwidth.of(bytes_per_step=1, step_time_ms=1, gpu_name=None).utilization is None
     )
 
 

@@ -104,10 +104,12 @@ def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
     """Run the config's scenario and fill `result` with its figures (raises on failure; what was
     known before the failure, such as the environment, stays in `result`)."""
     # Imported here, not at the top: the timeline's first phase is what these imports cost (torch).
+    from pipeline.measure import settings
     from pipeline.measure.environment import environment, init_device_libraries
     from pipeline.scenarios import runner_class
     from pipeline.scenarios.protocol import Timeline, WorkerContext
 
+    settings_at_start = settings.snapshot()  # before the job sets anything (precision flags, ...)
     timeline = Timeline(started=STARTED_AT)
     result.info["worker_module_loaded_at"] = STARTED_AT
     try:
@@ -128,7 +130,13 @@ def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
             configure_dynamo(cfg.parallel)
             timeline.mark("process_group")
         progress = Progress() if rank_of_this_process(cfg) == 0 else quiet
-        ctx = WorkerContext(device=device, progress=progress, out_dir=out_dir, timeline=timeline)
+        ctx = WorkerContext(
+            device=device,
+            progress=progress,
+            out_dir=out_dir,
+            timeline=timeline,
+            settings_at_start=settings_at_start,
+        )
         scenario = scenario_type(cfg, ctx)
         result.work = dataclasses.asdict(scenario.work)  # what a unit did and what it is judged on
         result.method = scenario.method()

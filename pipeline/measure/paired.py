@@ -15,6 +15,10 @@ from pipeline.measure.timing import Variant
 
 @dataclass(frozen=True, kw_only=True)
 class PairedComparison:
+    """The compiled variant against its paired eager copy on one figure: the headline laps, or the
+    latency of synchronized calls (`label`); the eager copy's statistics are logged under `eager/`
+    with the figure's prefix (`eager/p50_ms`, `eager/latency_p50_ms`)."""
+
     eager: Latency
     speedup: float  # eager median / compiled median, over all rounds
     round_speedups: list[float]  # per round: eager round median / compiled round median
@@ -22,14 +26,16 @@ class PairedComparison:
     eager_peaks: MemoryPeaks | None  # the eager probe's, alone on the device (CUDA only)
     memory_ratio: float | None  # compiled / eager reserved peak over the measured steps (CUDA only)
     parity: LossParity | None  # training: loss curves compared (other scenarios judge their outputs)
+    eager_prefix: str = "eager/"  # `eager/latency_` for the latency of synchronized calls
 
     def metrics(self) -> dict[str, float]:
+        e = self.eager_prefix
         m = {
-            "eager/p50_ms": self.eager.p50,
-            "eager/p10_ms": self.eager.p10,
-            "eager/p90_ms": self.eager.p90,
-            "eager/p50_ci95_low_ms": self.eager.ci95_low,
-            "eager/p50_ci95_high_ms": self.eager.ci95_high,
+            f"{e}p50_ms": self.eager.p50,
+            f"{e}p10_ms": self.eager.p10,
+            f"{e}p90_ms": self.eager.p90,
+            f"{e}p50_ci95_low_ms": self.eager.ci95_low,
+            f"{e}p50_ci95_high_ms": self.eager.ci95_high,
             "speedup/vs_eager": self.speedup,
             "speedup/ci95_low": self.ci95[0],
             "speedup/ci95_high": self.ci95[1],
@@ -90,20 +96,29 @@ def compare(
     losses: tuple[list[float], list[float]] | None = None,
     loss_rtol: float = 0.05,
     parity_steps: int = 3,
+    label: str | None = None,
+    eager_prefix: str = "eager/",
 ) -> PairedComparison:
-    """Speedup of the headline figure (median of eager / median of compiled, same worker, interleaved
-    rounds of equal size), its spread over rounds, memory ratio (solo reserved peaks), and loss parity
-    when `losses` (compiled, eager curves) are given."""
-    assert main.rounds == eager.rounds, "paired variants are timed in rounds of equal size"
-    eager_latency = eager.latency()
+    """Speedup of a figure (the headline laps, or `label`'s: median of eager / median of compiled, same
+    worker, interleaved rounds of equal size), its spread over rounds, memory ratio (solo reserved
+    peaks), and loss parity when `losses` (compiled, eager curves) are given."""
+    label = label or main.primary
+    rounds = main.round_sizes[label]
+    assert rounds == eager.round_sizes[label], "paired variants are timed in rounds of equal size"
+    compiled_ms, eager_ms = main.laps[label], eager.laps[label]
+    eager_latency = eager.latency(label)
     probe_peaks = probe.peaks if cuda and probe is not None and probe.peaks.reserved else None
-    speedup = eager_latency.p50 / main.latency().p50
+    speedup = eager_latency.p50 / main.latency(label).p50
     return PairedComparison(
         eager=eager_latency,
         speedup=speedup,
-        ci95=speedup_interval(main.step_ms, eager.step_ms, main.rounds, speedup),
-        round_speedups=[e / c for e, c in zip(eager.round_p50_ms, main.round_p50_ms, strict=True)],
+        ci95=speedup_interval(compiled_ms, eager_ms, rounds, speedup),
+        round_speedups=[
+            _median_ratio(e, c)
+            for e, c in zip(_rounds(eager_ms, rounds), _rounds(compiled_ms, rounds), strict=True)
+        ],
         eager_peaks=probe_peaks,
         memory_ratio=main.peaks.reserved / probe_peaks.reserved if probe_peaks else None,
         parity=loss_divergence(losses[0], losses[1], loss_rtol, parity_steps) if losses is not None else None,
+        eager_prefix=eager_prefix,
     )

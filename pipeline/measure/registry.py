@@ -41,6 +41,41 @@ METRICS: dict[str, Metric] = {
         "%",
         "host CPU time stolen by the hypervisor during the measured steps (/proc/stat, all CPUs; Linux guests)",
     ),
+    "latency/p50_ms": Metric(
+        "ms", "inference: median latency of one call as a request sees it (synchronized before and after)"
+    ),
+    "latency/mean_ms": Metric("ms", "inference: mean latency of one synchronized call"),
+    "latency/p10_ms": Metric("ms", "inference: 10th percentile latency of one synchronized call"),
+    "latency/p90_ms": Metric("ms", "inference: 90th percentile latency of one synchronized call"),
+    "latency/p99_ms": Metric("ms", "inference: 99th percentile latency of one synchronized call"),
+    "latency/std_ms": Metric("ms", "inference: standard deviation of the synchronized calls' latency"),
+    "latency/min_ms": Metric("ms", "inference: fastest synchronized call"),
+    "latency/max_ms": Metric("ms", "inference: slowest synchronized call"),
+    "latency/p50_ci95_low_ms": Metric("ms", "inference: 95% interval of the median latency, low end"),
+    "latency/p50_ci95_high_ms": Metric("ms", "inference: 95% interval of the median latency, high end"),
+    "eager/latency_p50_ms": Metric(
+        "ms", "inference, paired eager baseline: median latency of one synchronized call"
+    ),
+    "eager/latency_p10_ms": Metric("ms", "inference, paired eager baseline: 10th percentile latency"),
+    "eager/latency_p90_ms": Metric("ms", "inference, paired eager baseline: 90th percentile latency"),
+    "eager/latency_p99_ms": Metric("ms", "inference, paired eager baseline: 99th percentile latency"),
+    "eager/latency_p50_ci95_low_ms": Metric(
+        "ms", "inference, paired eager baseline: 95% interval of the median latency, low end"
+    ),
+    "eager/latency_p50_ci95_high_ms": Metric(
+        "ms", "inference, paired eager baseline: 95% interval of the median latency, high end"
+    ),
+    "speedup/back_to_back_vs_eager": Metric(
+        "x",
+        "inference: eager median / compiled median of calls issued back to back (the throughput figure's speedup)",
+    ),
+    "generate/decode_bandwidth_gbs": Metric(
+        "GB/s", "generate: bytes a decode step must read (weights, KV cache) / median decode step time"
+    ),
+    "generate/decode_bandwidth_util": Metric(
+        "ratio",
+        "generate: generate/decode_bandwidth_gbs / the GPU's peak memory bandwidth (named in the run)",
+    ),
     "throughput/samples_per_s": Metric("samples/s", "batch size / median step time"),
     "throughput/tokens_per_s": Metric(
         "tokens/s", "batch size x sequence length / median step time (token models)"
@@ -122,7 +157,10 @@ METRICS: dict[str, Metric] = {
     "eager/peak_reserved_gib": Metric(
         "GiB", "paired eager baseline: peak reserved over its measured steps (solo probe)"
     ),
-    "speedup/vs_eager": Metric("x", "eager median / compiled median, same worker, interleaved rounds"),
+    "speedup/vs_eager": Metric(
+        "x",
+        "eager median / compiled median of the scenario's objective (inference: latency per call), same worker, interleaved rounds",
+    ),
     "speedup/ci95_low": Metric(
         "x",
         "95% confidence interval of speedup/vs_eager, low end (paired blocks of adjacent compiled and eager rounds)",
@@ -161,7 +199,8 @@ METRICS: dict[str, Metric] = {
         "generate: 1 if the decodes part where eager's two best next tokens are within 1% of its largest logit",
     ),
     "generate/ttft_p50_ms": Metric(
-        "ms", "generate: time to first token (the prefill), median over measured generations"
+        "ms",
+        "generate: time to first token as a request sees it (the prefill, synchronized before it), median over measured generations",
     ),
     "generate/ttft_p90_ms": Metric("ms", "generate: time to first token, 90th percentile"),
     "generate/ttft_ci95_low_ms": Metric(

@@ -24,6 +24,7 @@ from pipeline.measure.stats import Latency, percentile
 
 ProgressFn = Callable[..., None]  # (variant, phase, done, total)
 STEP = "step"  # the lap of a one-lap unit
+LATENCY = "latency"  # a unit alone, synchronized before and after: what one request sees
 
 
 def quiet(*args: Any, **kwargs: Any) -> None:
@@ -90,10 +91,12 @@ class Variant:
         return Latency.from_values(self.laps[label or self.primary])
 
     def unit_ms(self) -> float:
-        """A steady unit's device time: each label's median lap times its laps per unit."""
+        """A steady unit's device time, back to back: each label's median lap times its laps per unit."""
         if not self.measured:
             return 0.0
-        return sum(percentile(sorted(v), 0.5) * len(v) / self.measured for v in self.laps.values())
+        return sum(
+            percentile(sorted(v), 0.5) * len(v) / self.measured for k, v in self.laps.items() if k != LATENCY
+        )
 
     @property
     def cpu_steal_pct(self) -> float | None:
@@ -182,6 +185,19 @@ class Timer:
             variant.cpu_jiffies += after[1] - before[1]
         variant.add_round(found, units)
         return found
+
+    def latency_round(self, variant: Variant, units: int) -> list[float]:
+        """Run `units` units one at a time, each synchronized before and after and timed by the host's
+        clock: the latency a request sees (its launch included), not the time per unit of a busy queue."""
+        times = []
+        for _ in range(units):
+            synchronize(self.device)
+            start = time.perf_counter()
+            variant.run_unit(None, record=False)
+            synchronize(self.device)
+            times.append((time.perf_counter() - start) * 1000)
+        variant.add_round({LATENCY: times}, 0)
+        return times
 
     def solo_phase(self, variant: Variant, *, warmup: int, units: int, show: bool = True) -> None:
         """Warm-up, then one timed round, with nothing else on the device: the variant's memory peaks

@@ -36,6 +36,7 @@ from pipeline.diagnose.compile_log import CompileLogRecorder
 from pipeline.diagnose.compile_stats import CompileDiagnosis, CompileStats, reset_compile_state
 from pipeline.diagnose.flops import Mfu
 from pipeline.jobdir import JobDir
+from pipeline.measure import settings
 from pipeline.measure.compile_time import CompileTime, Warmup
 from pipeline.measure.memory import MemoryPeaks, cpu_rss_peak_gib, nvml_process_memory_gib
 from pipeline.measure.method import describe_method
@@ -43,7 +44,7 @@ from pipeline.measure.noise import Noise
 from pipeline.measure.paired import PairedComparison, compare
 from pipeline.measure.ranks import ParallelFigures, slowest_rank_steps
 from pipeline.measure.stats import Latency, Throughput
-from pipeline.measure.timing import Timer, Variant, split_rounds
+from pipeline.measure.timing import LATENCY, Timer, Variant, split_rounds
 from pipeline.progress import Progress
 
 
@@ -68,6 +69,9 @@ class WorkerContext:
     progress: Progress | Any
     out_dir: Path  # the job's folder (explain.txt, profile/ go here)
     timeline: Timeline
+    settings_at_start: dict[str, str] = field(
+        default_factory=dict
+    )  # pipeline.measure.settings, as the worker began
 
 
 class HasMetrics(Protocol):
@@ -87,6 +91,32 @@ class Measured:
     nvml_gib: float | None = None
     own_p50_ms: float | None = None  # distributed: this rank's own median (the times are the slowest rank's)
     eager_own_p50_ms: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestLatency:
+    """Calls one at a time, each synchronized before and after: the latency one request sees (its launch
+    included), beside the back-to-back figure (`step/*`, what `throughput/*` is made of) and its speedup."""
+
+    latency: Latency
+    eager_back_to_back: Latency | None  # the paired eager copy's back-to-back calls
+    back_to_back_speedup: float | None
+
+    def metrics(self) -> dict[str, float]:
+        m = self.latency.metrics("latency")
+        if self.eager_back_to_back is not None and self.back_to_back_speedup is not None:
+            e = self.eager_back_to_back
+            m.update(
+                {
+                    "eager/p50_ms": e.p50,
+                    "eager/p10_ms": e.p10,
+                    "eager/p90_ms": e.p90,
+                    "eager/p50_ci95_low_ms": e.ci95_low,
+                    "eager/p50_ci95_high_ms": e.ci95_high,
+                    "speedup/back_to_back_vs_eager": self.back_to_back_speedup,
+                }
+            )
+        return m
 
 
 @dataclass(kw_only=True)
@@ -138,6 +168,7 @@ class Scenario:
     and `make_variant`, and may extend `finish_report`, `measuring`, `method_lines`, `count_flops`."""
 
     timed_unit = "step"  # what trainer.steps counts for this scenario, in words
+    measures_latency = False  # also time units one at a time, synchronized: a request's latency (latency/*)
 
     def __init__(self, cfg: Config, ctx: WorkerContext):
         self.cfg, self.ctx = cfg, ctx
@@ -252,6 +283,11 @@ class Scenario:
         main_name = "compiled" if self.cfg.compile.compiled else "eager"
         main, compiled = self.make_variant(main_name, self.cfg.compile)
         timer.solo_phase(main, warmup=self.warmup, units=self.rounds[0])
+        now = (
+            settings.snapshot()
+        )  # as the units run: every flag that differs from the worker's start is recorded
+        self.info["settings"] = now
+        self.info["settings_changed"] = settings.changed(self.ctx.settings_at_start, now)
         measured = Measured(
             main=main,
             compiled=compiled,
@@ -269,6 +305,10 @@ class Scenario:
             for variant, n in schedule:
                 timer.timed_round(variant, n)
             measured.eager = eager
+        if self.measures_latency:
+            for n in self.rounds:  # alternating too, when paired
+                for variant in (main, measured.eager) if measured.eager is not None else (main,):
+                    timer.latency_round(variant, n)
         if self.cfg.parallel.distributed:  # after the measured loop: the slowest rank's step times
             measured.own_p50_ms = slowest_rank_steps(main, self.device)
             if measured.eager is not None:
@@ -321,8 +361,19 @@ class Scenario:
                 losses=self.paired_losses(measured),
                 loss_rtol=cfg.benchmark.loss_rtol,
                 parity_steps=cfg.benchmark.parity_steps,
+                label=LATENCY if self.measures_latency else None,  # speedup/vs_eager: the objective's
+                eager_prefix="eager/latency_" if self.measures_latency else "eager/",
             )
             report.series["curve/eager_step_ms"] = measured.eager.step_ms
+        if self.measures_latency:
+            eager = measured.eager.latency() if measured.eager is not None else None
+            report.records.append(
+                RequestLatency(
+                    latency=main.latency(LATENCY),
+                    eager_back_to_back=eager,
+                    back_to_back_speedup=eager.p50 / step.p50 if eager is not None else None,
+                )
+            )
         if flops:
             report.mfu = Mfu.of(
                 flops=flops,

@@ -31,7 +31,8 @@ from torch import nn
 from models import build_model
 from pipeline.axes.compile import Compiled, StepFn, apply_compile
 from pipeline.config.schema import CompileConfig, Config
-from pipeline.measure.clocks import Laps
+from pipeline.diagnose.flops import DecodeBandwidth, decode_bytes
+from pipeline.measure.clocks import Laps, synchronize
 from pipeline.measure.memory import gib
 from pipeline.measure.stats import Latency
 from pipeline.measure.timing import Variant
@@ -113,6 +114,8 @@ class GenerationVariant(Variant):
         self.cache.reset()
         positions = torch.arange(length, device=device).expand(batch, length)
         mark = laps.mark if laps is not None else _no_mark
+        if laps is not None:  # a request's time to first token: from an idle device, its launch included
+            synchronize(device)
         mark(None)
         token = self.compiled.forward(
             {"inputs": {"input_ids": prompt, "position_ids": positions, "past_key_values": self.cache}}
@@ -195,7 +198,7 @@ class GenerateScenario(Scenario):
             f"Generation: batch {self.batch_size}, a {self.prompt_len}-token prompt, {self.new_tokens} new tokens (greedy, static KV cache); "
             "a timed unit below is one generation.",
             "Decode step time (the headline step/* figures): a lap at every token boundary, no host sync inside the decode loop; "
-            "time to first token: a lap around the prefill.",
+            "time to first token as a request sees it: the device synchronized before the prefill, then a lap around it (its launch included).",
             f"What is compiled: compile.scope={scope} ({'the decode step; the prefill runs eager' if scope == 'step' else 'the model, for prefill and decode'}).",
         ] + (
             [
@@ -265,6 +268,16 @@ class GenerateScenario(Scenario):
         )
         if self.device.type == "cuda":
             self.info["weights_gib"] = gib(self.info["parameters"] * self.precision.param_dtype.itemsize)
+            per_step, how = decode_bytes(
+                main.lm, batch=self.batch_size, cache_len=self.prompt_len + self.new_tokens
+            )
+            bandwidth = DecodeBandwidth.of(
+                bytes_per_step=per_step,
+                step_time_ms=report.step.p50,
+                gpu_name=torch.cuda.get_device_name(self.device),
+            )
+            report.records.append(bandwidth)
+            self.info["decode_bandwidth_note"] = f"{how}; {bandwidth.note}"
         if isinstance(eager, GenerationVariant):
             assert main.tokens is not None and eager.tokens is not None
             agree = leading_agreement(main.tokens, eager.tokens)

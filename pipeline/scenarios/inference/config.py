@@ -4,6 +4,7 @@ torch.inference_mode. A unit is one call; its samples are the call's batch (the 
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pipeline.config.errors import ConfigError
 from pipeline.config.fields import doc
+from pipeline.measure.objective import Work
 from pipeline.scenarios.base import ScenarioConfig
 
 if TYPE_CHECKING:
@@ -43,3 +45,7 @@ class InferenceConfig(ScenarioConfig):
 
     def samples_per_unit(self, cfg: Config) -> float:
         return statistics.fmean(self.sizes(cfg))
+
+    def work(self, cfg: Config) -> Work:
+        """Judged on the latency one call takes as a request (`sweep.objective` can pick throughput)."""
+        return dataclasses.replace(super().work(cfg), objective="latency/p50_ms")

@@ -53,6 +53,7 @@ def inference_step_factory(*, precision: Precision, device_type: str):
 
 class InferenceScenario(Scenario):
     timed_unit = "call"
+    measures_latency = True
 
     def __init__(self, cfg: Config, ctx: WorkerContext):
         super().__init__(cfg, ctx)
@@ -63,8 +64,10 @@ class InferenceScenario(Scenario):
     def method_lines(self) -> list[str]:
         sizes = ", ".join(map(str, self.sizes))
         return [
-            f"Inference: forward calls only, the model in eval mode, every call under torch.inference_mode(), batch {sizes} "
-            "(a step below is one call; its latency statistics include p99). Output parity: compiled and eager logits on one batch."
+            f"Inference: forward calls only, the model in eval mode, every call under torch.inference_mode(), batch {sizes}. "
+            "Two figures: the latency one request sees (latency/*: each call alone, synchronized before and after and timed by "
+            "the host's clock, its launch included; the objective and speedup/vs_eager by default) and calls issued back to back "
+            "(step/*, what throughput/* is made of; speedup/back_to_back_vs_eager). Output parity: compiled and eager logits on one batch."
         ]
 
     def measuring(self) -> contextlib.AbstractContextManager[Any]:

@@ -1,0 +1,120 @@
+"""The process-wide settings that change how a unit of work runs, as a snapshot: torch's backend flags
+(TF32 and reduced-precision matmuls, cuDNN's benchmark and determinism, attention kernels), threads,
+the default dtype, grad mode, the compiler's configuration where it differs from its defaults, the
+garbage collector, and the environment variables torch and its libraries read.
+
+The worker takes one when it starts and one while its units are measured; what differs (and every
+such environment variable it was given) is recorded in the run (`run_info.json`: `settings_changed`),
+so no flag set anywhere in the worker, by the pipeline or by a library, changes a figure unseen.
+`tests/test_job.py` compares a job's measured-time snapshot with a fresh interpreter's.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from collections.abc import Callable
+
+import torch
+
+ENV_PREFIXES = (
+    "TORCH",
+    "PYTORCH",
+    "CUDA",
+    "CUBLAS",
+    "CUDNN",
+    "NCCL",
+    "TRITON",
+    "NVIDIA_TF32",
+    "OMP_",
+    "MKL_",
+    "KMP_",
+)
+
+
+def _flags() -> dict[str, Callable[[], object]]:
+    b = torch.backends
+    flags: dict[str, Callable[[], object]] = {
+        "float32_matmul_precision": torch.get_float32_matmul_precision,
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
+        "num_threads": torch.get_num_threads,
+        "num_interop_threads": torch.get_num_interop_threads,
+        "default_dtype": torch.get_default_dtype,
+        "grad_enabled": torch.is_grad_enabled,
+        "inference_mode": torch.is_inference_mode_enabled,
+        "cudnn.enabled": lambda: b.cudnn.enabled,
+        "cudnn.benchmark": lambda: b.cudnn.benchmark,
+        "cudnn.deterministic": lambda: b.cudnn.deterministic,
+        "cudnn.allow_tf32": lambda: b.cudnn.allow_tf32,
+        "cuda.matmul.allow_tf32": lambda: b.cuda.matmul.allow_tf32,
+        "cuda.matmul.allow_fp16_reduced_precision_reduction": lambda: (
+            b.cuda.matmul.allow_fp16_reduced_precision_reduction
+        ),
+        "cuda.matmul.allow_bf16_reduced_precision_reduction": lambda: (
+            b.cuda.matmul.allow_bf16_reduced_precision_reduction
+        ),
+        "cuda.flash_sdp": b.cuda.flash_sdp_enabled,
+        "cuda.mem_efficient_sdp": b.cuda.mem_efficient_sdp_enabled,
+        "cuda.math_sdp": b.cuda.math_sdp_enabled,
+        "mkldnn.enabled": lambda: b.mkldnn.enabled,
+        "gc.enabled": gc.isenabled,
+        "gc.threshold": gc.get_threshold,
+        "switch_interval_s": sys.getswitchinterval,
+    }
+    for name, getter in (
+        ("fp32_precision", lambda: b.fp32_precision),
+        ("cuda.matmul.fp32_precision", lambda: b.cuda.matmul.fp32_precision),
+        ("cudnn.conv.fp32_precision", lambda: b.cudnn.conv.fp32_precision),
+        ("cudnn.rnn.fp32_precision", lambda: b.cudnn.rnn.fp32_precision),
+        ("mkldnn.matmul.fp32_precision", lambda: b.mkldnn.matmul.fp32_precision),
+        ("mkldnn.conv.fp32_precision", lambda: b.mkldnn.conv.fp32_precision),
+    ):
+        flags[name] = getter  # torch >= 2.9 (absent ones read as None)
+    return flags
+
+
+def _compiler_config() -> dict[str, str]:
+    """Compiler settings that differ from their defaults (only for modules already imported: a snapshot
+    imports nothing)."""
+    out: dict[str, str] = {}
+    for prefix, module_name in (
+        ("inductor", "torch._inductor.config"),
+        ("dynamo", "torch._dynamo.config"),
+        ("functorch", "torch._functorch.config"),
+    ):
+        module = sys.modules.get(module_name)
+        if module is None:
+            continue
+        try:
+            copy = module.get_config_copy()
+            out.update({f"{prefix}.{k}": repr(copy[k]) for k in copy if not module._is_default(k)})
+        except Exception as exc:  # a torch whose config module reads differently: say so
+            out[f"{prefix}.?"] = f"unreadable: {type(exc).__name__}"
+    return out
+
+
+def snapshot() -> dict[str, str]:
+    """Every setting above, as text."""
+    out: dict[str, str] = {}
+    for name, read in _flags().items():
+        try:
+            out[name] = str(read())
+        except Exception:
+            out[name] = "None"
+    out.update(_compiler_config())
+    out.update({f"env.{k}": v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)})
+    return out
+
+
+def changed(before: dict[str, str], after: dict[str, str]) -> dict[str, str]:
+    """What `after` has that `before` did not, as `old -> new` (`unset` where absent), and every
+    environment variable of the list (whatever set it: the job's parent, the user)."""
+    out = {}
+    for key in sorted(set(before) | set(after)):
+        old, new = before.get(key, "unset"), after.get(key, "unset")
+        if old != new:
+            out[key] = f"{old} -> {new}"
+        elif key.startswith("env."):
+            out[key] = new
+    return out
