@@ -46,7 +46,7 @@ for part in $parts; do
     table)
       for spec in $MODELS; do
         m=${spec%%:*}; bs=${spec##*:}
-        TORCHINDUCTOR_CACHE_DIR=$out/cache-bare-$m py benchmarks/bare_loop.py --model "$m" --batch-size "$bs" \
+        TORCHINDUCTOR_CACHE_DIR=$out/inductor_cache-bare-$m py benchmarks/bare_loop.py --model "$m" --batch-size "$bs" \
           --compile $MODE "${BARE[@]}" > "$out/bare-$m.log" 2>&1
         echo "bare-$m exit=$? $(grep '^{' "$out/bare-$m.log" | tail -1 | cut -c1-300)"
         pipe "pipe-$m" model="$(model_cfg "$m")" trainer.batch_size="$bs" precision=amp compile.mode=$MODE \
@@ -54,7 +54,7 @@ for part in $parts; do
       done ;;
     probe)
       m=${MODELS%%:*}; m=${m%% *}; bs=${MODELS#*:}; bs=${bs%% *}
-      TORCHINDUCTOR_CACHE_DIR=$out/cache-bare-$m py benchmarks/truth_probe.py --model "$(model_cfg "$m")" \
+      TORCHINDUCTOR_CACHE_DIR=$out/inductor_cache-bare-$m py benchmarks/truth_probe.py --model "$(model_cfg "$m")" \
         --timm-name "$m" --batch-size "$bs" --mode $MODE "${PROBE[@]}" > "$out/probe-$m.log" 2>&1
       echo "probe-$m exit=$? $(grep '^{' "$out/probe-$m.log" | cut -c1-400)" ;;
     loader)
@@ -68,7 +68,7 @@ for part in $parts; do
         for mode in $LMODES; do
           pipe "lat-$m-$mode" model="$(model_cfg "$m")" scenario=inference scenario.batch_size=1 precision=amp \
             compile.mode="$mode" diagnose.cold_cache=true trainer.steps=60 "${S[@]}"
-          TORCHINDUCTOR_CACHE_DIR=$out/cache-loop-$m-$mode py benchmarks/latency_loop.py --model "$m" --batch-size 1 \
+          TORCHINDUCTOR_CACHE_DIR=$out/inductor_cache-loop-$m-$mode py benchmarks/latency_loop.py --model "$m" --batch-size 1 \
             --compile "$mode" "${LAT[@]}" > "$out/loop-$m-$mode.log" 2>&1
           echo "loop-$m-$mode exit=$? $(grep '^{' "$out/loop-$m-$mode.log" | tail -1 | cut -c1-200)"
         done
