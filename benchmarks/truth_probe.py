@@ -13,6 +13,7 @@ sets shows up as a difference.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import os
@@ -108,7 +109,8 @@ def pipeline_step(overrides: list[str], device):
     scenario.precision.apply_backend_flags()
     scenario.head = scenario.prepare()
     variant, _ = scenario.make_variant("compiled", cfg.compile)
-    return lambda: variant.run_step(record=False)
+    eager, _ = scenario.make_variant("eager", cfg.compile.as_eager())
+    return (lambda: variant.run_step(record=False)), (lambda: eager.run_step(record=False))
 
 
 def timed(step, steps: int, device) -> tuple[list[float], list[float]]:
@@ -150,7 +152,7 @@ def main() -> None:
     import torch
 
     plain = settings()
-    device = torch.device(args.device)
+    device = torch.device(args.device, 0) if args.device == "cuda" else torch.device(args.device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     overrides = [
@@ -161,10 +163,19 @@ def main() -> None:
         f"device={args.device}",
         *args.extra,
     ]
+    compiled, eager = pipeline_step(overrides, device)
     variants = {
-        "pipeline": pipeline_step(overrides, device),
+        "pipeline": compiled,
         "bare": bare_step(args.timm_name, args.batch_size, args.mode, device, args.image_size),
+        "pipeline_eager": eager,  # the paired eager copy, alternating as in a job
     }
+    collections = [0]
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "start" and info.get("generation") == 2:
+            collections[0] += 1
+
+    gc.callbacks.append(count)
     for name, step in variants.items():
         started = time.perf_counter()
         for _ in range(args.warmup):
@@ -172,13 +183,14 @@ def main() -> None:
         if device.type == "cuda":
             torch.cuda.synchronize()
         print(f"warm-up {name}: {time.perf_counter() - started:.1f} s", flush=True)
-    found: dict[str, dict[str, list[float]]] = {n: {"event": [], "host": []} for n in variants}
+    found: dict[str, dict[str, list[float]]] = {n: {"event": [], "host": [], "rounds": []} for n in variants}
     order = list(variants)
     for r in range(args.rounds):
         for name in order if r % 2 == 0 else order[::-1]:
             event, host = timed(variants[name], args.steps, device)
             found[name]["event"] += event
             found[name]["host"] += host
+            found[name]["rounds"].append(round(statistics.median(event), 2))
     report = {
         name: {
             "event_p50_ms": statistics.median(v["event"]),
@@ -190,10 +202,13 @@ def main() -> None:
                 - sorted(v["event"])[int(0.1 * len(v["event"]))]
             )
             / statistics.median(v["event"]),
+            "round_p50_ms": v["rounds"],
         }
         for name, v in found.items()
     }
     report["pipeline/bare"] = report["pipeline"]["event_p50_ms"] / report["bare"]["event_p50_ms"]
+    report["gen2_collections_in_rounds"] = collections[0]
+    report["affinity"] = sorted(os.sched_getaffinity(0))
     print(
         json.dumps(
             {"probe": vars(args), "report": report, "settings_plain": plain, "settings_after": settings()},
