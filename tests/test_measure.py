@@ -145,6 +145,28 @@ def test_step_time_spread_and_cpu_steal_come_from_the_measured_steps():
     assert "step/cpu_steal_pct" not in noise.Noise(spread_pct=1.0, cpu_steal_pct=None, limit_pct=10).metrics()
 
 
+def test_a_host_bound_step_drifting_with_the_host_says_so():
+    """On an H100 (benchmarks/results/h100-2026-11-25-s26), mobilenetv3 bs256's compiled rounds drifted
+    16% apart while its paired eager copy's held within 0.4%: the compiled step follows the host."""
+    compiled = noise.round_drift_pct([31.52, 28.0, 27.09, 31.5, 30.86, 30.14])
+    eager = noise.round_drift_pct([103.41, 103.39, 103.75, 103.75, 103.37, 103.37])
+    assert compiled == pytest.approx(16.35, abs=0.01) and eager == pytest.approx(0.37, abs=0.01)
+    drifting = noise.Noise(
+        spread_pct=32.7,
+        cpu_steal_pct=0.0,
+        limit_pct=10.0,
+        round_drift_pct=compiled,
+        eager_round_drift_pct=eager,
+    )
+    assert drifting.host_bound and "follows the host's speed" in (drifting.note or "")
+    assert drifting.metrics()["step/round_drift_pct"] == compiled
+    steady = noise.Noise(
+        spread_pct=32.7, cpu_steal_pct=0.0, limit_pct=10.0, round_drift_pct=3.0, eager_round_drift_pct=2.5
+    )
+    assert not steady.host_bound and "host's speed" not in (steady.note or "")
+    assert noise.round_drift_pct([5.0]) is None  # one round: no drift to speak of
+
+
 def test_a_measurement_is_noisy_only_beyond_the_spread_limit():
     steady = noise.Noise(spread_pct=4.3, cpu_steal_pct=0.0, limit_pct=10.0)  # ViT-B/16 amp on a quiet H200
     noisy = noise.Noise(spread_pct=23.2, cpu_steal_pct=6.25, limit_pct=10.0)  # the same job, host busy

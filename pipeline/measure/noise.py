@@ -1,5 +1,11 @@
-"""Is a measurement to be trusted to a few percent? The spread of its steady-state steps and the host's
-CPU steal while they ran."""
+"""Is a measurement to be trusted to a few percent? The spread of its steady-state steps, how far its
+timed rounds drifted apart (and the paired eager copy's, measured alongside), and the host's CPU steal
+while they ran.
+
+A compiled step of a launch-bound model (many small kernels) waits on the host launching them: its
+time is the host's Python time, which on a shared or virtual machine drifts by 15-30% over seconds
+(benchmarks/RESULTS.md, issue 26), while the paired eager copy, bound by the device, holds steady. The
+note says so when the rounds show it, so the figure is read as the host's, not the instrument's."""
 
 from __future__ import annotations
 
@@ -11,10 +17,18 @@ class Noise:
     spread_pct: float  # (p90 - p10) / p50 of the measured steps
     cpu_steal_pct: float | None  # None where /proc/stat is not there
     limit_pct: float  # benchmark.noisy_spread_pct
+    round_drift_pct: float | None = None  # max / min of the timed rounds' medians, - 1 (two rounds or more)
+    eager_round_drift_pct: float | None = None  # the paired eager copy's, alongside
 
     @property
     def noisy(self) -> bool:
         return self.spread_pct > self.limit_pct
+
+    @property
+    def host_bound(self) -> bool:
+        """The rounds drifted beyond the limit while the device-bound eager copy's did not (half as much)."""
+        drift, eager = self.round_drift_pct, self.eager_round_drift_pct
+        return drift is not None and eager is not None and drift > self.limit_pct and drift > 2 * eager
 
     @property
     def note(self) -> str | None:
@@ -22,13 +36,31 @@ class Noise:
         if not self.noisy:
             return None
         steal = f", host CPU steal {self.cpu_steal_pct:.1f}%" if self.cpu_steal_pct is not None else ""
+        host = ""
+        if self.host_bound:
+            host = (
+                f"; its timed rounds drifted {self.round_drift_pct:.0f}% apart while the paired eager copy's held within "
+                f"{self.eager_round_drift_pct:.0f}%: the step waits on the host launching its kernels and follows the host's "
+                "speed (CUDA graphs, compile.mode=reduce-overhead, take the host out of the step)"
+            )
         return (
             f"noisy: p10-p90 of the measured steps spans {self.spread_pct:.0f}% of the median "
-            f"(benchmark.noisy_spread_pct={self.limit_pct:g}){steal}; compare configurations on paired speedups, or rerun"
+            f"(benchmark.noisy_spread_pct={self.limit_pct:g}){steal}{host}; compare configurations on paired speedups, or rerun"
         )
 
     def metrics(self) -> dict[str, float]:
         m = {"step/spread_pct": self.spread_pct, "step/noisy": float(self.noisy)}
         if self.cpu_steal_pct is not None:
             m["step/cpu_steal_pct"] = self.cpu_steal_pct
+        if self.round_drift_pct is not None:
+            m["step/round_drift_pct"] = self.round_drift_pct
+        if self.eager_round_drift_pct is not None:
+            m["eager/round_drift_pct"] = self.eager_round_drift_pct
         return m
+
+
+def round_drift_pct(round_p50_ms: list[float]) -> float | None:
+    """How far a variant's timed rounds drifted apart: max / min of their medians, - 1, in %."""
+    if len(round_p50_ms) < 2 or min(round_p50_ms) <= 0:
+        return None
+    return 100 * (max(round_p50_ms) / min(round_p50_ms) - 1)

@@ -37,6 +37,13 @@ METRICS: dict[str, Metric] = {
         "bool",
         "1 if step/spread_pct > benchmark.noisy_spread_pct: trust paired speedups more than step times",
     ),
+    "step/round_drift_pct": Metric(
+        "%",
+        "how far the timed rounds' medians drifted apart (max / min - 1): a host-bound step follows the host's speed",
+    ),
+    "eager/round_drift_pct": Metric(
+        "%", "paired eager baseline: how far its timed rounds' medians drifted apart"
+    ),
     "step/cpu_steal_pct": Metric(
         "%",
         "host CPU time stolen by the hypervisor during the measured steps (/proc/stat, all CPUs; Linux guests)",

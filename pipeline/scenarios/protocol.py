@@ -40,7 +40,7 @@ from pipeline.measure import settings
 from pipeline.measure.compile_time import CompileTime, Warmup
 from pipeline.measure.memory import MemoryPeaks, cpu_rss_peak_gib, nvml_process_memory_gib
 from pipeline.measure.method import describe_method
-from pipeline.measure.noise import Noise
+from pipeline.measure.noise import Noise, round_drift_pct
 from pipeline.measure.paired import PairedComparison, compare
 from pipeline.measure.ranks import ParallelFigures, slowest_rank_steps
 from pipeline.measure.stats import Latency, Throughput
@@ -337,6 +337,10 @@ class Scenario:
                 spread_pct=step.spread_pct,
                 cpu_steal_pct=main.cpu_steal_pct,
                 limit_pct=cfg.benchmark.noisy_spread_pct,
+                round_drift_pct=round_drift_pct(main.round_p50_ms),
+                eager_round_drift_pct=round_drift_pct(measured.eager.round_p50_ms)
+                if measured.eager
+                else None,
             ),
             cpu_rss_peak_gib=cpu_rss_peak_gib(),
             info=self.info,
