@@ -1,0 +1,130 @@
+"""A suite's answer (`sweep.kind=suite`: one compile configuration over many models, seed 001's question
+"does torch.compile help this model, and how often does it work?"). Per model, the compiled job against
+its own paired eager copy: faster, slower, no difference, inconclusive, or failed (by class); then the
+aggregates seed 001 and PyTorch's dashboard report (pass rate, geometric-mean speedup with a bootstrap
+interval over models, compile time, memory ratio). Models are never ranked against each other.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+
+from pipeline.status import FINISHED
+
+FASTER, SLOWER, SAME, INCONCLUSIVE, FAILED = "faster", "slower", "no difference", "inconclusive", "failed"
+OUTCOMES = (FASTER, SLOWER, SAME, INCONCLUSIVE, FAILED)
+MIN_MODELS_FOR_INTERVAL = 5  # a bootstrap over fewer models is not an interval worth printing
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelOutcome:
+    """One model's compiled job against its paired eager copy."""
+
+    model: str
+    run_name: str
+    outcome: str
+    speedup: float | None = None
+    low: float | None = None  # the paired speedup's 95% interval
+    high: float | None = None
+    failure: str = ""  # the failure's class and message, for `failed`
+    compile_s: float | None = None
+    memory_ratio: float | None = None  # compiled / eager reserved peak (CUDA)
+
+
+def classify(
+    *, model: str, run_name: str, status: str, metrics: dict[str, float], failure: str, min_effect_pct: float
+) -> ModelOutcome:
+    """`faster` when the whole 95% interval of the paired speedup is above 1 + min_effect, `slower` when
+    it is below 1 / (1 + min_effect), `no difference` when it lies within those bounds, `inconclusive`
+    otherwise (the interval straddles a bound); `failed` for a job that did not finish or whose parity
+    failed."""
+    common = {
+        "model": model,
+        "run_name": run_name,
+        "compile_s": metrics.get("compile/total_s"),
+        "memory_ratio": metrics.get("memory/ratio_vs_eager"),
+    }
+    if status != FINISHED or metrics.get("parity/ok") == 0.0 or "speedup/vs_eager" not in metrics:
+        reason = failure or ("loss or output parity failed" if metrics.get("parity/ok") == 0.0 else "no speedup")
+        return ModelOutcome(outcome=FAILED, failure=reason, **common)
+    speedup = metrics["speedup/vs_eager"]
+    low, high = metrics.get("speedup/ci95_low", speedup), metrics.get("speedup/ci95_high", speedup)
+    up, down = 1 + min_effect_pct / 100, 1 / (1 + min_effect_pct / 100)
+    if low > up:
+        outcome = FASTER
+    elif high < down:
+        outcome = SLOWER
+    elif low >= down and high <= up:
+        outcome = SAME
+    else:
+        outcome = INCONCLUSIVE
+    return ModelOutcome(outcome=outcome, speedup=speedup, low=low, high=high, **common)
+
+
+@dataclass(kw_only=True)
+class SuiteAnswer:
+    outcomes: list[ModelOutcome]
+    counts: dict[str, int] = field(default_factory=dict)  # by outcome
+    failures: dict[str, int] = field(default_factory=dict)  # failed models by class
+    pass_rate: float | None = None  # models that finished with parity / models
+    geomean: float | None = None  # of the paired speedups of passing models
+    geomean_ci: tuple[float, float] | None = None  # over >= MIN_MODELS_FOR_INTERVAL models
+    geomean_note: str = ""  # why there is no interval
+    compile_s_median: float | None = None
+    memory_ratio_geomean: float | None = None
+
+    def tags(self) -> dict[str, str]:
+        """The parent run's tags: a count per outcome (`suite_faster`, ..., `suite_failed`)."""
+        tags = {f"suite_{name.replace(' ', '_')}": str(self.counts.get(name, 0)) for name in OUTCOMES}
+        tags["suite_models"] = str(len(self.outcomes))
+        return tags
+
+    def lines(self) -> list[str]:
+        """The answer in words: the counts, then the aggregates."""
+        n = len(self.outcomes)
+        counts = ", ".join(f"{self.counts.get(name, 0)} {name}" for name in OUTCOMES)
+        out = [f"suite: {n} models compiled against their own eager copies: {counts}"]
+        if self.failures:
+            out.append("failed by class: " + ", ".join(f"{k} {v}" for k, v in sorted(self.failures.items())))
+        if self.pass_rate is not None:
+            out.append(f"pass rate: {100 * self.pass_rate:.0f}% ({n - self.counts.get(FAILED, 0)} of {n})")
+        if self.geomean is not None:
+            ci = (
+                f" [95% bootstrap over models {self.geomean_ci[0]:.2f}, {self.geomean_ci[1]:.2f}]"
+                if self.geomean_ci
+                else f" ({self.geomean_note})"
+            )
+            out.append(f"geometric-mean speedup over passing models: {self.geomean:.2f}x{ci}")
+        if self.compile_s_median is not None:
+            out.append(f"compile time, median over models: {self.compile_s_median:.1f} s")
+        if self.memory_ratio_geomean is not None:
+            out.append(f"peak memory compiled / eager, geometric mean: {self.memory_ratio_geomean:.2f}")
+        return out
+
+
+def answer(outcomes: list[ModelOutcome], *, bootstrap) -> SuiteAnswer:  # noqa: ANN001 - (values) -> (low, high)
+    """The suite's answer from its models' outcomes; `bootstrap(speedups)` gives the geometric mean's
+    95% interval over models (pipeline.sweep.summary's)."""
+    result = SuiteAnswer(outcomes=sorted(outcomes, key=lambda o: (OUTCOMES.index(o.outcome), o.model)))
+    result.counts = dict(Counter(o.outcome for o in outcomes))
+    result.failures = dict(Counter(o.failure.split(":", 1)[0] for o in outcomes if o.outcome == FAILED))
+    if outcomes:
+        result.pass_rate = sum(o.outcome != FAILED for o in outcomes) / len(outcomes)
+    speedups = [o.speedup for o in outcomes if o.outcome != FAILED and o.speedup]
+    if speedups:
+        result.geomean = math.exp(statistics.fmean(math.log(s) for s in speedups))
+        if len(speedups) >= MIN_MODELS_FOR_INTERVAL:
+            result.geomean_ci = bootstrap(speedups)
+        else:
+            result.geomean_note = f"no interval over {len(speedups)} models: {MIN_MODELS_FOR_INTERVAL} at least"
+    compile_s = [o.compile_s for o in outcomes if o.compile_s is not None]
+    if compile_s:
+        result.compile_s_median = statistics.median(compile_s)
+    ratios = [o.memory_ratio for o in outcomes if o.memory_ratio]
+    if ratios:
+        result.memory_ratio_geomean = math.exp(statistics.fmean(math.log(r) for r in ratios))
+    return result
