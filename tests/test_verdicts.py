@@ -395,6 +395,14 @@ def test_an_interval_wider_than_its_figure_is_shown_undetermined(tmp_path: Path)
     assert "10.00 [9.90, 10.10]" in cells  # a determined interval keeps its numbers
     md = to_markdown(s)
     assert "2.79 [undetermined]" in md and "0.93x [undetermined]" in md and "12.68" not in md
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    from pipeline.sweep.render import print_table
+
+    with redirect_stdout(StringIO()) as terminal:
+        print_table(s)
+    assert "2.79 [undetermined]" in terminal.getvalue() and "0.93x [undetermined]" in terminal.getvalue()
     write_csv(s, tmp_path / "summary.csv")
     import csv
 

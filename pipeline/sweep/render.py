@@ -254,6 +254,7 @@ def print_table(summary: Summary) -> None:
     than TERMINAL_WIDTH (wider tables go to the files only)."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console(width=TERMINAL_WIDTH, no_color=not sys.stdout.isatty())
     for line in verdict_lines(summary):
@@ -265,7 +266,7 @@ def print_table(summary: Summary) -> None:
     for col in header:
         view.add_column(col, overflow="fold")
     for row in rows:
-        view.add_row(*row)
+        view.add_row(*(Text(cell) for cell in row))  # plain text: `[undetermined]` is no markup tag
     console.print(view)
     for line in aggregate_lines(summary):
         console.print(line, markup=False, highlight=False, soft_wrap=False)
