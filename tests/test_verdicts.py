@@ -539,20 +539,30 @@ def depth_sweeps(tmp_path: Path, store: str, name: str, env: dict[str, str] | No
     for attempt in range(3):
         tags, proc = sweep(tmp_path, store, f"{name}-{attempt}", "model.kwargs.depth=1,6", env=env)
         assert tags.get("fastest_config", DEPTH_1) == DEPTH_1, output(proc)
-        verdicts.append(tags["verdict"])
+        verdicts.append(f"{tags['verdict']}: {tags.get('verdict_reason', '')}")
         if tags["verdict"] == "fastest":
             assert f"verdict: fastest: {DEPTH_1}" in proc.stdout
             break
     return verdicts
 
 
+def fastest_in_the_end(verdicts: list[str]) -> bool:
+    return verdicts[-1].startswith("fastest")
+
+
+# This host's 2 cores are shared with other engineers' test runs. With torch's default threads (one per core)
+# a busy neighbour stalls a job's steps in spells of up to seconds, and the verdict then rightly says
+# inconclusive (the host interfered severely); on one thread a neighbour costs a scheduler slice at most.
+# So the idle-host tests run the sweep on one thread, and again while it is inconclusive. The default
+# threads on an idle host give the same verdict (benchmarks/results/cpu-2026-11-25-load, "idle host").
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+
+
 def test_the_issue_sweep_names_depth_one_fastest_on_an_idle_host(tmp_path: Path, store: str):
     """Issue 33: on an idle CPU host this sweep said `inconclusive (noisy jobs ...)` while its table showed
-    2.17 [1.12, 3.22] against 10.45 [8.63, 12.28] ms. This host is shared with other engineers' test runs:
-    when one of them stalls the jobs' steps in long spells, the verdict rightly says inconclusive (the
-    host interfered severely) and the sweep runs again; no run may name depth 6."""
-    verdicts = depth_sweeps(tmp_path, store, "idle")
-    assert verdicts[-1] == "fastest", verdicts
+    2.17 [1.12, 3.22] against 10.45 [8.63, 12.28] ms; no run may name depth 6."""
+    verdicts = depth_sweeps(tmp_path, store, "idle", env=ONE_THREAD)
+    assert fastest_in_the_end(verdicts), verdicts
 
 
 @pytest.mark.slow
@@ -563,11 +573,10 @@ def test_on_a_loaded_host_with_one_thread_depth_one_is_fastest_and_identical_job
     are slower (2.5 against 2.1 ms) and some take a scheduler slice more, and the verdict names depth 1
     (8 of 9 recorded sweeps; the ninth was inconclusive, its depth 6 job slowing down as it ran); two
     identical configurations (data.num_batches=2,3: the same work) are never called fastest."""
-    one = {"OMP_NUM_THREADS": "1"}
     with busy_host():
-        verdicts = depth_sweeps(tmp_path, store, "loaded", env=one)
-        same, same_proc = sweep(tmp_path, store, "loaded-same", "data.num_batches=2,3", env=one)
-    assert verdicts[-1] == "fastest", verdicts
+        verdicts = depth_sweeps(tmp_path, store, "loaded", env=ONE_THREAD)
+        same, same_proc = sweep(tmp_path, store, "loaded-same", "data.num_batches=2,3", env=ONE_THREAD)
+    assert fastest_in_the_end(verdicts), verdicts
     assert same["verdict"] != "fastest", output(same_proc)
 
 
@@ -588,8 +597,8 @@ def test_on_a_loaded_host_with_every_core_busy_no_verdict_is_false(tmp_path: Pat
 def test_the_issue_sweep_twice_compares_as_the_same(tmp_path: Path, store: str):
     ids = []
     for name in ("depth-a", "depth-b"):
-        verdicts = depth_sweeps(tmp_path, store, name)
-        assert verdicts[-1] == "fastest", verdicts
+        verdicts = depth_sweeps(tmp_path, store, name, env=ONE_THREAD)
+        assert fastest_in_the_end(verdicts), verdicts
         ids.append(f"{name}-{len(verdicts) - 1}")
     out = tmp_path / "compare"
     done = run_report("--tracking-uri", store, "--compare", *ids, "--out", str(out))

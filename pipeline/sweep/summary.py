@@ -483,23 +483,22 @@ def _aggregates(summary: Summary) -> None:
 
 def _notes(summary: Summary) -> None:
     noisy = sum(1 for r in summary.rows if r.noisy)
+    if noisy:
+        summary.notes.append(
+            f"{noisy} job(s) flagged noisy (their measured steps spread beyond benchmark.noisy_spread_pct): "
+            "the verdict allows for the host having slowed them (a noisy configuration may be as fast as its "
+            "fastest step divided by p90 / p10 of its steps); compiled-vs-eager is judged on the paired speedup"
+        )
     limit = summary.severe_slowdown
     worst = severe_job([c.estimate for c in summary.configurations], Rule(severe_slowdown=limit))
     if worst is not None:
         severe = sum((r.slowdown or 0.0) > limit for c in summary.configurations for r in c.rows)
         summary.notes.append(
             f"{severe} job(s) whose slowest tenth of steps took over {limit:g}x as long as their fastest tenth "
-            f"({worst.slowdown_job}: {worst.slowdown:.1f}x): "
-            "the host ran this sweep's jobs in spells of very different speed, and a whole job can run in a slow "
-            "one, so separate jobs' step times decide nothing; paired speedups still do. On a CPU, a job using "
-            "every core beside other busy processes stalls like this: rerun on a quiet host or with fewer "
-            "threads (OMP_NUM_THREADS)"
-        )
-    elif noisy:
-        summary.notes.append(
-            f"{noisy} job(s) flagged noisy (their measured steps spread beyond benchmark.noisy_spread_pct): "
-            "the verdict allows for the host having slowed them (a noisy configuration may be as fast as its "
-            "fastest step divided by p90 / p10 of its steps); compiled-vs-eager is judged on the paired speedup"
+            f"({worst.slowdown_job}: {worst.slowdown:.1f}x): the host ran this sweep's jobs in spells of very "
+            "different speed, and a whole job can run in a slow one, so separate jobs' step times decide "
+            "nothing; paired speedups still do. On a CPU, a job using every core beside other busy processes "
+            "stalls like this: rerun on a quiet host or with fewer threads (OMP_NUM_THREADS)"
         )
     if summary.objective in (SAMPLES, TOKENS):
         summary.notes.append(
