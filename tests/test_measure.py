@@ -44,6 +44,49 @@ def test_median_ci_has_at_least_95_percent_coverage(n):
     assert high - low < n - 1 or n < 10  # not the trivial [min, max] once n is large enough
 
 
+def test_the_median_interval_of_steps_from_several_regimes_reaches_them():
+    """Recorded on a loaded 2-core host: 12 of 20 steps at 470-495 ms, 8 at 2-80 ms. A scale from the MAD
+    and a normal density put the median within [383, 555]; the steps say it could as well have been any
+    of the fast ones, and the distribution-free half of the interval says so."""
+    steps = [471.8, 469.9, 494.1, 481.8, 474.1, 484.0, 472.0, 468.0, 480.0, 464.1, 472.0, 491.2]
+    steps += [425.8, 9.7, 20.5, 22.5, 2.2, 10.3, 70.1, 2.8]
+    lat = Latency.from_values(steps)
+    assert lat.ci95_low < 30 and lat.ci95_high >= 480
+
+
+def test_a_stall_does_not_decide_the_median_interval():
+    """Autocorrelation is measured on ranks: one 50x stall is the highest rank, not a huge deviation."""
+    rng = random.Random(3)
+    quiet = [10 * (1 + 0.01 * rng.gauss(0, 1)) for _ in range(30)]
+    stalled = list(quiet)
+    stalled[10:12] = [500.0, 480.0]
+    a, b = Latency.from_values(quiet), Latency.from_values(stalled)
+    assert b.ci95_high - b.ci95_low < 2 * (a.ci95_high - a.ci95_low)
+    assert stats.ranks([3.0, 1.0, 3.0, 2.0]) == [2.5, 0.0, 2.5, 1.0]
+
+
+def test_short_autocorrelated_series_keep_the_normal_theory_reach():
+    """Ten steps drifting one way (rho 0.8) may all lie on one side of the median: the interval reaches
+    beyond the steps themselves, where the order statistics cannot."""
+    steps = [10.0 + 0.02 * i for i in range(10)]
+    low, high = stats.median_interval(steps)
+    assert low < min(steps) and high > max(steps)
+
+
+@pytest.mark.parametrize(
+    "low, high, shown",
+    [
+        (0.0, 12.68, False),
+        (0.01, 160.35, False),
+        (162.0, math.inf, False),
+        (1.53, 2.77, True),
+        (8.4, 8.6, True),
+    ],
+)
+def test_an_interval_spanning_more_than_a_factor_of_three_is_undetermined(low, high, shown):
+    assert stats.undetermined(low, high) is not shown
+
+
 def test_laps_on_cpu_measure_wall_time_by_label_and_skip_the_gaps():
     laps = clocks.Laps(torch.device("cpu"), 6)
     laps.mark(None)

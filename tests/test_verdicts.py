@@ -1,21 +1,41 @@
-"""Verdicts a user can act on: the decision rule on synthetic step samples (autocorrelated, as real steps
-are), the paired figure over drifting separate jobs, throughput when the work per step differs, repeats,
-failure classes, the bootstrap, sweep comparison; and the real CLI on CPU."""
+"""Verdicts a user can act on: the decision rule on synthetic step samples (autocorrelated, bursty, as real
+steps are) and on step times recorded on a loaded CPU host, noise that widens intervals, the paired figure
+over drifting separate jobs, throughput when the work per step differs, repeats, failure classes, the
+bootstrap, intervals too wide to show, sweep comparison; and the real CLI on CPU, idle and loaded."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import math
+import os
 import random
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pipeline.measure.objective import Work
-from pipeline.measure.stats import Latency
-from pipeline.sweep.compare import IMPROVEMENT, REGRESSION, SAME, change
-from pipeline.sweep.summary import Row, bootstrap_geomean, failure_class, summarize
+from pipeline.measure.stats import Latency, undetermined
+from pipeline.sweep.compare import IMPROVEMENT, REGRESSION, SAME, change, compare_sweeps, lines
+from pipeline.sweep.render import table, to_markdown, write_csv
+from pipeline.sweep.summary import MIN_BOOTSTRAP_JOBS, Row, bootstrap_geomean, failure_class, summarize
 from pipeline.sweep.verdict import FASTEST, INCONCLUSIVE, MIN_STEPS, TIE, Estimate, Rule, decide
-from tests.conftest import TINY, output, run_cli, run_report, runs
+from tests.conftest import ROOT, TINY, output, run_cli, run_report, runs
+
+
+def _power_module():
+    """benchmarks/verdict_power.py: the noise models and the job-to-verdict path the docs' tables come from."""
+    spec = importlib.util.spec_from_file_location("verdict_power", ROOT / "benchmarks/verdict_power.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+power = _power_module()
 
 TRIALS = 1000
 
@@ -78,7 +98,7 @@ def test_treating_autocorrelated_steps_as_independent_would_name_false_winners()
     assert naive / 300 > 0.10
 
 
-def test_noisy_jobs_never_decide_and_the_paired_speedup_wins_over_drifting_separate_jobs():
+def test_the_paired_speedup_wins_over_drifting_separate_jobs():
     """The issue's sweep on a busy host: the compiled job read 116 ms against 286-294 ms for the separate
     eager jobs, all noisy, while the compiled job's own paired eager copy ran faster (0.53x)."""
     eager = Estimate(name="fp32·eager", value=290.0, low=280.0, high=300.0, noisy=True)
@@ -93,10 +113,123 @@ def test_noisy_jobs_never_decide_and_the_paired_speedup_wins_over_drifting_separ
     )
     verdict = decide([compiled, eager], Rule(), "ms")
     assert verdict.kind == FASTEST and verdict.fastest == "fp32·eager"  # the paired figure decides
+    # A noisy figure whose reach is unknown may be anything better: it never loses on step times.
     other = Estimate(name="amp·eager", value=100.0, low=99.0, high=101.0, noisy=True)
     verdict = decide([compiled, eager, other], Rule(), "ms")
     assert verdict.kind == INCONCLUSIVE and "amp·eager" in verdict.tied
     assert "rerun" in verdict.line()
+
+
+def test_noise_widens_the_interval_instead_of_vetoing():
+    """Issue 33: depth 1 read 2.17 [1.12, 3.22] ms and depth 6 10.45 [8.63, 12.28] ms, both noisy, and the
+    old rule (noisy jobs decide nothing) said inconclusive. Now a noisy figure may be better than its
+    interval, down to its reach (its fastest step divided by its slowdown, p90 / p10), and the verdict
+    allows for that."""
+    depth1 = Estimate(name="depth=1", value=2.17, low=1.12, high=3.22, noisy=True, reach=1.0, slowdown=1.13)
+    depth6 = Estimate(name="depth=6", value=10.45, low=8.63, high=12.28, noisy=True, reach=7.6, slowdown=1.13)
+    verdict = decide([depth1, depth6], Rule(), "ms")
+    assert verdict.kind == FASTEST and verdict.fastest == "depth=1", verdict.line()
+    quiet = Estimate(name="a", value=10.0, low=9.9, high=10.1)
+    # b's interval is clear of a's, but the host may have slowed b to below a: the noise leaves it open.
+    slowed = Estimate(name="b", value=10.6, low=10.5, high=10.7, noisy=True, reach=9.5, slowdown=1.2)
+    verdict = decide([quiet, slowed], Rule(), "ms")
+    assert verdict.kind == INCONCLUSIVE and "the host may have slowed them that far" in verdict.reason
+    # With its reach above a's interval, b loses however noisy it was.
+    near = Estimate(name="b", value=10.6, low=10.5, high=10.7, noisy=True, reach=10.3, slowdown=1.2)
+    assert decide([quiet, near], Rule(), "ms").fastest == "a"
+    # Throughput: higher is better, the reach lies above the interval.
+    fast = Estimate(name="a", value=1000.0, low=990.0, high=1010.0)
+    rate = Estimate(name="b", value=940.0, low=930.0, high=950.0, noisy=True, reach=1005.0, slowdown=1.2)
+    assert decide([fast, rate], Rule(higher_is_better=True), "samples/s").kind == INCONCLUSIVE
+    rate = Estimate(name="b", value=940.0, low=930.0, high=950.0, noisy=True, reach=960.0, slowdown=1.2)
+    assert decide([fast, rate], Rule(higher_is_better=True), "samples/s").fastest == "a"
+
+
+def test_a_noisy_job_may_be_as_fast_as_its_fastest_step_divided_by_its_slowdown():
+    quiet = row("quiet", 10.0, config_hash="q", pool_hash="q")
+    noisy = row("noisy", 12.0, half=0.02, noisy=True, config_hash="n", pool_hash="n")
+    noisy.metrics.update({"step/min_ms": 11.0, "step/p10_ms": 11.5, "step/p90_ms": 13.8})  # slowdown 1.2
+    s = summarize("x", [quiet, noisy])
+    by_name = {c.name: c.estimate for c in s.configurations}
+    assert by_name["noisy"].reach == pytest.approx(11.0 / 1.2) and by_name["quiet"].reach is None
+    assert s.verdict is not None and s.verdict.kind == INCONCLUSIVE  # 9.17 ms reaches below 10.1
+    noisy.metrics["step/min_ms"] = 11.8
+    s = summarize("x", [quiet, noisy])  # 11.8 / 1.2 = 9.83: still within reach of 10.0
+    assert s.verdict is not None and s.verdict.kind == INCONCLUSIVE
+    noisy.metrics.update({"step/min_ms": 11.9, "step/p90_ms": 12.8})  # 11.9 / 1.11 = 10.7: clear of 10.1
+    s = summarize("x", [quiet, noisy])
+    assert s.verdict is not None and s.verdict.fastest == "quiet"
+    assert any("allows for the host having slowed them" in n for n in s.notes)
+    s = summarize("x", [quiet, noisy], configured="throughput/samples_per_s")  # the same, as a rate
+    assert s.verdict is not None and s.verdict.fastest == "quiet"
+    noisy.metrics["step/p90_ms"] = 40.0  # slowed 3.5x: severe, separate jobs decide nothing
+    s = summarize("x", [quiet, noisy])
+    assert (
+        s.verdict is not None and s.verdict.kind == INCONCLUSIVE and "interfered severely" in s.verdict.line()
+    )
+    assert any("fewer threads" in n for n in s.notes)
+
+
+def test_severe_interference_stops_separate_jobs_but_not_paired_figures():
+    """Recorded on a 2-core host with a busy loop per core (benchmarks/results/cpu-2026-11-25-load): one job
+    of depth 1 ran all 20 steps at 328 ms +-2% (undisturbed: 2.1 ms), quiet by every measure, while another
+    job of the same configuration read 6.19 ms with its slowest tenth of steps 51.8x its fastest. The two
+    intervals are far apart; only the severe slowdown says a whole job may have been one slow spell: no
+    separate job decides there. Paired figures still do."""
+    stuck = Estimate(name="seed=0", value=327.99, low=327.9, high=328.05, slowdown=1.02)
+    spells = Estimate(name="seed=1", value=6.19, low=2.3, high=14.2, noisy=True, reach=0.04, slowdown=51.8)
+    verdict = decide([stuck, spells], Rule(), "ms")
+    assert verdict.kind == INCONCLUSIVE and "the host interfered severely" in verdict.reason
+    assert "seed=1's slowest tenth of steps took 51.8x" in verdict.line()
+    assert decide([stuck, spells], Rule(severe_slowdown=100), "ms").fastest == "seed=1"  # what it prevents
+    eager = Estimate(name="eager", value=5.0, low=2.0, high=9.0, noisy=True, slowdown=20.0)
+    compiled = Estimate(
+        name="default",
+        value=4.0,
+        low=1.5,
+        high=8.0,
+        noisy=True,
+        slowdown=20.0,
+        eager_name="eager",
+        speedup=(1.3, 1.2, 1.4),
+    )
+    verdict = decide([eager, compiled], Rule(), "ms")
+    assert verdict.kind == FASTEST and verdict.fastest == "default" and "paired" in verdict.reason
+
+
+@pytest.mark.parametrize("steps", power.STEPS)
+def test_identical_configurations_under_bursty_noise_are_almost_never_called_fastest(steps: int):
+    """Quiet steps with rare 5-50x stalls, like a shared host (benchmarks/verdict_power.py's `bursty`,
+    about 5% of steps stalled; and `bursty, frequent`, about 17%), through the path a sweep takes (the
+    job's metrics, the summary's estimates, the verdict): at most 5% false winners, as docs/verdicts.md
+    reports for 1000 trials."""
+    for model in ("bursty", "bursty, frequent"):
+        rate = power.false_fastest(power.MODELS[model], steps, trials=500)
+        assert rate <= 5.0, f"{model}, {steps} steps: {rate}% false fastest"
+
+
+@pytest.mark.parametrize("model", ["gaussian rho=0", "gaussian rho=0.35"])
+def test_a_real_three_percent_difference_is_found_at_thirty_steps(model: str):
+    """At 1% Gaussian noise (independent, and eager-like autocorrelation) 30 measured steps find a 3%
+    difference at least 90% of the time (docs/verdicts.md gives each noise model's figure)."""
+    assert power.found(power.MODELS[model], 30, trials=500) >= 90.0
+
+
+def test_recorded_loaded_host_sweeps_name_no_false_or_wrong_fastest():
+    """Step times recorded on this project's 2-core CPU host (benchmarks/results/cpu-2026-11-25-load):
+    every pair of jobs of one configuration, idle, under other users' tests and with a busy loop per
+    core, and the issue's depth 1 against depth 6 pairs, replayed through the rule."""
+    import json
+    from itertools import combinations
+
+    data = json.loads(power.HOST.read_text())
+    for name, jobs in data["identical"].items():
+        for a, b in combinations(jobs, 2):
+            assert power.verdict({"a": a, "b": b}).kind != FASTEST, name
+    for name, pairs in data["depth"].items():
+        for one, six in pairs:
+            v = power.verdict({"depth=1": one, "depth=6": six})
+            assert v.fastest in (None, "depth=1"), name
 
 
 @pytest.mark.parametrize("rho", [0.0, 0.35, 0.8])
@@ -205,6 +338,115 @@ def test_geomean_bootstrap_interval_covers_the_geomean():
     assert low < geo < high and high / low < 2
 
 
+def compiled_row(name: str, speedup: float, low: float, high: float, **extra) -> Row:
+    r = row(name, 10.0, mode="default", config_hash=name, pool_hash=name, **extra)
+    r.metrics.update({"speedup/vs_eager": speedup, "speedup/ci95_low": low, "speedup/ci95_high": high})
+    return r
+
+
+def test_the_geomean_interval_carries_the_jobs_own_uncertainty():
+    """Issue 26: the geometric mean's bootstrap interval came out narrower than every job's own. Resampling
+    jobs alone gives six jobs of 2.0x [1.5, 2.6] no width at all; the two-level bootstrap draws each job's
+    speedup from its interval too, and holds the geometric means of the jobs' own ends."""
+    assert bootstrap_geomean([2.0] * 6) == (2.0, 2.0)
+    low, high = bootstrap_geomean([2.0] * 6, [(1.5, 2.6)] * 6)
+    assert low <= 1.5 and high >= 2.6
+    spread = [1.2, 1.5, 1.8, 2.2, 2.6, 3.0]
+    one_level = bootstrap_geomean(spread)
+    two_level = bootstrap_geomean(spread, [(s * 0.7, s * 1.4) for s in spread])
+    assert two_level[0] < one_level[0] and two_level[1] > one_level[1]
+    jobs = [
+        compiled_row(f"m{i}", s, s * 0.9, s * 1.1, config={"model": f"m{i}"}) for i, s in enumerate(spread)
+    ]
+    s6 = summarize("x", jobs)
+    low, high = (
+        s6.aggregates["sweep/geomean_speedup_ci95_low"],
+        s6.aggregates["sweep/geomean_speedup_ci95_high"],
+    )
+    geo_lows = math.exp(sum(math.log(s * 0.9) for s in spread) / len(spread))
+    assert low <= geo_lows and high >= geo_lows / 0.9 * 1.1
+    assert any("95% bootstrap" in line for line in to_markdown(s6).splitlines())
+
+
+def test_a_geomean_over_fewer_than_five_jobs_has_no_interval_and_says_why():
+    jobs = [
+        compiled_row(f"m{i}", s, s * 0.9, s * 1.1, config={"model": f"m{i}"})
+        for i, s in enumerate((1.2, 1.5, 2.0, 2.5))
+    ]
+    s = summarize("x", jobs)
+    assert "sweep/geomean_speedup" in s.aggregates and "sweep/geomean_speedup_ci95_low" not in s.aggregates
+    assert any(f"fewer than {MIN_BOOTSTRAP_JOBS}" in n for n in s.notes)
+    assert "[no interval: 4 job(s)]" in to_markdown(s)
+
+
+def test_an_interval_wider_than_its_figure_is_shown_undetermined(tmp_path: Path):
+    """Issue 26: `2.79 [0.00, 12.68]`, `0.93x [0.01, 160.35]` and `[162.0, inf]` were printed as if they
+    said something. An interval spanning more than a factor of 3 (for one centred on its figure: wider
+    than the figure) reads `undetermined` in the terminal table, summary.md, summary.csv and the
+    comparison; a ratio is judged the same way on the log scale."""
+    assert undetermined(0.0, 12.68) and undetermined(0.01, 160.35) and undetermined(162.0, math.inf)
+    assert undetermined(1.0, 3.1) and not undetermined(1.0, 2.9) and not undetermined(0.5, 1.4)
+    wide = row("wide", 2.79, config_hash="w", pool_hash="w", config={"model": "w"})
+    wide.metrics.update({"step/p50_ci95_low_ms": 0.0, "step/p50_ci95_high_ms": 12.68})
+    fine = compiled_row("fine", 0.93, 0.01, 160.35, config={"model": "f"})
+    s = summarize("x", [wide, fine])
+    cells = [c for r in table(s, compact=False)[1] for c in r]
+    assert "2.79 [undetermined]" in cells and "0.93x [undetermined]" in cells
+    assert "10.00 [9.90, 10.10]" in cells  # a determined interval keeps its numbers
+    md = to_markdown(s)
+    assert "2.79 [undetermined]" in md and "0.93x [undetermined]" in md and "12.68" not in md
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    from pipeline.sweep.render import print_table
+
+    with redirect_stdout(StringIO()) as terminal:
+        print_table(s)
+    assert "2.79 [undetermined]" in terminal.getvalue() and "0.93x [undetermined]" in terminal.getvalue()
+    write_csv(s, tmp_path / "summary.csv")
+    import csv
+
+    with open(tmp_path / "summary.csv") as f:
+        by_name = {r["run_name"]: r for r in csv.DictReader(f)}
+    assert by_name["wide"]["figure_ci95_low"] == by_name["wide"]["figure_ci95_high"] == "undetermined"
+    assert float(by_name["fine"]["figure_ci95_low"]) == pytest.approx(9.9)
+    rates = summarize("x", [wide, fine], configured="throughput/samples_per_s")  # [x, inf]
+    assert any("[undetermined]" in c for r in table(rates, compact=True)[1] for c in r)
+    a = summarize("a", [row("x", 10.0, config_hash="x", pool_hash="x")])
+    b = summarize("b", [wide])
+    b.configurations[0].rows[0].pool_hash = "x"
+    found = compare_sweeps(a, b, Rule())
+    assert any("B/A 0.279 [undetermined]" in line for line in lines(found)), lines(found)
+
+
+def test_paired_speedups_that_exclude_one_decide_eager_against_compiled_in_a_repeat_sweep():
+    """Issue 26: a repeat sweep said "inconclusive (intervals too wide)" while its paired speedups
+    (0.90x [0.84, 0.95]) separated eager from compiled. The compiled configuration meets its eager one
+    whatever repeat comes first (here repeat 0 of the compiled one failed, and the two were compared on
+    their noisy, wide step times), its repeats' speedups are pooled as figures are (the geometric mean,
+    the wider of the within-job and between-job intervals), and the paired figure decides."""
+    speedups = [(0.90, 0.84, 0.95), (0.92, 0.86, 0.98), (0.89, 0.83, 0.94), (0.91, 0.85, 0.96)]
+    rows = []
+    for i, (speedup, low, high) in enumerate(speedups):
+        repeat = {"benchmark.repeat": str(i)}
+        eager = row(f"m·eager·repeat={i}", 10.0, half=0.3, noisy=True, config_hash=f"e{i}", config=repeat)
+        compiled = compiled_row(f"m·default·repeat={i}", speedup, low, high, config=repeat)
+        eager.pool_hash, eager.start_time, compiled.start_time = "e", 2 * i, 2 * i + 1
+        compiled.pool_hash, compiled.metrics["step/p50_ms"], compiled.metrics["step/noisy"] = "c", 11.1, 1.0
+        compiled.status = "FAILED" if i == 0 else compiled.status
+        rows += [eager, compiled]
+    s = summarize("x", rows, varied=["benchmark.repeat"])
+    c = next(c for c in s.configurations if c.name == "m·default")
+    assert c.estimate.eager_name == "m·eager"
+    assert c.estimate.speedup is not None and c.estimate.speedup[2] < 1.0
+    assert s.verdict is not None and s.verdict.kind == FASTEST and s.verdict.fastest == "m·eager"
+    assert "the paired eager baseline" in s.verdict.reason
+    # Two repeats that disagree on the side of 1 do not decide: the between-job interval holds 1.
+    rows[3].metrics.update({"speedup/vs_eager": 1.05, "speedup/ci95_low": 0.99, "speedup/ci95_high": 1.11})
+    s = summarize("x", rows, varied=["benchmark.repeat"])
+    assert s.verdict is not None and s.verdict.kind == INCONCLUSIVE
+
+
 def test_comparing_two_sweeps_flags_regressions_and_improvements():
     a = Estimate(name="x", value=10.0, low=9.95, high=10.05)
     slower = Estimate(name="x", value=10.6, low=10.55, high=10.65)
@@ -234,37 +476,132 @@ def test_a_seed_sweep_is_not_called_fastest_and_its_runs_have_distinct_names(tmp
     assert "verdict: " in proc.stdout
 
 
-# Depth 1 against depth 12 of the tiny ViT: about 10x the work, a large and real difference. A shared
-# 2-core host makes every CPU job "noisy" by the GPU-minded 10% limit, so this test lifts the limit: it
-# checks that a large real difference is found; the noisy rule has tests of its own above.
-DEPTHS = [
+@pytest.mark.slow
+def test_the_tables_in_docs_verdicts_are_what_the_script_prints():
+    """docs/verdicts.md quotes benchmarks/verdict_power.py's tables: every line the script prints is there."""
+    doc = (ROOT / "docs/verdicts.md").read_text()
+    for args in ([], ["--steps"], ["--host"]):
+        done = subprocess.run(
+            [sys.executable, "benchmarks/verdict_power.py", *args], cwd=ROOT, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        missing = [line for line in done.stdout.splitlines() if line and line not in doc]
+        assert not missing, (
+            f"benchmarks/verdict_power.py {' '.join(args)}: not in docs/verdicts.md: {missing}"
+        )
+
+
+# Issue 33's sweep: depth 1 against depth 6 of the tiny ViT, about 5x the work, a large and real difference.
+ISSUE_SWEEP = [
     "model=vit_tiny",
     "trainer.batch_size=8",
-    "trainer.steps=32",
-    "trainer.warmup_steps=2",
+    "trainer.steps=24",
+    "trainer.warmup_steps=4",
+    "device=cpu",
     "compile.mode=eager",
-    "benchmark.noisy_spread_pct=1000",
-    "sweep.max_interval_pct=30",
 ]
+DEPTH_1 = "vit_tiny·amp·eager·depth=1"
+
+
+def parent_of(store: str, sweep_id: str):
+    (parent,) = [
+        r
+        for r in runs(store)
+        if r.data.tags.get("sweep_parent") == "true" and r.data.tags.get("sweep_id") == sweep_id
+    ]
+    return parent
+
+
+@contextlib.contextmanager
+def busy_host() -> Iterator[None]:
+    """A busy-loop process per core beside the sweep, stopped by their ids."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
+def sweep(tmp_path: Path, store: str, sweep_id: str, axis: str, env: dict[str, str] | None = None):
+    proc = run_cli(
+        [*ISSUE_SWEEP, axis, f"sweep.id={sweep_id}"], tmp_path / sweep_id, store, multirun=True, env=env
+    )
+    assert proc.returncode == 0, output(proc)
+    return parent_of(store, sweep_id).data.tags, proc
+
+
+def depth_sweeps(tmp_path: Path, store: str, name: str, env: dict[str, str] | None = None) -> list[str]:
+    """The issue's sweep, run again while its verdict is inconclusive (at most three times, sweep ids
+    `<name>-0`, ...); every run's verdict, none of which may name depth 6."""
+    verdicts: list[str] = []
+    for attempt in range(3):
+        tags, proc = sweep(tmp_path, store, f"{name}-{attempt}", "model.kwargs.depth=1,6", env=env)
+        assert tags.get("fastest_config", DEPTH_1) == DEPTH_1, output(proc)
+        verdicts.append(f"{tags['verdict']}: {tags.get('verdict_reason', '')}")
+        if tags["verdict"] == "fastest":
+            assert f"verdict: fastest: {DEPTH_1}" in proc.stdout
+            break
+    return verdicts
+
+
+def fastest_in_the_end(verdicts: list[str]) -> bool:
+    return verdicts[-1].startswith("fastest")
+
+
+# This host's 2 cores are shared with other engineers' test runs. With torch's default threads (one per core)
+# a busy neighbour stalls a job's steps in spells of up to seconds, and the verdict then rightly says
+# inconclusive (the host interfered severely); on one thread a neighbour costs a scheduler slice at most.
+# So the idle-host tests run the sweep on one thread, and again while it is inconclusive. The default
+# threads on an idle host give the same verdict (benchmarks/results/cpu-2026-11-25-load, "idle host").
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+
+
+def test_the_issue_sweep_names_depth_one_fastest_on_an_idle_host(tmp_path: Path, store: str):
+    """Issue 33: on an idle CPU host this sweep said `inconclusive (noisy jobs ...)` while its table showed
+    2.17 [1.12, 3.22] against 10.45 [8.63, 12.28] ms; no run may name depth 6."""
+    verdicts = depth_sweeps(tmp_path, store, "idle", env=ONE_THREAD)
+    assert fastest_in_the_end(verdicts), verdicts
 
 
 @pytest.mark.slow
-def test_a_large_real_difference_ends_fastest_naming_it_and_two_sweeps_compare(tmp_path: Path, store: str):
-    for sweep_id in ("depth-a", "depth-b"):
-        proc = run_cli(
-            [*DEPTHS, "model.kwargs.depth=1,12", f"sweep.id={sweep_id}"],
-            tmp_path / sweep_id,
-            store,
-            multirun=True,
-        )
-        assert proc.returncode == 0, output(proc)
-    parents = [r for r in runs(store) if r.data.tags.get("sweep_parent") == "true"]
-    for parent in parents:
-        tags = parent.data.tags
-        assert tags["verdict"] == "fastest", tags.get("verdict_reason")
-        assert tags["fastest_config"] == "vit_tiny·amp·eager·depth=1"
+def test_on_a_loaded_host_with_one_thread_depth_one_is_fastest_and_identical_jobs_are_not(
+    tmp_path: Path, store: str
+):
+    """A busy-loop process per core beside the sweep, the job on one thread (OMP_NUM_THREADS=1): its steps
+    are slower (2.5 against 2.1 ms) and some take a scheduler slice more, and the verdict names depth 1
+    (8 of 9 recorded sweeps; the ninth was inconclusive, its depth 6 job slowing down as it ran); two
+    identical configurations (data.num_batches=2,3: the same work) are never called fastest."""
+    with busy_host():
+        verdicts = depth_sweeps(tmp_path, store, "loaded", env=ONE_THREAD)
+        same, same_proc = sweep(tmp_path, store, "loaded-same", "data.num_batches=2,3", env=ONE_THREAD)
+    assert fastest_in_the_end(verdicts), verdicts
+    assert same["verdict"] != "fastest", output(same_proc)
+
+
+@pytest.mark.slow
+def test_on_a_loaded_host_with_every_core_busy_no_verdict_is_false(tmp_path: Path, store: str):
+    """A busy-loop process per core beside the sweep and torch's default threads (one per core): steps
+    stall in host spells of 10-2000 ms, whole jobs included (benchmarks/results/cpu-2026-11-25-load), and
+    no rule over separate jobs can rank them. The verdict never names depth 6 nor one of two identical
+    configurations; it says the host interfered."""
+    with busy_host():
+        depth, proc = sweep(tmp_path, store, "busy-depth", "model.kwargs.depth=1,6")
+        same, same_proc = sweep(tmp_path, store, "busy-same", "data.num_batches=2,3")
+    assert depth.get("fastest_config", DEPTH_1) == DEPTH_1, output(proc)
+    assert same["verdict"] != "fastest", output(same_proc)
+
+
+@pytest.mark.slow
+def test_the_issue_sweep_twice_compares_as_the_same(tmp_path: Path, store: str):
+    ids = []
+    for name in ("depth-a", "depth-b"):
+        verdicts = depth_sweeps(tmp_path, store, name, env=ONE_THREAD)
+        assert fastest_in_the_end(verdicts), verdicts
+        ids.append(f"{name}-{len(verdicts) - 1}")
     out = tmp_path / "compare"
-    done = run_report("--tracking-uri", store, "--compare", "depth-a", "depth-b", "--out", str(out))
+    done = run_report("--tracking-uri", store, "--compare", *ids, "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "of 2 matched" in done.stdout and "changed: nothing" in done.stdout
     assert {p.name for p in out.iterdir()} == {"compare.md", "compare.csv", "compare.png"}
@@ -301,7 +638,9 @@ def test_the_tiny_suite_counts_passes_and_classifies_its_failure(tmp_path: Path,
     parent, kids = parent_and_children(store)
     assert len(kids) == 5 and parent.data.metrics["sweep/pass_rate"] == pytest.approx(0.8)
     assert "failures by class: 1 compile error" in proc.stdout
-    assert "sweep/geomean_speedup_ci95_low" in parent.data.metrics
+    # Four passing compiled jobs: too few for a bootstrap interval, and the summary says why.
+    assert "sweep/geomean_speedup_ci95_low" not in parent.data.metrics
+    assert "[no interval: 4 job(s)]" in proc.stdout
     assert parent.data.tags["objective"] == "throughput/samples_per_s"  # image and token models: samples/s
 
 

@@ -8,7 +8,8 @@ with its 95% interval (on the log scale, from both intervals), and a flag: `regr
 `improvement` when the interval excludes 1 and the change exceeds the smallest effect that counts
 (`sweep.min_effect_pct`), `same` when the interval is inside that band, `undecided` otherwise (noisy
 jobs never decide). What changed between the sweeps' environments (torch, triton, CUDA, driver, GPU)
-is listed beside. Torch-free.
+is listed beside. A ratio whose interval spans more than a factor of 3 is shown as `undetermined`
+(pipeline/measure/stats.py), as the summary shows such figures. Torch-free.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.measure.stats import undetermined
 from pipeline.sweep.summary import Configuration, Summary
 from pipeline.sweep.verdict import Z95, Estimate, Rule
 
@@ -45,10 +47,16 @@ class Change:
     high: float
     flag: str
 
+    @property
+    def undetermined(self) -> bool:
+        """The ratio's interval is too wide to say anything."""
+        return undetermined(self.low, self.high)
+
     def line(self, unit_word: str) -> str:
+        interval = "[undetermined]" if self.undetermined else f"[{self.low:.3f}, {self.high:.3f}]"
         return (
             f"{self.flag:11} {self.name}: {self.a.value:.4g} -> {self.b.value:.4g} {unit_word}, "
-            f"B/A {self.ratio:.3f} [{self.low:.3f}, {self.high:.3f}]"
+            f"B/A {self.ratio:.3f} {interval}"
         )
 
 
@@ -168,17 +176,18 @@ def write(found: SweepComparison, out_dir: Path) -> list[Path]:
                     c.name,
                     c.flag,
                     c.a.value,
-                    c.a.low,
-                    c.a.high,
+                    *_interval_cells(c.a.low, c.a.high),
                     c.b.value,
-                    c.b.low,
-                    c.b.high,
+                    *_interval_cells(c.b.low, c.b.high),
                     c.ratio,
-                    c.low,
-                    c.high,
+                    *_interval_cells(c.low, c.high),
                 ]
             )
     return [md, table, plot(found, out_dir / "compare.png")]
+
+
+def _interval_cells(low: float, high: float) -> tuple[object, object]:
+    return ("undetermined", "undetermined") if undetermined(low, high) else (low, high)
 
 
 def plot(found: SweepComparison, path: Path) -> Path:
@@ -195,12 +204,15 @@ def plot(found: SweepComparison, path: Path) -> Path:
         [c.name for c in changes],
         [c.ratio - 1 for c in changes],
         left=1,
-        xerr=[[c.ratio - c.low for c in changes], [c.high - c.ratio for c in changes]],
+        xerr=[
+            [0.0 if c.undetermined else c.ratio - c.low for c in changes],
+            [0.0 if c.undetermined else c.high - c.ratio for c in changes],
+        ],
         color=[colors[c.flag] for c in changes],
         capsize=3,
     )
     ax.axvline(1.0, color="black", lw=0.8, label="1.0: unchanged")
-    ax.set_xlabel(f"B / A of the {found.objective}; whiskers: 95% interval")
+    ax.set_xlabel(f"B / A of the {found.objective}; whiskers: 95% interval (none: undetermined)")
     ax.set_title(f"{found.b} (B) against {found.a} (A)")
     ax.legend(handles=[Patch(color=v, label=k) for k, v in colors.items()], fontsize=8, loc="lower right")
     fig.tight_layout()

@@ -1,7 +1,8 @@
 """The summary as plots (PNG), one function per plot: the objective per configuration with its 95%
 interval as whiskers (winner marked, noisy jobs hatched, a legend), compile time against speedup
 (with the speedup's interval and a labelled no-gain line), peak memory, and the speedup heatmap when
-the sweep has two real axes (several modes and several precisions)."""
+the sweep has two real axes (several modes and several precisions). An interval too wide to say
+anything (pipeline/measure/stats.py `undetermined`) gets no whiskers and says so in its label."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipeline.measure.stats import undetermined
 from pipeline.status import FINISHED
 from pipeline.sweep.summary import Row, Summary, geomean
 
@@ -57,11 +59,16 @@ def step_time_plot(rows: list[Row], summary: Summary) -> Any:
         reverse=objective.higher_is_better,
     )
     figures = [objective.estimate(r.metrics) for r in rows]
+    figures = [(v, v, v) if undetermined(lo, hi) else (v, lo, hi) for v, lo, hi in figures]
+    undecided = [undetermined(*objective.estimate(r.metrics)[1:]) for r in rows]
     fig, ax = plt.subplots(figsize=(12, max(3.0, 0.4 * len(rows) + 1.8)))
     bars = ax.barh(
-        [_label(summary, r) for r in rows],
+        [
+            _label(summary, r) + (" (interval undetermined)" if u else "")
+            for r, u in zip(rows, undecided, strict=True)
+        ],
         [f[0] for f in figures],
-        xerr=[[f[0] - f[1] for f in figures], [f[2] - f[0] if math.isfinite(f[2]) else 0.0 for f in figures]],
+        xerr=[[f[0] - f[1] for f in figures], [f[2] - f[0] for f in figures]],
         color=_colors(rows),
         capsize=4,
         hatch=None,
@@ -78,7 +85,9 @@ def step_time_plot(rows: list[Row], summary: Summary) -> Any:
         handles=[
             Patch(color=COMPILED_COLOR, label="compiled"),
             Patch(color=EAGER_COLOR, label="eager"),
-            Patch(facecolor="white", edgecolor="black", hatch="//", label="noisy (decides nothing)"),
+            Patch(
+                facecolor="white", edgecolor="black", hatch="//", label="noisy (the host may have slowed it)"
+            ),
         ],
         loc="lower right",
         fontsize=8,
@@ -130,6 +139,9 @@ def compile_vs_speedup_plot(rows: list[Row], summary: Summary) -> Any:
     for i, r in enumerate(rows):  # a legend, not annotations: labels of nearby points would overlap
         m = r.metrics
         low, high = m.get("speedup/ci95_low", r.speedup), m.get("speedup/ci95_high", r.speedup)
+        wide = undetermined(low, high)  # type: ignore[arg-type]
+        if wide:
+            low = high = r.speedup
         ax.errorbar(
             m.get("compile/total_s", math.nan),
             r.speedup,
@@ -138,7 +150,9 @@ def compile_vs_speedup_plot(rows: list[Row], summary: Summary) -> Any:
             markersize=7,
             capsize=3,
             color=plt.get_cmap("tab10")(i % 10),
-            label=_label(summary, r) + (" (noisy)" if r.noisy else ""),
+            label=_label(summary, r)
+            + (" (noisy)" if r.noisy else "")
+            + (" (interval undetermined)" if wide else ""),
         )
     ax.axhline(1.0, color="gray", lw=0.8, ls="--", label="1.0x: no gain over eager")
     ax.margins(x=0.15, y=0.2)  # no point on the frame

@@ -17,11 +17,13 @@ import sys
 from pathlib import Path
 
 from pipeline.identity import TABLE_KEYS
+from pipeline.measure.stats import undetermined
 from pipeline.sweep.pareto import front_lines
 from pipeline.sweep.summary import Row, Summary
 
 TERMINAL_WIDTH = 120
 DASH = "–"
+UNDETERMINED = "undetermined"  # an interval too wide to say anything (pipeline/measure/stats.py undetermined)
 MEASURE_COLUMNS = ("figure [95% interval]", "speedup", "compile s", "peak GiB", "graph breaks", "status")
 
 
@@ -70,12 +72,19 @@ def _mark(summary: Summary, row: Row) -> str:
     return "= " if name in verdict.tied and verdict.kind == "tie" else ""
 
 
+def interval_text(low: float, high: float, digits: int = 2) -> str:
+    """`[low, high]`, or `[undetermined]` for an interval too wide to say anything (docs/verdicts.md)."""
+    if undetermined(low, high):
+        return f"[{UNDETERMINED}]"
+    return f"[{_fmt(low, digits)}, {_fmt(high, digits)}]"
+
+
 def _figure(summary: Summary, row: Row) -> str:
     if not row.passing or summary.objective.metric not in row.metrics:
         return DASH
     value, low, high = summary.objective.estimate(row.metrics)
     digits = 2 if summary.objective.metric == "step/p50_ms" else 1
-    return f"{_fmt(value, digits)} [{_fmt(low, digits)}, {_fmt(high, digits)}]"
+    return f"{_fmt(value, digits)} {interval_text(low, high, digits)}"
 
 
 def _speedup(row: Row) -> str:
@@ -83,7 +92,7 @@ def _speedup(row: Row) -> str:
     if row.speedup is None:
         return DASH
     if "speedup/ci95_low" in m:
-        return f"{row.speedup:.2f}x [{m['speedup/ci95_low']:.2f}, {m['speedup/ci95_high']:.2f}]"
+        return f"{row.speedup:.2f}x {interval_text(m['speedup/ci95_low'], m['speedup/ci95_high'])}"
     return f"{row.speedup:.2f}x"
 
 
@@ -143,11 +152,12 @@ def aggregate_lines(summary: Summary) -> list[str]:
     if "sweep/pass_rate" in a:
         lines.append(f"pass rate (finished, loss parity within tolerance): {a['sweep/pass_rate']:.0%}")
     if "sweep/geomean_speedup" in a:
-        interval = (
-            f" [95% bootstrap {a['sweep/geomean_speedup_ci95_low']:.3f}, {a['sweep/geomean_speedup_ci95_high']:.3f}]"
-            if "sweep/geomean_speedup_ci95_low" in a
-            else ""
-        )
+        if "sweep/geomean_speedup_ci95_low" not in a:
+            interval = f" [no interval: {summary.geomean_jobs} job(s)]"
+        elif undetermined(a["sweep/geomean_speedup_ci95_low"], a["sweep/geomean_speedup_ci95_high"]):
+            interval = f" [95% bootstrap {UNDETERMINED}]"
+        else:
+            interval = f" [95% bootstrap {a['sweep/geomean_speedup_ci95_low']:.3f}, {a['sweep/geomean_speedup_ci95_high']:.3f}]"
         lines.append(
             f"geometric-mean speedup vs eager over passing compiled jobs: {a['sweep/geomean_speedup']:.3f}x{interval}"
         )
@@ -172,9 +182,10 @@ def aggregate_lines(summary: Summary) -> list[str]:
 
 
 HOW = (
-    "Figures: {objective}, with its 95% interval (it counts the steps' effective number: consecutive steps "
-    "are autocorrelated; repeats pooled). Speedup: paired eager median / compiled median in the same worker, "
-    "with its interval. Peak: reserved GiB over the measured steps (CPU: the worker's peak RSS). "
+    "Figures: {objective}, with its 95% interval (honest for autocorrelated steps, stalls and steps from "
+    "several host regimes; repeats pooled; `undetermined` where it spans more than a factor of 3, wider "
+    "than the figure). Speedup: paired eager median / compiled median in the same worker, with its "
+    "interval. Peak: reserved GiB over the measured steps (CPU: the worker's peak RSS). "
     "★ fastest, = tied. The rule: docs/verdicts.md."
 )
 
@@ -220,7 +231,11 @@ def write_csv(summary: Summary, path: Path) -> None:
             ]
         )
         for r in summary.rows:
-            figure = summary.objective.estimate(r.metrics) if r.passing else ("", "", "")
+            figure: tuple[object, ...] = ("", "", "")
+            if r.passing and summary.objective.metric in r.metrics:
+                figure = summary.objective.estimate(r.metrics)
+                if undetermined(figure[1], figure[2]):  # type: ignore[arg-type]
+                    figure = (figure[0], UNDETERMINED, UNDETERMINED)
             writer.writerow(
                 [
                     r.name,
@@ -239,6 +254,7 @@ def print_table(summary: Summary) -> None:
     than TERMINAL_WIDTH (wider tables go to the files only)."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console(width=TERMINAL_WIDTH, no_color=not sys.stdout.isatty())
     for line in verdict_lines(summary):
@@ -250,7 +266,7 @@ def print_table(summary: Summary) -> None:
     for col in header:
         view.add_column(col, overflow="fold")
     for row in rows:
-        view.add_row(*row)
+        view.add_row(*(Text(cell) for cell in row))  # plain text: `[undetermined]` is no markup tag
     console.print(view)
     for line in aggregate_lines(summary):
         console.print(line, markup=False, highlight=False, soft_wrap=False)

@@ -3,8 +3,10 @@
 Read from MLflow's records or from job folders; torch-free.
 
 Aggregates: the pass rate over compiled jobs (passing = FINISHED and loss parity within tolerance where
-it was measured), the geometric-mean speedup over passing compiled jobs with a bootstrap interval, and
-the PyTorch 2.0 launch's weighted speedup 0.75 * geomean(AMP) + 0.25 * geomean(FP32).
+it was measured), the geometric-mean speedup over passing compiled jobs with a two-level bootstrap
+interval (jobs resampled, each job's speedup drawn from its own interval; at least the jobs' own
+intervals' width; none over fewer than MIN_BOOTSTRAP_JOBS jobs), and the PyTorch 2.0 launch's weighted
+speedup 0.75 * geomean(AMP) + 0.25 * geomean(FP32).
 """
 
 from __future__ import annotations
@@ -18,13 +20,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.config.schema import from_dict
-from pipeline.identity import TABLE_KEYS, config_hash, extra_keys, identity, pool_hash, run_name
+from pipeline.identity import (
+    REPEAT_KEY,
+    TABLE_KEYS,
+    config_hash,
+    extra_keys,
+    identity,
+    pool_hash,
+    run_name,
+)
 from pipeline.jobdir import JobDir
-from pipeline.measure.objective import SAMPLES, STEP_TIME, TOKENS, Objective, Work, choose
+from pipeline.measure.objective import OBJECTIVES, SAMPLES, STEP_TIME, TOKENS, Objective, Work, choose
 from pipeline.measure.stats import t975
 from pipeline.status import FINISHED
 from pipeline.sweep.pareto import ParetoFront, pareto_front
-from pipeline.sweep.verdict import Estimate, Rule, Verdict, decide
+from pipeline.sweep.verdict import SEVERE_SLOWDOWN, Z95, Estimate, Rule, Verdict, decide, severe_job
 from pipeline.sweep_context import SweepContext
 from pipeline.tracking import RunRecord
 
@@ -32,6 +42,8 @@ AMP_PRECISIONS = ("amp", "amp_fp16")
 FP32_PRECISIONS = ("fp32",)
 COMPILE_KEYS = ("mode", "backend", "fullgraph", "dynamic", "scope")
 BOOTSTRAP_SAMPLES = 2000
+# A bootstrap over fewer jobs than this resamples too few values to say how far their mean could be.
+MIN_BOOTSTRAP_JOBS = 5
 
 
 @dataclass(kw_only=True)
@@ -70,6 +82,12 @@ class Row:
     @property
     def noisy(self) -> bool:
         return bool(self.metrics.get("step/noisy"))
+
+    @property
+    def slowdown(self) -> float | None:
+        """How much longer the slowest tenth of its steps took than the fastest tenth (p90 / p10)."""
+        p10, p90 = self.metrics.get("step/p10_ms"), self.metrics.get("step/p90_ms")
+        return p90 / p10 if p10 and p90 else None
 
     @property
     def peak_gib(self) -> float | None:
@@ -134,6 +152,10 @@ class Summary:
     notes: list[str] = field(default_factory=list)
     min_effect_pct: float = 1.0  # the verdict's smallest difference that counts (sweep.min_effect_pct)
     scaling: list[Scaling] = field(default_factory=list)  # distributed jobs with a one-process baseline
+    geomean_jobs: int = 0  # the passing compiled jobs the geometric-mean speedup is taken over
+    severe_slowdown: float = (
+        SEVERE_SLOWDOWN  # the verdict's limit of severe interference (Rule.severe_slowdown)
+    )
     pareto: ParetoFront | None = None  # ranked by throughput: its front against compile time and memory
 
     @property
@@ -230,14 +252,41 @@ def _pool_name(rows: list[Row]) -> str:
 
 
 def _base(row: Row) -> tuple[tuple[str, str], ...]:
-    """The configuration without its compile settings: a compiled job and its eager counterpart share it."""
-    return tuple(sorted((k, v) for k, v in row.config.items() if k not in COMPILE_KEYS))
+    """The configuration without its compile settings and repeat index: a compiled job and its eager
+    counterpart share it, whichever repeats they are."""
+    return tuple(sorted((k, v) for k, v in row.config.items() if k not in (*COMPILE_KEYS, REPEAT_KEY)))
+
+
+def _latency_interval(objective: Objective) -> tuple[str, str] | None:
+    """(the low-end metric, the section) of the median duration behind the objective, if it has one."""
+    base = OBJECTIVES.get(objective.inverse_of, objective) if objective.inverse_of else objective
+    if base.interval is None:
+        return None
+    return base.interval[0], base.metric.split("/", 1)[0]
+
+
+def reach(row: Row, objective: Objective) -> float | None:
+    """A noisy job: the best its figure may be once the host's slowing is allowed for. The host only slows
+    steps, and it may have slowed every one of them: the job's configuration may be as fast as its
+    fastest step sped up by the job's own slowdown (p90 / p10) again. None for a quiet job, or for a noisy
+    one whose figures do not say (then it is unbounded: pipeline/sweep/verdict.py)."""
+    keys = _latency_interval(objective)
+    if not row.noisy or keys is None:
+        return None
+    low_key, section = keys
+    m = row.metrics
+    fastest = m.get(f"{section}/min_ms", m.get(f"{section}/p10_ms"))
+    slowdown = row.slowdown
+    floor = fastest / slowdown if fastest is not None and slowdown is not None else 0.0
+    _, low, high = objective.estimate({**m, low_key: min(m.get(low_key, floor), floor)})
+    return high if objective.higher_is_better else low
 
 
 def _pooled(name: str, rows: list[Row], objective: Objective) -> Estimate:
     """One job: its own interval. Repeats: the mean of their figures, with the wider of the within-job
     interval and the between-job t interval (repeats are independent processes). Noisy repeats are
-    left out when quiet ones exist; if all are noisy, the configuration is noisy."""
+    left out when quiet ones exist; if all are noisy, the configuration is noisy, and its reach is the
+    best of theirs. The slowdown is the largest of every job's (severe interference: pipeline/sweep/verdict.py)."""
     quiet = [r for r in rows if not r.noisy]
     used = quiet or rows
     figures = [objective.estimate(r.metrics) for r in used]
@@ -252,7 +301,46 @@ def _pooled(name: str, rows: list[Row], objective: Objective) -> Estimate:
         between = t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
         half = max(within, between)
         low, high = value - half, value + half
-    return Estimate(name=name, value=value, low=max(low, 1e-12), high=high, noisy=not quiet, steps=steps)
+    reaches = [x for x in (reach(r, objective) for r in used) if x is not None]
+    best = (max if objective.higher_is_better else min)(reaches) if reaches and not quiet else None
+    slowdowns = [(r.slowdown, r.name) for r in rows if r.slowdown is not None]
+    slowdown, job = max(slowdowns) if slowdowns else (None, None)
+    return Estimate(
+        name=name,
+        value=value,
+        low=max(low, 1e-12),
+        high=high,
+        noisy=not quiet,
+        reach=best,
+        slowdown=slowdown,
+        slowdown_job=job,
+        steps=steps,
+    )
+
+
+def pooled_speedup(rows: list[Row]) -> tuple[float, float, float]:
+    """A compiled configuration's paired speedup over its jobs: one job's own interval; repeats' geometric
+    mean, with the wider of the within-job and the between-job t interval on the log scale (as figures
+    are pooled)."""
+    logs, halves = [], []
+    for r in rows:
+        m = r.metrics
+        s = m["speedup/vs_eager"]
+        low = m.get("speedup/ci95_low", m.get("speedup/round_min", s))
+        high = m.get("speedup/ci95_high", m.get("speedup/round_max", s))
+        logs.append(math.log(s))
+        halves.append((math.log(max(high, s)) - math.log(max(min(low, s), 1e-12))) / 2)
+    if len(rows) == 1:
+        s = math.exp(logs[0])
+        m = rows[0].metrics
+        low = m.get("speedup/ci95_low", m.get("speedup/round_min", s))
+        high = m.get("speedup/ci95_high", m.get("speedup/round_max", s))
+        return s, min(low, s), max(high, s)
+    center = statistics.fmean(logs)
+    within = math.sqrt(sum(h * h for h in halves)) / len(halves)
+    between = t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    half = max(within, between)
+    return math.exp(center), math.exp(center - half), math.exp(center + half)
 
 
 def _with_eager(config: Configuration, eager_name: str | None) -> Estimate:
@@ -260,26 +348,10 @@ def _with_eager(config: Configuration, eager_name: str | None) -> Estimate:
     rows = [r for r in config.rows if "speedup/vs_eager" in r.metrics]
     if not config.rows[0].compiled or not rows:
         return config.estimate
-    speedups = [r.metrics["speedup/vs_eager"] for r in rows]
-    low = min(
-        r.metrics.get("speedup/ci95_low", r.metrics.get("speedup/round_min", s))
-        for r, s in zip(rows, speedups, strict=True)
-    )
-    high = max(
-        r.metrics.get("speedup/ci95_high", r.metrics.get("speedup/round_max", s))
-        for r, s in zip(rows, speedups, strict=True)
-    )
-    geo = math.exp(statistics.fmean(math.log(s) for s in speedups))
-    e = config.estimate
-    return Estimate(
-        name=e.name,
-        value=e.value,
-        low=e.low,
-        high=e.high,
-        noisy=e.noisy,
-        steps=e.steps,
+    return dataclasses.replace(
+        config.estimate,
         eager_name=eager_name,
-        speedup=(geo, min(low, geo), max(high, geo)),
+        speedup=pooled_speedup(rows),
         base=repr(_base(config.rows[0])),
     )
 
@@ -313,12 +385,35 @@ def geomean(values: list[float]) -> float:
 
 
 def bootstrap_geomean(
-    values: list[float], samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
+    values: list[float],
+    intervals: list[tuple[float, float]] | None = None,
+    samples: int = BOOTSTRAP_SAMPLES,
+    seed: int = 0,
 ) -> tuple[float, float]:
-    """95% percentile-bootstrap interval of the geometric mean (configurations resampled)."""
+    """95% percentile-bootstrap interval of the geometric mean of jobs' speedups. With `intervals` (each
+    job's 95% interval), two levels: the jobs are resampled, and each drawn job's speedup is drawn from
+    its own interval (normal on the log scale, each side's half-width its own), so the interval carries
+    the jobs' own uncertainty; and it is never narrower than the jobs' intervals allow: it holds the
+    geometric means of their low and of their high ends (the figure if every job erred the same way)."""
     rng = random.Random(seed)
-    means = sorted(geomean(rng.choices(values, k=len(values))) for _ in range(samples))
-    return means[int(0.025 * samples)], means[int(0.975 * samples) - 1]
+    logs = [math.log(v) for v in values]
+    sides = [
+        ((lg - math.log(max(lo, 1e-12))) / Z95, (math.log(max(hi, 1e-12)) - lg) / Z95)
+        for lg, (lo, hi) in zip(logs, intervals or [(v, v) for v in values], strict=True)
+    ]
+    means = []
+    for _ in range(samples):
+        total = 0.0
+        for i in rng.choices(range(len(values)), k=len(values)):
+            z = rng.gauss(0, 1)
+            total += logs[i] + z * (sides[i][0] if z < 0 else sides[i][1])
+        means.append(math.exp(total / len(values)))
+    means.sort()
+    low, high = means[int(0.025 * samples)], means[int(0.975 * samples) - 1]
+    if intervals:
+        low = min(low, geomean([max(lo, 1e-12) for lo, _ in intervals]))
+        high = max(high, geomean([hi for _, hi in intervals]))
+    return low, high
 
 
 def summarize(
@@ -338,6 +433,7 @@ def summarize(
     summary.min_effect_pct = rule.min_effect_pct
     rule = dataclasses.replace(rule, higher_is_better=summary.objective.higher_is_better)
     summary.verdict = decide([c.estimate for c in summary.configurations], rule, summary.objective.label)
+    summary.severe_slowdown = rule.severe_slowdown
     if summary.objective.higher_is_better:
         summary.pareto = pareto_front(summary.rows, summary.objective.metric)
     _aggregates(summary)
@@ -363,9 +459,16 @@ def _aggregates(summary: Summary) -> None:
     if with_speedup:
         speedups = [r.speedup for r in with_speedup]
         agg["sweep/geomean_speedup"] = geomean(speedups)  # type: ignore[arg-type]
-        if len(speedups) > 1:
-            low, high = bootstrap_geomean(speedups)  # type: ignore[arg-type]
+        summary.geomean_jobs = len(speedups)
+        if len(speedups) >= MIN_BOOTSTRAP_JOBS:
+            intervals = [pooled_speedup([r])[1:] for r in with_speedup]
+            low, high = bootstrap_geomean(speedups, intervals)  # type: ignore[arg-type]
             agg["sweep/geomean_speedup_ci95_low"], agg["sweep/geomean_speedup_ci95_high"] = low, high
+        else:
+            summary.notes.append(
+                f"the geometric-mean speedup has no interval: {len(speedups)} passing compiled job(s), fewer than "
+                f"{MIN_BOOTSTRAP_JOBS}; a bootstrap over so few resamples too few values to say how far their mean could be"
+            )
         amp = [r.speedup for r in with_speedup if r.config.get("precision") in AMP_PRECISIONS]
         fp32 = [r.speedup for r in with_speedup if r.config.get("precision") in FP32_PRECISIONS]
         if amp and fp32:
@@ -383,7 +486,19 @@ def _notes(summary: Summary) -> None:
     if noisy:
         summary.notes.append(
             f"{noisy} job(s) flagged noisy (their measured steps spread beyond benchmark.noisy_spread_pct): "
-            "their step times decide nothing; compiled-vs-eager is judged on the paired speedup"
+            "the verdict allows for the host having slowed them (a noisy configuration may be as fast as its "
+            "fastest step divided by p90 / p10 of its steps); compiled-vs-eager is judged on the paired speedup"
+        )
+    limit = summary.severe_slowdown
+    worst = severe_job([c.estimate for c in summary.configurations], Rule(severe_slowdown=limit))
+    if worst is not None:
+        severe = sum((r.slowdown or 0.0) > limit for c in summary.configurations for r in c.rows)
+        summary.notes.append(
+            f"{severe} job(s) whose slowest tenth of steps took over {limit:g}x as long as their fastest tenth "
+            f"({worst.slowdown_job}: {worst.slowdown:.1f}x): the host ran this sweep's jobs in spells of very "
+            "different speed, and a whole job can run in a slow one, so separate jobs' step times decide "
+            "nothing; paired speedups still do. On a CPU, a job using every core beside other busy processes "
+            "stalls like this: rerun on a quiet host or with fewer threads (OMP_NUM_THREADS)"
         )
     if summary.objective in (SAMPLES, TOKENS):
         summary.notes.append(

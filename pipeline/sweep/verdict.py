@@ -1,27 +1,30 @@
 """The sweep's verdict: which configuration is fastest, or that the data cannot say. Torch-free.
 
-The rule (docs/verdicts.md says why it is sound):
+The rule (docs/verdicts.md says why it is sound, with the tables):
 
 * Each configuration is an :class:`Estimate`: its objective (median step time, or throughput when
-  batch sizes or sequence lengths differ) with a 95% interval that accounts for autocorrelated steps
-  (counting the effective number of autocorrelated steps, pipeline/measure/stats.py), pooled over repeats.
-* Two configurations are compared on the log scale: one is faster when the difference exceeds 1.96
-  standard errors of the difference *and* the smallest effect worth acting on
-  (`sweep.min_effect_pct`, 1%). A compiled configuration and the eager configuration it was
-  paired with are compared on the paired speedup instead (measured in one worker, in alternating
-  rounds, so drift between the two jobs cannot fake a difference), and two compiled configurations of
-  one base configuration on their paired speedups.
-* A noisy job (`step/noisy`) never decides a comparison by its step times; an interval wider than
-  `sweep.max_interval_pct` (half-width, % of the figure) does not either: separate jobs' intervals
-  hold their step-to-step noise, not the drift between jobs, which only precise figures bound.
-  Paired figures (one worker, alternating rounds) decide on their own intervals.
+  batch sizes or sequence lengths differ) with a 95% interval honest for autocorrelated steps, heavy
+  tails and steps from several regimes (pipeline/measure/stats.py), pooled over repeats.
+* Noise widens, it does not veto. The host's interference only slows steps, and it can slow a whole
+  job: a noisy job's figure may be better than its interval says, down to its `reach` (its fastest
+  step divided by its slowdown, p90 / p10 of its steps: pipeline/sweep/summary.py). That allowance is
+  added to the interval on the side where the noisy configuration could be better.
+* Two configurations are compared on the log scale: a beats b when the gap between their figures
+  exceeds the root-sum-square of a's interval on its worse side and b's on its better side, plus b's
+  noise allowance, *and* the smallest effect worth acting on (`sweep.min_effect_pct`, 1%). A tie
+  needs the whole interval of the gap inside that smallest effect. A compiled configuration and the
+  eager configuration it was paired with are compared on the paired speedup instead (measured in one
+  worker, in alternating rounds, so drift between the two jobs cannot fake a difference), and two
+  compiled configurations of one base configuration on their paired speedups.
+* Severe interference stops separate jobs from deciding: when any job's slowest tenth of steps took
+  more than `SEVERE_SLOWDOWN` times as long as its fastest tenth (p90 / p10), the host ran the sweep in
+  spells of very different speed, and a whole job can run in a slow one while looking quiet (on a
+  loaded 2-core host: 20 steps at 328 ms +-2% against 2.1 ms undisturbed). Paired figures still decide.
 * A single job with fewer than `MIN_STEPS` measured steps never decides by its step times: the scale of
-  a handful of steps is itself unknown (the MAD of three steps is near zero when two nearly agree), and such
-  intervals cover the true median far less than 95% of the time (docs/verdicts.md has the table).
-* `fastest`: one configuration is faster than every other. Otherwise the configurations no one beats
-  are reported: `tie` when every comparison among them was precise enough to say they are within the
-  smallest effect of each other, `inconclusive` (rerun advised) when noise or wide intervals stopped a
-  comparison.
+  a handful of steps is itself unknown (the MAD of three steps is near zero when two nearly agree).
+* `fastest`: one configuration beats every other. Otherwise the configurations no one beats are
+  reported: `tie` when every comparison among them showed them within the smallest effect of each
+  other, `inconclusive` (rerun advised) when an interval, the noise or a rule above left one open.
 """
 
 from __future__ import annotations
@@ -36,14 +39,23 @@ WAYS = {
     "paired speedups": "paired speedups",
 }
 FASTEST, TIE, INCONCLUSIVE = "fastest", "tie", "inconclusive"
-# Measured steps a single job needs before its interval decides. On synthetic AR(1) steps (rho 0-0.8),
-# identical pairs were called fastest in 3.9-7.5% of trials at 3 steps, 1.4-2.5% at 10
-# (python benchmarks/verdict_power.py --steps).
+# Measured steps a single job needs before its interval decides: at 3-5 steps identical pairs were called
+# fastest in up to 11.8% of trials with the limit off (python benchmarks/verdict_power.py --steps).
 MIN_STEPS = 10
-# Why a comparison stayed undecided, as the verdict says it (the first that applies; {min_steps}: the rule's).
+# A job whose slowest tenth of steps took more than this many times as long as its fastest tenth (p90 /
+# p10) ran in host spells of very different speed. On a loaded 2-core host, sweeps with jobs slowed 3.05-295x
+# held jobs that spent all their steps in a slow spell (20 steps at 328 ms +-2%, or 455-644 ms, against
+# 2.1 ms undisturbed, themselves reading 1.02 and 1.32), so no separate job bounds its own figure from
+# below. Quiet jobs read 1.02-1.3; jobs sharing a core with a busy process on one thread, up to 2.76
+# (benchmarks/results/cpu-2026-11-25-load, docs/verdicts.md).
+SEVERE_SLOWDOWN = 3.0
+# Why a comparison stayed undecided, as the verdict says it (the first that applies).
 UNDECIDED = {
-    "noisy": "noisy jobs",
+    "severe": "the host interfered severely ({job}'s slowest tenth of steps took {slowdown:.1f}x as long as its "
+    "fastest tenth, beyond {limit:g}x): a whole job can run in a slow spell, so separate jobs' step times "
+    "cannot be compared; paired speedups can",
     "few steps": "fewer than {min_steps} measured steps in a job",
+    "noisy": "noisy jobs: the host may have slowed them that far",
     "wide": "intervals too wide",
 }
 
@@ -57,6 +69,11 @@ class Estimate:
     low: float
     high: float
     noisy: bool = False
+    # Noisy jobs: the best the figure may be once the host's slowing is allowed for (lower is better: at
+    # most `low`; higher is better: at least `high`). None: unbounded for a noisy figure, none for a quiet one.
+    reach: float | None = None
+    slowdown: float | None = None  # the largest p90 / p10 of the configuration's jobs' steps
+    slowdown_job: str | None = None  # the job it belongs to
     # The paired eager baseline: the separate eager configuration's name and the speedup interval over it.
     eager_name: str | None = None
     speedup: tuple[float, float, float] | None = None  # (speedup, low, high)
@@ -71,14 +88,17 @@ class Estimate:
     @property
     def log_se(self) -> float:
         """Standard error of log(value), from the 95% interval."""
-        return (math.log(self.high) - math.log(self.low)) / (2 * Z95)
+        return (_ln(self.high) - _ln(self.low)) / (2 * Z95)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Rule:
     min_effect_pct: float = 1.0  # a smaller difference is a tie even when it is real
     min_steps: int = MIN_STEPS  # a single job with fewer measured steps cannot decide
-    max_interval_pct: float = 2.5  # a wider interval (half-width) cannot decide
+    severe_slowdown: float = SEVERE_SLOWDOWN  # a job slowed more (p90 / p10): separate jobs cannot decide
+    # sweep.max_interval_pct: accepted from older sweeps and the config, and no longer used: an interval
+    # honest for the noise decides however wide it is (docs/verdicts.md).
+    max_interval_pct: float = 2.5
     higher_is_better: bool = False  # step time: lower is better; throughput: higher
 
 
@@ -110,28 +130,50 @@ class Verdict:
         return f"verdict: inconclusive among {names} ({self.reason}; rerun with more steps, repeats or on a quiet machine; objective: {self.objective})"
 
 
-def compare(a: Estimate, b: Estimate, rule: Rule) -> Comparison:
-    """Which of two configurations is better, if the data can say."""
+def _ln(x: float) -> float:
+    return math.log(x) if x > 0 else -math.inf
+
+
+def _bounds(e: Estimate, higher_is_better: bool) -> tuple[float, float, float, float]:
+    """(figure, best end, worst end, noise allowance beyond the best end) on the log scale of cost: lower is
+    better whatever the objective."""
+    sign = -1.0 if higher_is_better else 1.0
+    best, worst = (e.high, e.low) if higher_is_better else (e.low, e.high)
+    center, best_c, worst_c = sign * _ln(e.value), sign * _ln(best), sign * _ln(worst)
+    if e.reach is None:  # a noisy figure whose reach is unknown may be anything better
+        return center, best_c, worst_c, math.inf if e.noisy else 0.0
+    reach = sign * _ln(e.reach)
+    return center, best_c, worst_c, best_c - reach if reach < best_c else 0.0
+
+
+def compare(a: Estimate, b: Estimate, rule: Rule, *, severe: bool = False) -> Comparison:
+    """Which of two configurations is better, if the data can say; `severe`: the sweep's host interfered
+    severely (see the module's docstring), so only paired figures decide."""
     if a.eager_name == b.name and a.speedup is not None:
         return _paired(a, b, rule)
     if b.eager_name == a.name and b.speedup is not None:
         return _paired(b, a, rule)
     if a.speedup is not None and b.speedup is not None and a.base is not None and a.base == b.base:
         return _by_speedups(a, b, rule)
-    if a.noisy or b.noisy:
-        return Comparison(better=None, reason="noisy")
+    if severe:
+        return Comparison(better=None, reason="severe")
     if any(e.steps is not None and e.steps < rule.min_steps for e in (a, b)):
         return Comparison(better=None, reason="few steps")
-    diff = math.log(b.value) - math.log(a.value)  # > 0: a is lower
-    if rule.higher_is_better:
-        diff = -diff
-    se = math.hypot(a.log_se, b.log_se)
-    # Two jobs' intervals hold each job's step-to-step noise, not the drift between the jobs (another
-    # moment, another process): a wide interval never decides, precise ones bound that drift.
-    wide = max(a.half_pct, b.half_pct) > rule.max_interval_pct
-    if not wide and abs(diff) > Z95 * se and abs(diff) > math.log1p(rule.min_effect_pct / 100):
-        return Comparison(better=a.name if diff > 0 else b.name, reason="intervals")
-    return Comparison(better=None, reason="wide" if wide else "tie")
+    effect = math.log1p(rule.min_effect_pct / 100)
+    ca, best_a, worst_a, allow_a = _bounds(a, rule.higher_is_better)
+    cb, best_b, worst_b, allow_b = _bounds(b, rule.higher_is_better)
+    gap = cb - ca  # > 0: a is better
+    a_apart = gap > effect and gap > math.hypot(worst_a - ca, cb - best_b)  # a's worse side, b's better
+    b_apart = -gap > effect and -gap > math.hypot(worst_b - cb, ca - best_a)
+    if a_apart and gap > math.hypot(worst_a - ca, cb - best_b) + allow_b:
+        return Comparison(better=a.name, reason="intervals")
+    if b_apart and -gap > math.hypot(worst_b - cb, ca - best_a) + allow_a:
+        return Comparison(better=b.name, reason="intervals")
+    spread = math.hypot(max(worst_a - ca, ca - best_a), max(worst_b - cb, cb - best_b))
+    if abs(gap) + spread + allow_a + allow_b < effect:
+        return Comparison(better=None, reason="tie")
+    # Apart on their intervals, not once the host's slowing is allowed for: the noise left it open.
+    return Comparison(better=None, reason="noisy" if a_apart or b_apart else "wide")
 
 
 def _paired(compiled: Estimate, eager: Estimate, rule: Rule) -> Comparison:
@@ -143,20 +185,29 @@ def _paired(compiled: Estimate, eager: Estimate, rule: Rule) -> Comparison:
         return Comparison(better=compiled.name, reason="paired speedup")
     if high < 1 and -math.log(speedup) > effect:
         return Comparison(better=eager.name, reason="paired speedup")
-    wide = 100 * (high - low) / 2 / speedup > rule.max_interval_pct
-    return Comparison(better=None, reason="wide" if wide else "tie")
+    inside = -effect < _ln(low) and _ln(high) < effect
+    return Comparison(better=None, reason="tie" if inside else "wide")
 
 
 def _by_speedups(a: Estimate, b: Estimate, rule: Rule) -> Comparison:
     """Two compiled configurations of one base configuration: each was timed against its own eager copy in
     alternating rounds, so their speedups compare them free of drift between the two jobs (noisy or not)."""
     assert a.speedup is not None and b.speedup is not None
-    se = [(math.log(s[2]) - math.log(s[1])) / (2 * Z95) for s in (a.speedup, b.speedup)]
-    diff = math.log(a.speedup[0]) - math.log(b.speedup[0])  # > 0: a is faster
-    if abs(diff) > Z95 * math.hypot(*se) and abs(diff) > math.log1p(rule.min_effect_pct / 100):
-        return Comparison(better=a.name if diff > 0 else b.name, reason="paired speedups")
-    wide = max(100 * (s[2] - s[1]) / 2 / s[0] for s in (a.speedup, b.speedup)) > rule.max_interval_pct
-    return Comparison(better=None, reason="wide" if wide else "tie")
+    (sa, la, ha), (sb, lb, hb) = a.speedup, b.speedup
+    effect = math.log1p(rule.min_effect_pct / 100)
+    diff = _ln(sa) - _ln(sb)  # > 0: a is faster
+    if diff > math.hypot(_ln(sa) - _ln(la), _ln(hb) - _ln(sb)) and diff > effect:
+        return Comparison(better=a.name, reason="paired speedups")
+    if -diff > math.hypot(_ln(ha) - _ln(sa), _ln(sb) - _ln(lb)) and -diff > effect:
+        return Comparison(better=b.name, reason="paired speedups")
+    spread = math.hypot(*(max(_ln(h) - _ln(s), _ln(s) - _ln(lo)) for s, lo, h in (a.speedup, b.speedup)))
+    return Comparison(better=None, reason="tie" if abs(diff) + spread < effect else "wide")
+
+
+def severe_job(estimates: list[Estimate], rule: Rule) -> Estimate | None:
+    """The configuration whose job the host slowed the most, when that is beyond the rule's severe limit."""
+    severe = [e for e in estimates if e.slowdown is not None and e.slowdown > rule.severe_slowdown]
+    return max(severe, key=lambda e: e.slowdown or 0.0) if severe else None
 
 
 def decide(estimates: list[Estimate], rule: Rule, objective: str) -> Verdict:
@@ -166,8 +217,11 @@ def decide(estimates: list[Estimate], rule: Rule, objective: str) -> Verdict:
         return Verdict(
             kind=INCONCLUSIVE, objective=objective, tied=names, reason="fewer than two passing configurations"
         )
+    severe = severe_job(estimates, rule)
     results = {
-        (a.name, b.name): compare(a, b, rule) for i, a in enumerate(estimates) for b in estimates[i + 1 :]
+        (a.name, b.name): compare(a, b, rule, severe=severe is not None)
+        for i, a in enumerate(estimates)
+        for b in estimates[i + 1 :]
     }
     beaten = {y if c.better == x else x for (x, y), c in results.items() if c.better}
     unbeaten = [e.name for e in estimates if e.name not in beaten]
@@ -192,18 +246,23 @@ def decide(estimates: list[Estimate], rule: Rule, objective: str) -> Verdict:
         )
     if any(reason in UNDECIDED for reason in undecided):
         why = next(text for reason, text in UNDECIDED.items() if reason in undecided)
-        why = why.format(min_steps=rule.min_steps)
+        why = why.format(
+            min_steps=rule.min_steps,
+            job=severe.slowdown_job or severe.name if severe else "",
+            slowdown=severe.slowdown if severe else 0.0,
+            limit=rule.severe_slowdown,
+        )
         return Verdict(
             kind=INCONCLUSIVE,
             objective=objective,
             tied=contenders,
-            reason=f"{why}: they cannot be told apart",
+            reason=why if "severe" in undecided else f"{why}: they cannot be told apart",
         )
     return Verdict(
         kind=TIE,
         objective=objective,
         tied=contenders,
-        reason=f"within {rule.min_effect_pct:g}% of each other or not separated by their intervals",
+        reason=f"within {rule.min_effect_pct:g}% of each other, measured precisely enough to say so",
     )
 
 
