@@ -10,7 +10,9 @@ from pipeline.sweep.suite import FAILED, FASTER, INCONCLUSIVE, SAME, SLOWER, ans
 
 def outcome(model: str, speedup: float, low: float, high: float, **extra):
     metrics = {"speedup/vs_eager": speedup, "speedup/ci95_low": low, "speedup/ci95_high": high, **extra}
-    return classify(model=model, run_name=model, status="FINISHED", metrics=metrics, failure="", min_effect_pct=1.0)
+    return classify(
+        model=model, run_name=model, status="FINISHED", metrics=metrics, failure="", min_effect_pct=1.0
+    )
 
 
 def test_each_model_is_classed_by_its_paired_speedups_interval():

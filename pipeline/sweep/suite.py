@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipeline.status import FINISHED
@@ -49,7 +50,9 @@ def classify(
         "memory_ratio": metrics.get("memory/ratio_vs_eager"),
     }
     if status != FINISHED or metrics.get("parity/ok") == 0.0 or "speedup/vs_eager" not in metrics:
-        reason = failure or ("loss or output parity failed" if metrics.get("parity/ok") == 0.0 else "no speedup")
+        reason = failure or (
+            "loss or output parity failed" if metrics.get("parity/ok") == 0.0 else "no speedup"
+        )
         return ModelOutcome(outcome=FAILED, failure=reason, **common)
     speedup = metrics["speedup/vs_eager"]
     low, high = metrics.get("speedup/ci95_low", speedup), metrics.get("speedup/ci95_high", speedup)
@@ -106,7 +109,9 @@ class SuiteAnswer:
         return out
 
 
-def answer(outcomes: list[ModelOutcome], *, bootstrap) -> SuiteAnswer:  # noqa: ANN001 - (values) -> (low, high)
+def answer(
+    outcomes: list[ModelOutcome], *, bootstrap: Callable[[list[float]], tuple[float, float]]
+) -> SuiteAnswer:
     """The suite's answer from its models' outcomes; `bootstrap(speedups)` gives the geometric mean's
     95% interval over models (pipeline.sweep.summary's)."""
     result = SuiteAnswer(outcomes=sorted(outcomes, key=lambda o: (OUTCOMES.index(o.outcome), o.model)))
@@ -120,7 +125,9 @@ def answer(outcomes: list[ModelOutcome], *, bootstrap) -> SuiteAnswer:  # noqa: 
         if len(speedups) >= MIN_MODELS_FOR_INTERVAL:
             result.geomean_ci = bootstrap(speedups)
         else:
-            result.geomean_note = f"no interval over {len(speedups)} models: {MIN_MODELS_FOR_INTERVAL} at least"
+            result.geomean_note = (
+                f"no interval over {len(speedups)} models: {MIN_MODELS_FOR_INTERVAL} at least"
+            )
     compile_s = [o.compile_s for o in outcomes if o.compile_s is not None]
     if compile_s:
         result.compile_s_median = statistics.median(compile_s)
