@@ -22,13 +22,15 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from pipeline.config.compose import describe_compose_error
+from pipeline.config.compose import describe_compose_error, yaml_error
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import register_configs
 from pipeline.job.parent import JobParent, JobPlace, record_bad_job, report_config_error
 from pipeline.job.preflight import validate
+from pipeline.job.result import one_line
 from pipeline.job.signals import SchedulerSignals, raise_interrupt
 from pipeline.jobdir import JobDir
+from pipeline.redaction import redact_text
 from pipeline.status import (
     BAD_INPUT,
     EXIT_BAD_INPUT,
@@ -117,17 +119,17 @@ def main() -> None:
         close_interrupted_sweep(reason)
         print(reason, file=sys.stderr, flush=True)
         sys.exit(EXIT_INTERRUPTED)
-    except (HydraException, OmegaConfBaseException) as err:
-        if user_wants_traceback:
-            close_interrupted_sweep(f"sweep failed: {err}")
+    except Exception as err:
+        composing = isinstance(err, (HydraException, OmegaConfBaseException)) or yaml_error(err) is not None
+        if not composing or user_wants_traceback:  # a bug, a launcher failure: no run left RUNNING
+            close_interrupted_sweep(
+                f"sweep failed: {type(err).__name__}: {one_line(str(err))}", status=FAILED
+            )
             raise
-        message = describe_compose_error(err)
-        close_interrupted_sweep(f"config error: {message}")
-        print(f"config error: {message}", file=sys.stderr, flush=True)
+        message = f"config error: {redact_text(describe_compose_error(err))}"
+        close_interrupted_sweep(message, status=FAILED)
+        print(message, file=sys.stderr, flush=True)
         sys.exit(EXIT_BAD_INPUT)
-    except Exception as err:  # a bug or a launcher failure: never leave the sweep's runs RUNNING
-        close_interrupted_sweep(f"sweep failed: {type(err).__name__}: {err}")
-        raise
     sys.exit(exit_code())
 
 

@@ -199,3 +199,23 @@ def test_compile_options_take_the_mapping_form_and_only_inductor_options():
             compose(["model=vit_tiny", "compile.backend=aot_eager", "compile.options={max_autotune: true}"])
         )
     assert err.value.key == "compile.options" and "would ignore them" in err.value.allowed
+
+
+def test_unknown_keys_are_refused_except_under_open_mappings():
+    """`+key=value` adds any key: the schema's keys only, but for the open mappings (the scenario's
+    config class checks its own keys); every option of every config group adds none."""
+    from pathlib import Path
+
+    from pipeline.config.schema import unknown_keys
+
+    assert bad(["+devcie=cpu"]).key == "devcie"
+    assert bad(["+loss.teacher_x=1"]).key == "loss.teacher_x"
+    assert bad(["+scenario.stepz=1"]).key == "scenario.stepz"
+    for fine in ("+model.kwargs.qkv_bias=true", "+trainer.optimizer.kwargs.weight_decay=0.1"):
+        validate(compose([fine]))
+    validate(compose(["+compile.options.max_autotune=true"]))
+    conf = Path(__file__).resolve().parent.parent / "conf"
+    for group in ("model", "loss", "precision", "scenario", "parallel", "experiment", "inductor", "sweep"):
+        for path in sorted((conf / group).rglob("*.yaml")):
+            option = path.relative_to(conf / group).with_suffix("").as_posix()
+            assert unknown_keys(compose([f"{group}={option}"])) == [], f"{group}={option}"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from pipeline.config.compose import printable
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import Config, to_dict
 from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
@@ -322,4 +323,4 @@ def record_bad_job(sweep: SweepContext, err: ConfigError, overrides: list[str]) 
 
 def report_config_error(err: ConfigError) -> None:
     for e in err.errors:
-        print(f"config error: {e}", file=sys.stderr, flush=True)
+        print(f"config error: {printable(str(e))}", file=sys.stderr, flush=True)

@@ -9,6 +9,7 @@ Hydra turns an exception raised in a callback into a warning and goes on, so eve
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import tempfile
@@ -17,9 +18,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
+from pipeline.config.checks import check, raise_first
+from pipeline.config.compose import describe_compose_error, printable
+from pipeline.config.errors import ConfigError
 from pipeline.config.schema import MlflowConfig
+from pipeline.job.preflight import host_errors, validate
 from pipeline.job.supervisor import PROJECT_ROOT, worker_env
 from pipeline.job.worker_start import TEMPLATE, TemplateProcess, fork_supported, no_template
 from pipeline.measure.objective import Objective
@@ -27,7 +32,14 @@ from pipeline.provenance import command_line
 from pipeline.status import EXIT_BAD_INPUT, FAILED, KILLED
 from pipeline.sweep import lease
 from pipeline.sweep.finish import abandon, close_interrupted, finish_sweep
-from pipeline.sweep.state import SweepStopped, count_jobs, planned_objective, swept, swept_keys
+from pipeline.sweep.state import (
+    SweepStopped,
+    count_jobs,
+    planned_jobs,
+    planned_objective,
+    swept,
+    swept_keys,
+)
 from pipeline.sweep.view import publish_sweep_view
 from pipeline.sweep_context import SweepContext, new_sweep_id
 from pipeline.tracking import RunRecord, Tracker, TrackingUnavailable
@@ -53,6 +65,10 @@ class SweepCallback(Callback):
                     f"config error: sweep.{key}={config.sweep[key]!r} is not allowed: it only means something in a sweep (add -m)",
                     EXIT_BAD_INPUT,
                 )
+        try:  # bad input makes no run folder
+            validate(task_config(config))
+        except ConfigError as err:
+            raise SweepStopped(config_error_lines(err), EXIT_BAD_INPUT) from err
         writable_dir("hydra.run.dir", config.hydra.run.dir)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -89,6 +105,54 @@ class SweepCallback(Callback):
         runs = tracker.sweep_children(ACTIVE_SWEEP.sweep_id)
         label = parent.name if parent else f"sweep {ACTIVE_SWEEP.sweep_id}"
         print(f"browse: {browse_url(tracker, ACTIVE_SWEEP, label, summary.objective, runs)}", flush=True)
+
+
+def task_config(config: DictConfig) -> DictConfig:
+    """The job's config as its task function gets it: without the `hydra` node."""
+    task = copy.deepcopy(config)
+    with open_dict(task):
+        del task["hydra"]
+    return task
+
+
+def config_error_lines(err: ConfigError) -> str:
+    return "\n".join(f"config error: {printable(str(e))}" for e in err.errors)
+
+
+def check_planned_jobs(config: DictConfig) -> None:
+    """Every job the sweep will launch, composed as its launcher will compose it and checked, before
+    anything starts: a job that does not compose (a config file that is not YAML, a bad override)
+    stops the sweep, as does a sweep none of whose jobs has a valid config (one line per error, exit
+    2). A sweep with some bad jobs runs the others (each bad job is recorded FAILED). Where the jobs run
+    on this host, its limits (CPU ranks, DataLoader workers) are checked too."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    jobs = planned_jobs(config.hydra)
+    if not jobs or not GlobalHydra.instance().is_initialized():
+        return
+    loader = GlobalHydra.instance().config_loader()
+    here = "Slurm" not in str(config.hydra.launcher.get("_target_", ""))
+    errors: list[ConfigError] = []
+    runnable = False
+    for overrides in jobs:
+        try:
+            composed = loader.load_sweep_config(config, overrides)
+        except Exception as err:  # the job's config does not compose
+            raise SweepStopped(f"config error: {describe_compose_error(err)}", EXIT_BAD_INPUT) from err
+        if runnable:
+            continue  # a job that can run: the sweep starts, its bad jobs fail alone
+        try:
+            job = check(task_config(composed))
+            if here:
+                raise_first(host_errors(job))
+            runnable = True
+        except ConfigError as err:
+            errors += [e for e in err.errors if str(e) not in {str(seen) for seen in errors}]
+    if runnable:
+        return
+    first = errors[0]
+    first.errors = errors
+    raise SweepStopped(config_error_lines(first), EXIT_BAD_INPUT)
 
 
 def start_template(config: DictConfig, sweep_dir: Path) -> None:
@@ -137,6 +201,7 @@ def browse_url(
 def start_sweep(config: DictConfig) -> SweepContext:
     """Check that the sweep can start (its folder, the store, a resumed sweep's earlier jobs), take
     the driver's lease, open or reopen the parent run, and write sweep.json for the jobs."""
+    check_planned_jobs(config)
     mlflow = _mlflow_settings(config)
     sweep_dir = writable_dir("hydra.sweep.dir", config.hydra.sweep.dir)
     tracker = Tracker.from_config(mlflow)
