@@ -30,7 +30,7 @@ from pipeline.job.preflight import validate
 from pipeline.job.result import one_line
 from pipeline.job.signals import SchedulerSignals, raise_interrupt
 from pipeline.jobdir import JobDir
-from pipeline.redaction import redact_text
+from pipeline.redaction import redact_log_records, redact_text
 from pipeline.status import (
     BAD_INPUT,
     EXIT_BAD_INPUT,
@@ -104,6 +104,7 @@ def exit_code() -> int:
 
 
 def main() -> None:
+    redact_log_records()  # Hydra's launch lines (`#0 : <overrides>`) name the jobs' values
     register_configs()
     signal.signal(signal.SIGTERM, raise_interrupt)
     user_wants_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"

@@ -33,7 +33,7 @@ from pipeline.job.supervisor import WorkerLaunch, run_worker
 from pipeline.job.worker_start import plan
 from pipeline.jobdir import JobDir
 from pipeline.provenance import command_line
-from pipeline.redaction import redacted
+from pipeline.redaction import looks_secret, redacted, scrub, secret_values
 from pipeline.status import FAILED, KILLED, NOT_SYNCED, SKIPPED
 from pipeline.sweep_context import SweepContext
 from pipeline.tracking import Tracker, TrackingUnavailable, check_reachable, retry_bound
@@ -96,7 +96,8 @@ class JobParent:
         self.job_dir = place.job_dir
         self.folder = JobDir(place.job_dir)
         self.varied = place.sweep.axes if place.sweep else []
-        self.name = run_name(config, self.varied)
+        self.secrets = secret_values(to_dict(config))  # masked in every line this job prints
+        self.name = distinct_name(config, self.varied, place.job_num)
         self.config_hash = config_hash(config)
         self.display = JobProgress(self.name)
         self.job_run: JobRun | None = None  # made once the store is known to answer
@@ -109,7 +110,7 @@ class JobParent:
         try:
             tracker = self.check_store()
         except TrackingUnavailable as err:
-            print(f"mlflow error: {err}", file=sys.stderr, flush=True)
+            self.say(f"mlflow error: {err}", err=True)
             return FAILED
         except AlreadyFinished as done:
             print(f"{self.name}: {done}", flush=True)
@@ -129,13 +130,13 @@ class JobParent:
                 result = self.supervise()
         except TrackingUnavailable as err:  # the store went away after the check; the worker was stopped
             self.display.close()
-            print(f"mlflow error: {err}", file=sys.stderr, flush=True)
+            self.say(f"mlflow error: {err}", err=True)
             return FAILED
         except BaseException as interrupt:  # Ctrl-C, SIGTERM, a scheduler's signal: the job is KILLED
             return self.interrupted(interrupt)
         self.display.close()
         outcome = self.finish(result)
-        print(one_line(self.name, result, in_sweep=self.place.sweep is not None), flush=True)
+        self.say(one_line(self.name, result, in_sweep=self.place.sweep is not None))
         if self.place.sweep is not None:
             print(sweep_status(Path(self.place.sweep.sweep_dir), self.place.sweep.total_jobs), flush=True)
         return outcome
@@ -190,7 +191,7 @@ class JobParent:
             job_dir=self.job_dir,
             cache_dir=inductor_cache_dir(self.config, self.job_dir, self.place.sweep),
             on_progress=self.display.update,
-            on_line=self.display.line,
+            on_line=lambda text: self.display.line(scrub(text, self.secrets)),
             on_started=self.open_run,
             extra_env={"PIPELINE_COMMAND": command_line()},
             start=plan(
@@ -219,11 +220,11 @@ class JobParent:
         try:
             self.job_run.open()  # stopped before its run was opened: the run records that too
         except Exception as exc:
-            print(f"mlflow error: could not record the interrupted job ({exc})", file=sys.stderr, flush=True)
+            self.say(f"mlflow error: could not record the interrupted job ({exc})", err=True)
         else:
             self.finish(result)
         if in_submitit_job():  # only this job was stopped: the sweep collects its outcome and goes on
-            print(one_line(self.name, result, in_sweep=self.place.sweep is not None), flush=True)
+            self.say(one_line(self.name, result, in_sweep=self.place.sweep is not None))
             return KILLED
         raise interrupt
 
@@ -262,12 +263,24 @@ class JobParent:
         except Exception:  # the store is gone altogether: the run stays RUNNING until --sync
             closed = "left RUNNING"
         bound = retry_bound(self.config.mlflow.tracking_uri)
-        print(
+        self.say(
             f"mlflow error: could not log run {run_id} ({error}{'; ' + bound if bound else ''}); run {closed}; "
             f"the result is kept in {self.folder.result}; upload it later with `{sync}`",
-            file=sys.stderr,
-            flush=True,
+            err=True,
         )
+
+    def say(self, line: str, *, err: bool = False) -> None:
+        """One line to the terminal, the config's secrets masked (an error may quote a token)."""
+        print(scrub(line, self.secrets), file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def distinct_name(config: Config, varied: list[str], job_num: int | None) -> str:
+    """The run's name; where a swept key is a secret its values are masked alike, so the job's number
+    tells its runs apart (`...·db_password=***·job 1`)."""
+    name = run_name(config, varied)
+    if job_num is not None and any(looks_secret(key) for key in varied):
+        name += f"·job {job_num}"
+    return name
 
 
 class AlreadyFinished(Exception):

@@ -28,6 +28,7 @@ from pipeline.job.result import JobResult
 from pipeline.job.worker_start import READY_TIMEOUT_S, ForkedWorker, StartPlan, start_worker
 from pipeline.jobdir import RANK_RESULT_GLOB, JobDir
 from pipeline.progress import parse_progress
+from pipeline.redaction import write_private
 from pipeline.status import FAILED, FINISHED, KILLED
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -115,7 +116,7 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
     job_dir.mkdir(parents=True, exist_ok=True)
     folder = JobDir(job_dir)
     config_path, result_path, log_path = folder.job_config, folder.result, folder.worker_log
-    config_path.write_text(json.dumps(to_dict(launch.config), indent=1))
+    write_private(config_path, json.dumps(to_dict(launch.config), indent=1))  # unredacted: this user's only
     result_path.unlink(missing_ok=True)
     trace_dir = folder.torch_trace if launch.config.diagnose.trace else None
     cmd = worker_command(launch.config, config_path, result_path)

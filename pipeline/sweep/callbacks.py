@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from pipeline.config.checks import check, raise_first
@@ -29,6 +30,7 @@ from pipeline.job.supervisor import PROJECT_ROOT, worker_env
 from pipeline.job.worker_start import TEMPLATE, TemplateProcess, fork_supported, no_template
 from pipeline.measure.objective import Objective
 from pipeline.provenance import command_line
+from pipeline.redaction import make_private, private_files
 from pipeline.status import EXIT_BAD_INPUT, FAILED, KILLED
 from pipeline.sweep import lease
 from pipeline.sweep.finish import abandon, close_interrupted, finish_sweep
@@ -85,6 +87,15 @@ class SweepCallback(Callback):
             raise SweepStopped(
                 f"sweep error: could not start the sweep: {type(err).__name__}: {err}"
             ) from err
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Hydra has saved the job's config, unredacted, beside it (`.hydra/`, and the sweep's
+        `multirun.yaml`): this user's only, as `job_config.json` and `sweep.json` are."""
+        output = Path(str(config.hydra.runtime.output_dir))
+        files = list((output / str(config.hydra.output_subdir or ".hydra")).glob("*.yaml"))
+        if config.hydra.mode == RunMode.MULTIRUN:
+            files.append(Path(str(config.hydra.sweep.dir)) / "multirun.yaml")
+        make_private(files)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Summarize the sweep from MLflow, attach the summary to the parent run, close it. A failure
@@ -249,7 +260,8 @@ def start_sweep(config: DictConfig) -> SweepContext:
         max_interval_pct=sweep_cfg.max_interval_pct,
     )
     try:
-        sweep.save()
+        with private_files():  # the tracking URI, with its password if it has one
+            sweep.save()
     except OSError as err:
         tracker.close_run(
             parent_id, FAILED, error_type="SweepFailed", message=f"could not write sweep.json: {err}"

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.job.result import one_line
+from pipeline.redaction import private_files
 from pipeline.status import FAILED, FINISHED, KILLED, RUNNING
 from pipeline.sweep import lease, slurm
 from pipeline.sweep.plots import make_plots
@@ -114,7 +115,8 @@ def finish_sweep(
     tracker.clear_error(sweep.parent_run_id)  # a sweep finished late (`--sync`) ends as if on time
     tracker.end_run(sweep.parent_run_id, FINISHED)
     sweep.finished = True
-    sweep.save()
+    with private_files():
+        sweep.save()
     return summary
 
 
