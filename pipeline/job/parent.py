@@ -26,7 +26,7 @@ from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
 from pipeline.job.gpu_pool import gpu_slot, pool_lock_dir
 from pipeline.job.outcome import one_line, run_payload
 from pipeline.job.progress import JobProgress, sweep_status
-from pipeline.job.result import JobResult, record_run_id
+from pipeline.job.result import JobResult, record_run_id, refuse_overwrite, unsynced_results
 from pipeline.job.result import one_line as first_line
 from pipeline.job.signals import SchedulerSignals, in_submitit_job, signals_held
 from pipeline.job.supervisor import WorkerLaunch, run_worker
@@ -104,6 +104,10 @@ class JobParent:
         self.started = 0.0  # when the worker was asked for (job_wall_s counts from there)
 
     def run(self) -> str:
+        kept = unsynced_results(self.job_dir) if self.folder.result.exists() else []
+        if kept:  # the folder of a job whose result MLflow never got: never overwritten
+            self.say(f"job error: {refuse_overwrite('job folder', self.job_dir, kept)}", err=True)
+            return FAILED
         self.job_dir.mkdir(parents=True, exist_ok=True)
         self.folder.run_id.unlink(missing_ok=True)
         self.folder.config_yaml.write_text(OmegaConf.to_yaml(redacted(to_dict(self.config))))

@@ -26,12 +26,13 @@ from pipeline.config.compose import describe_compose_error, printable
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import MlflowConfig
 from pipeline.job.preflight import host_errors, validate
+from pipeline.job.result import refuse_overwrite, unsynced_results
 from pipeline.job.supervisor import PROJECT_ROOT, worker_env
 from pipeline.job.worker_start import TEMPLATE, TemplateProcess, fork_supported, no_template
 from pipeline.measure.objective import Objective
 from pipeline.provenance import command_line
 from pipeline.redaction import make_private, private_files
-from pipeline.status import EXIT_BAD_INPUT, FAILED, KILLED
+from pipeline.status import EXIT_BAD_INPUT, FAILED, KILLED, RUNNING
 from pipeline.sweep import lease
 from pipeline.sweep.finish import abandon, close_interrupted, finish_sweep
 from pipeline.sweep.state import (
@@ -71,6 +72,12 @@ class SweepCallback(Callback):
             validate(task_config(config))
         except ConfigError as err:
             raise SweepStopped(config_error_lines(err), EXIT_BAD_INPUT) from err
+        run_dir = Path(str(config.hydra.run.dir)).resolve()
+        kept = unsynced_results(run_dir)
+        if kept:  # a reused hydra.run.dir: its result is not in MLflow yet
+            raise SweepStopped(
+                f"config error: {refuse_overwrite('hydra.run.dir', run_dir, kept)}", EXIT_BAD_INPUT
+            )
         writable_dir("hydra.run.dir", config.hydra.run.dir)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -233,7 +240,11 @@ def start_sweep(config: DictConfig) -> SweepContext:
     try:
         _DRIVER_LEASE.append(lease.hold(sweep_dir))
     except lease.Busy as busy:
-        raise SweepStopped(f"sweep error: hydra.sweep.dir: {busy}; use another folder, or wait") from busy
+        raise SweepStopped(
+            f"sweep error: hydra.sweep.dir: {busy} (two sweeps started in the same second share the default "
+            "folder); set hydra.sweep.dir to another folder, or wait"
+        ) from busy
+    _refuse_reused_folder(sweep_dir, sweep_id)
     _warn_sqlite_on_slurm(config, mlflow)
     started_at = time.time()
     if parent is None:
@@ -313,6 +324,40 @@ def _refuse_while_running(sweep_id: str, dirs: list[str]) -> None:
             f"sweep error: sweep {sweep_id} is still running: {working[0]}{more}; wait for it to end, or stop "
             f"it (`{stop}`), then resume"
         )
+
+
+def _refuse_reused_folder(sweep_dir: Path, sweep_id: str) -> None:
+    """A sweep folder used before keeps what is not in MLflow yet: job results whose upload failed,
+    an earlier sweep whose end never happened (its runs left for `--sync` to close). Only a resumption
+    of that same sweep, once its results are in MLflow, may run there."""
+    kept = unsynced_results(sweep_dir)
+    if kept:
+        raise SweepStopped(
+            f"config error: {refuse_overwrite('hydra.sweep.dir', sweep_dir, kept)}", EXIT_BAD_INPUT
+        )
+    try:
+        earlier = SweepContext.load(sweep_dir)
+    except (OSError, ValueError, TypeError):
+        earlier = None
+    if earlier is not None and earlier.sweep_id != sweep_id and _still_open(earlier):
+        raise SweepStopped(
+            f"config error: hydra.sweep.dir={str(sweep_dir)!r} holds sweep {earlier.sweep_id}, whose parent run is still RUNNING: "
+            f"finish it first (`python -m pipeline.report --sync {sweep_dir}`), resume it (sweep.id={earlier.sweep_id} "
+            "sweep.resume=true), or pick another folder",
+            EXIT_BAD_INPUT,
+        )
+
+
+def _still_open(sweep: SweepContext) -> bool:
+    """Whether a sweep's end never happened: its parent run still RUNNING in its store (or the store
+    cannot say: then it may be)."""
+    if sweep.finished:
+        return False
+    try:
+        parent = Tracker(sweep.tracking_uri, sweep.experiment).get_run(sweep.parent_run_id)
+    except Exception:
+        return True
+    return parent is not None and parent.status == RUNNING
 
 
 def _wall_so_far(parent: RunRecord) -> float:
