@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from pipeline.config.schema import register_configs
 from pipeline.job.parent import JobParent, JobPlace, record_bad_job, report_config_error
 from pipeline.job.preflight import validate
 from pipeline.job.result import one_line
-from pipeline.job.signals import SchedulerSignals, raise_interrupt
+from pipeline.job.signals import SchedulerSignals, stop_once
 from pipeline.jobdir import JobDir
 from pipeline.redaction import redact_log_records, redact_text
 from pipeline.status import (
@@ -55,6 +54,9 @@ def run_job(cfg: DictConfig) -> str:
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     sweep = SweepContext.load(hc.sweep.dir) if multirun else None
+    place = JobPlace(
+        job_dir=Path(hc.runtime.output_dir), sweep=sweep, job_num=hc.job.num if multirun else None
+    )
     signals = SchedulerSignals()
     with signals.installed():
         try:
@@ -62,11 +64,8 @@ def run_job(cfg: DictConfig) -> str:
         except ConfigError as err:
             report_config_error(err)
             if sweep is not None:
-                record_bad_job(sweep, err, list(hc.overrides.task))
+                record_bad_job(sweep, err, list(hc.overrides.task), place)
             return BAD_INPUT
-        place = JobPlace(
-            job_dir=Path(hc.runtime.output_dir), sweep=sweep, job_num=hc.job.num if multirun else None
-        )
         try:
             with lease.held(place.job_dir):  # a resumed sweep checks that no job of it still runs
                 return JobParent(config, place, signals).run()
@@ -106,7 +105,7 @@ def exit_code() -> int:
 def main() -> None:
     redact_log_records()  # Hydra's launch lines (`#0 : <overrides>`) name the jobs' values
     register_configs()
-    signal.signal(signal.SIGTERM, raise_interrupt)
+    stop_once()  # Ctrl-C and SIGTERM: the first stops, later ones wait for the stopping to complete
     user_wants_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, to print them in one line
     try:

@@ -1,15 +1,31 @@
 """Sweep-level faults of issue 28, through the real CLI and store: two sweeps whose ids differ only in
-characters a view id cannot hold."""
+characters a view id cannot hold, a reused folder holding a result MLflow lacks, `--sync` against a
+store that lost its runs, a double Ctrl-C and the incomplete sweep it leaves."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from pipeline.sweep.view import VIEW_TAG_PREFIX, view_id_for
-from tests.conftest import TINY, client, one_line_errors, output, run_cli, run_report, runs
+from tests.conftest import (
+    TINY,
+    client,
+    finish,
+    one_line_errors,
+    output,
+    popen_cli,
+    run_cli,
+    run_report,
+    runs,
+    stop_group,
+)
 
 EAGER = [*TINY, "compile.mode=eager"]
 
@@ -77,3 +93,85 @@ def test_a_reused_folder_never_overwrites_a_result_mlflow_lacks(tmp_path: Path, 
     assert json.loads(kept.read_text())["mlflow_synced"] is True
     reuse = run_cli([*EAGER, "trainer.seed=1"], tmp_path, store, multirun=True)
     assert reuse.returncode == 0, output(reuse)
+
+
+def test_sync_against_a_store_that_lost_the_runs_says_so_and_fails(tmp_path: Path, store: str):
+    """The store file was lost (deleted; the next use sets up an empty one): `--sync` must not claim
+    every result is in MLflow. It names a result and its run the store lacks, and exits 1."""
+    proc = run_cli([*EAGER], tmp_path, store)
+    assert proc.returncode == 0, output(proc)
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    Path(store.removeprefix("sqlite:///")).unlink()
+    sync = run_report("--tracking-uri", store, "--sync", str(tmp_path / "run"))
+    assert sync.returncode == 1, sync.stdout + sync.stderr
+    assert "nothing to sync" not in sync.stdout
+    (line,) = [ln for ln in sync.stdout.splitlines() if ln.startswith("sync error: ")]
+    assert f"{tmp_path / 'run' / 'result.json'} say MLflow has them (run {result['mlflow_run_id']})" in line
+    assert "holds no such run" in line, line
+
+
+@pytest.mark.slow
+def test_double_ctrl_c_leaves_nothing_running_and_an_incomplete_sweep_is_never_finished(
+    tmp_path: Path, store: str
+):
+    """Two Ctrl-C 0.25 s apart in a sweep's first job: no traceback, exit 130, nothing RUNNING. The
+    sweep planned 3 jobs and 2 never ran: `--sync` closes it, never FINISHED, and exits 1; with its
+    store file lost it writes no summary and says so; resumed (the store back), it ends FINISHED."""
+    args = [*EAGER, "trainer.steps=100000", "trainer.seed=0,1,2", "sweep.id=dbl"]
+    proc = popen_cli(args, tmp_path / "a", store, multirun=True, stderr=subprocess.STDOUT)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("job 0 "):  # its run is open, its worker started
+                break
+        time.sleep(2)
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.25)
+        os.killpg(proc.pid, signal.SIGINT)
+        done = finish(proc, timeout=120)
+    finally:
+        stop_group(proc)
+    assert done.returncode == 130, output(done)
+    assert "Traceback" not in done.stdout and "already stopping" in done.stdout, done.stdout
+    assert "RUNNING" not in {r.info.status for r in runs(store)}
+    parent, kids = split_sweep(store)
+    assert parent.info.status == "KILLED" and [k.info.status for k in kids] == ["KILLED"]
+
+    sweep_dir = tmp_path / "a" / "multirun"
+    sync = run_report("--tracking-uri", store, "--sync", str(sweep_dir))
+    assert sync.returncode == 1, sync.stdout + sync.stderr
+    assert "is incomplete: 2 of the 3 planned jobs left no run in MLflow (jobs 1, 2" in sync.stdout
+    parent, _ = split_sweep(store)
+    assert parent.info.status == "KILLED" and parent.data.tags["jobs_missing"] == "1, 2"
+    summary = (sweep_dir / "summary.md").read_bytes()
+    assert b"incomplete: 2 of the 3 planned jobs" in summary
+
+    db = Path(store.removeprefix("sqlite:///"))
+    db.rename(db.with_name("kept.db"))  # the store file lost: --sync meets an empty store
+    lost = run_report("--tracking-uri", store, "--sync", str(sweep_dir))
+    assert lost.returncode == 1 and "nothing to sync" not in lost.stdout, lost.stdout + lost.stderr
+    assert "sync error: " in lost.stdout and f"could not finish sweep dbl ({sweep_dir})" in lost.stdout
+    assert (sweep_dir / "summary.md").read_bytes() == summary  # not overwritten by an empty summary
+    db.unlink()
+    db.with_name("kept.db").rename(db)  # the store back
+
+    resumed = run_cli(
+        [*EAGER, "trainer.seed=0,1,2", "sweep.id=dbl", "sweep.resume=true"],
+        tmp_path / "b",
+        store,
+        multirun=True,
+    )
+    # exit 1: the interrupted job's (longer) configuration stays in the sweep as a failed one
+    assert resumed.returncode == 1 and "sweep error" not in resumed.stderr, output(resumed)
+    parent, kids = split_sweep(store)
+    assert parent.info.status == "FINISHED" and "jobs_missing" not in parent.data.tags
+    assert sorted(k.info.status for k in kids) == ["FINISHED", "FINISHED", "FINISHED", "KILLED"]
+    again = run_report("--tracking-uri", store, "--sync", str(sweep_dir))
+    assert again.returncode == 0 and "resumed later in" in again.stdout, again.stdout + again.stderr
+    assert split_sweep(store)[0].info.status == "FINISHED"
+
+
+def split_sweep(store: str) -> tuple[object, list]:
+    all_runs = runs(store)
+    (parent,) = [r for r in all_runs if r.data.tags.get("sweep_parent") == "true"]
+    return parent, [r for r in all_runs if r.data.tags.get("sweep_parent") != "true"]

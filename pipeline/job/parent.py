@@ -163,7 +163,9 @@ class JobParent:
         """A resumed job that already finished: its result names that run, and the sweep counts it done."""
         path = self.folder.result
         if not path.exists():  # a resumption in the same folder keeps the earlier result
-            JobResult(status=SKIPPED, mlflow_run_id=run_id, mlflow_synced=True).write(path)
+            done = JobResult(status=SKIPPED, mlflow_run_id=run_id, mlflow_synced=True)
+            done.info["job_num"] = self.place.job_num  # the sweep counts this job accounted for
+            done.write(path)
         if self.place.sweep is not None:
             print(sweep_status(Path(self.place.sweep.sweep_dir), self.place.sweep.total_jobs), flush=True)
 
@@ -321,12 +323,15 @@ def write_job_files(result: JobResult, folder: JobDir, warmup_steps: int) -> Non
         folder.error.write_text(f"{result.error.type}: {result.error.message}\n\n{result.error.traceback}")
 
 
-def record_bad_job(sweep: SweepContext, err: ConfigError, overrides: list[str]) -> None:
-    """A job of a sweep with bad values is still listed in the sweep, as FAILED with the error."""
+def record_bad_job(sweep: SweepContext, err: ConfigError, overrides: list[str], place: JobPlace) -> None:
+    """A job of a sweep with bad values is still listed in the sweep, as FAILED with the error (its
+    number and folder: the sweep counts it accounted for)."""
     try:
         tracker = Tracker(sweep.tracking_uri, sweep.experiment)
         tags = {
             "sweep_id": sweep.sweep_id,
+            "job_num": str(place.job_num),
+            "job_dir": str(place.job_dir),
             "error_type": "ConfigError",
             "error_message": str(err),
             "overrides": " ".join(overrides),

@@ -34,7 +34,7 @@ from pipeline.provenance import command_line
 from pipeline.redaction import make_private, private_files
 from pipeline.status import EXIT_BAD_INPUT, FAILED, KILLED, RUNNING
 from pipeline.sweep import lease
-from pipeline.sweep.finish import abandon, close_interrupted, finish_sweep
+from pipeline.sweep.finish import abandon, close_interrupted, finish_sweep, resume_hint
 from pipeline.sweep.state import (
     SweepStopped,
     count_jobs,
@@ -111,8 +111,16 @@ class SweepCallback(Callback):
         if ACTIVE_SWEEP is None:
             return
         try:
-            summary = finish_sweep(ACTIVE_SWEEP)
+            end = finish_sweep(ACTIVE_SWEEP)
+            summary = end.summary
             SWEEP_FAILURES.extend(r.name for r in summary.failures)
+            if end.incomplete:
+                line = (
+                    f"sweep error: sweep {ACTIVE_SWEEP.sweep_id} is incomplete: {end.incomplete}; parent run "
+                    f"{ACTIVE_SWEEP.parent_run_id} closed FAILED; {resume_hint(ACTIVE_SWEEP)}"
+                )
+                print(line, file=sys.stderr, flush=True)
+                SWEEP_FAILURES.append(line)
         except Exception as err:
             line = abandon(ACTIVE_SWEEP, err)
             print(line, file=sys.stderr, flush=True)
@@ -251,7 +259,7 @@ def start_sweep(config: DictConfig) -> SweepContext:
         tags = _parent_tags(config, sweep_id, dirs)
         parent_id, prior_wall_s = tracker.start_run(f"sweep {_label(config, sweep_id)}", tags), 0.0
     else:
-        parent_id, prior_wall_s = parent.run_id, _wall_so_far(parent)
+        parent_id, prior_wall_s = parent.run_id, _wall_so_far(tracker, parent)
         tracker.reopen(parent_id)
         tracker.set_tags(parent_id, {"resumed_in": str(sweep_dir), "sweep_dirs": json.dumps(dirs)})
     sweep = SweepContext(
@@ -360,13 +368,15 @@ def _still_open(sweep: SweepContext) -> bool:
     return parent is not None and parent.status == RUNNING
 
 
-def _wall_so_far(parent: RunRecord) -> float:
-    """The wall time of a sweep's earlier sessions (logged when each ended), not the idle gaps."""
+def _wall_so_far(tracker: Tracker, parent: RunRecord) -> float:
+    """The wall time of a sweep's earlier sessions (logged when each ended), not the idle gaps; for a
+    session whose driver was killed (nothing logged, the parent RUNNING) up to its last job's end."""
     if "sweep/wall_s" in parent.metrics:
         return parent.metrics["sweep/wall_s"]
     if parent.end_time_ms:
         return (parent.end_time_ms - parent.start_time_ms) / 1000
-    return 0.0
+    ends = [r.end_time_ms for r in tracker.sweep_children(str(parent.tags.get("sweep_id"))) if r.end_time_ms]
+    return max(0.0, (max(ends) - parent.start_time_ms) / 1000) if ends else 0.0
 
 
 def _label(config: DictConfig, sweep_id: str) -> str:
