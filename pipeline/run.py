@@ -41,7 +41,7 @@ from pipeline.status import (
     SKIPPED,
 )
 from pipeline.sweep import lease
-from pipeline.sweep.callbacks import SWEEP_FAILURES, close_interrupted_sweep
+from pipeline.sweep.callbacks import SWEEP_FAILURES, close_interrupted_sweep, resume_later
 from pipeline.sweep.state import SweepStopped
 from pipeline.sweep_context import SweepContext
 
@@ -121,6 +121,15 @@ def main() -> None:
         sys.exit(EXIT_INTERRUPTED)
     except Exception as err:
         composing = isinstance(err, (HydraException, OmegaConfBaseException)) or yaml_error(err) is not None
+        if (
+            isinstance(err, OSError) and not composing
+        ):  # Hydra could not write a job's folder (full, read-only)
+            line = f"sweep error: the sweep cannot go on: {type(err).__name__}: {err}{resume_later()}"
+            close_interrupted_sweep(line, status=FAILED)
+            print(redact_text(line), file=sys.stderr, flush=True)
+            if user_wants_traceback:
+                raise
+            sys.exit(EXIT_FAILED)
         if not composing or user_wants_traceback:  # a bug, a launcher failure: no run left RUNNING
             close_interrupted_sweep(
                 f"sweep failed: {type(err).__name__}: {one_line(str(err))}", status=FAILED

@@ -9,6 +9,7 @@ nothing.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -27,7 +28,6 @@ from pipeline.job.gpu_pool import gpu_slot, pool_lock_dir
 from pipeline.job.outcome import one_line, run_payload
 from pipeline.job.progress import JobProgress, sweep_status
 from pipeline.job.result import JobResult, record_run_id, refuse_overwrite, unsynced_results
-from pipeline.job.result import one_line as first_line
 from pipeline.job.signals import SchedulerSignals, in_submitit_job, signals_held
 from pipeline.job.supervisor import WorkerLaunch, run_worker
 from pipeline.job.worker_start import plan
@@ -37,6 +37,7 @@ from pipeline.redaction import looks_secret, redacted, scrub, secret_values
 from pipeline.status import FAILED, KILLED, NOT_SYNCED, SKIPPED
 from pipeline.sweep_context import SweepContext
 from pipeline.tracking import Tracker, TrackingUnavailable, check_reachable, retry_bound
+from pipeline.tracking.store import describe_store_error
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,7 +78,8 @@ class JobRun:
                 if self.tracker is None:
                     self.tracker = Tracker.from_config(self.config.mlflow)
                 self.run_id = self.tracker.start_run(self.name, self.tags, parent_run_id=self.parent)
-                record_run_id(self.job_dir, self.run_id)  # --sync logs a late result here, nowhere else
+                with contextlib.suppress(OSError):  # a full disk: result.json names the run too
+                    record_run_id(self.job_dir, self.run_id)  # --sync logs a late result here, nowhere else
             except TrackingUnavailable:
                 raise
             except Exception as exc:  # the store answered, but not with a run
@@ -108,9 +110,12 @@ class JobParent:
         if kept:  # the folder of a job whose result MLflow never got: never overwritten
             self.say(f"job error: {refuse_overwrite('job folder', self.job_dir, kept)}", err=True)
             return FAILED
-        self.job_dir.mkdir(parents=True, exist_ok=True)
-        self.folder.run_id.unlink(missing_ok=True)
-        self.folder.config_yaml.write_text(OmegaConf.to_yaml(redacted(to_dict(self.config))))
+        try:
+            self.job_dir.mkdir(parents=True, exist_ok=True)
+            self.folder.run_id.unlink(missing_ok=True)
+            self.folder.config_yaml.write_text(OmegaConf.to_yaml(redacted(to_dict(self.config))))
+        except OSError as err:  # a full disk, a folder made read-only mid-sweep
+            return self.unwritable(err)
         try:
             tracker = self.check_store()
         except TrackingUnavailable as err:
@@ -136,6 +141,9 @@ class JobParent:
             self.display.close()
             self.say(f"mlflow error: {err}", err=True)
             return FAILED
+        except OSError as err:  # the job's folder could not be written; the worker was stopped
+            self.display.close()
+            return self.unwritable(err)
         except BaseException as interrupt:  # Ctrl-C, SIGTERM, a scheduler's signal: the job is KILLED
             return self.interrupted(interrupt)
         self.display.close()
@@ -235,31 +243,82 @@ class JobParent:
         raise interrupt
 
     def finish(self, result: JobResult) -> str:
-        """Keep the result on disk first, then log it; a store lost mid-job loses nothing."""
+        """Keep the result on disk first, then log it; a store lost mid-job loses nothing. Where the
+        disk cannot keep it (full), MLflow still gets it; where neither can, the run says so."""
         assert self.job_run is not None
         run_id = self.job_run.open()
         result.mlflow_run_id = run_id
         result.metrics["job/wall_s"] = time.monotonic() - self.started
         result.info["parent_pid"] = os.getpid()
-        write_job_files(result, self.folder, self.config.trainer.warmup_steps)
-        result.write(self.folder.result)
+        not_kept = ""
+        try:
+            write_job_files(result, self.folder, self.config.trainer.warmup_steps)
+            result.write(self.folder.result)
+        except OSError as err:
+            not_kept = f"{type(err).__name__}: {err}"
         logging_started = time.monotonic()
         tracker = self.job_run.tracker
         assert tracker is not None
         try:
             tracker.log_payload(run_id, run_payload(self.config, result, self.job_dir))
         except Exception as exc:
-            self.not_logged(tracker, run_id, f"{type(exc).__name__}: {first_line(str(exc))}")
-            return NOT_SYNCED
+            error = f"{type(exc).__name__}: {describe_store_error(exc, self.config.mlflow.tracking_uri)}"
+            self.not_logged(tracker, run_id, error, not_kept)
+            return NOT_SYNCED if not not_kept else FAILED
         result.mlflow_synced = True
         result.info["mlflow_log_s"] = time.monotonic() - logging_started  # local copy only: MLflow has it
-        result.write(self.folder.result)
+        try:
+            result.write(self.folder.result)
+        except OSError as err:
+            not_kept = not_kept or f"{type(err).__name__}: {err}"
+        if not_kept:  # MLflow has the result; the disk does not: the user has something to fix
+            self.say(
+                f"job error: the result could not be kept in {self.folder.result} ({not_kept}); MLflow has it "
+                f"(run {run_id}, {result.status})",
+                err=True,
+            )
+            return FAILED
         return result.status
 
-    def not_logged(self, tracker: Tracker, run_id: str, error: str) -> None:
+    def unwritable(self, err: OSError) -> str:
+        """The job's folder cannot be written (a full disk, a folder made read-only mid-sweep): one
+        line, and the job's run (made now if it was not yet) closed FAILED with the reason, so the
+        sweep accounts for the job."""
+        reason = f"cannot write the job's folder {self.job_dir} ({type(err).__name__}: {err.strerror or err})"
+        self.say(f"job error: {reason}; the job did not run", err=True)
+        try:
+            if self.job_run is None:
+                self.job_run = JobRun(
+                    tracker=None,
+                    config=self.config,
+                    name=self.name,
+                    tags=self.tags(),
+                    parent=self.place.sweep.parent_run_id if self.place.sweep else None,
+                    job_dir=self.job_dir,
+                )
+            run_id = self.job_run.open()
+            assert self.job_run.tracker is not None
+            self.job_run.tracker.close_run(run_id, FAILED, error_type="JobFolderNotWritable", message=reason)
+        except Exception as exc:
+            self.say(f"mlflow error: could not record the job ({type(exc).__name__}: {exc})", err=True)
+        return FAILED
+
+    def not_logged(self, tracker: Tracker, run_id: str, error: str, not_kept: str = "") -> None:
         """The store took the run but not the whole result (an artifact store full, the server gone):
-        close the run FAILED with that reason where the store still answers, and say so in one line."""
+        close the run FAILED with that reason where the store still answers, and say so in one line.
+        `not_kept`: why the disk could not keep it either (then it is lost, and the run says so)."""
         sync = f"python -m pipeline.report --sync {self.job_dir}"
+        if not_kept:
+            reason = (
+                f"the result is lost: MLflow could not take it ({error}) nor the disk keep it ({not_kept})"
+            )
+            try:
+                tracker.close_run(run_id, FAILED, error_type="ResultLost", message=reason)
+                closed = "closed FAILED"
+            except Exception:
+                closed = "left RUNNING (--sync closes it KILLED)"
+            self.say(f"mlflow error: run {run_id}: {reason}; run {closed}", err=True)
+            return
         reason = (
             f"could not log the result ({error}); it is kept in {self.folder.result}: `{sync}` uploads it"
         )

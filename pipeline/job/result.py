@@ -7,6 +7,7 @@ timed out) the parent writes it from what it knows. It also records whether it r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -54,12 +55,19 @@ class JobResult:
         return json.dumps(data, indent=1, default=str, allow_nan=True)
 
     def write(self, path: str | Path) -> None:
+        """Atomically: the whole file or, when it cannot be written (a full disk), no file at all (the
+        temp file is removed; an earlier result there stays as it was) and the OSError."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".result-", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            f.write(self.to_json())
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(self.to_json())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     @classmethod
     def read(cls, path: str | Path) -> JobResult:

@@ -200,9 +200,17 @@ def start_template(config: DictConfig, sweep_dir: Path) -> None:
 
 
 def stop_template() -> None:
-    """End the sweep's template (and any worker it still holds): at the sweep's end or interruption."""
+    """End the sweep's template (and any worker it still holds): at the sweep's end or interruption.
+    A failure is one line: the sweep's runs are closed all the same."""
     while _TEMPLATES:
-        _TEMPLATES.pop().stop()
+        template = _TEMPLATES.pop()
+        try:
+            template.stop()
+        except Exception as err:
+            print(
+                f"sweep warning: could not stop the sweep's template (pid {template.proc.pid}): {err}",
+                flush=True,
+            )
 
 
 def browse_url(
@@ -413,6 +421,13 @@ def _warn_sqlite_on_slurm(config: DictConfig, mlflow: MlflowConfig) -> None:
             "on a cluster start `make mlflow-server` and set mlflow.tracking_uri=http://<host>:<port>",
             flush=True,
         )
+
+
+def resume_later() -> str:
+    """`; ... resume it ...` for a sweep that stopped before its jobs ran ('' outside a sweep)."""
+    if ACTIVE_SWEEP is None:
+        return ""
+    return f"; once {ACTIVE_SWEEP.sweep_dir} takes files again, {resume_hint(ACTIVE_SWEEP)}"
 
 
 def close_interrupted_sweep(reason: str, status: str = KILLED) -> None:

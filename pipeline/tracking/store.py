@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import sqlite3
 import subprocess
 import sys
@@ -61,6 +62,7 @@ def mlflow_client(tracking_uri: str) -> Any:
 
     if not tracking_uri.startswith("sqlite:///"):
         return MlflowClient(tracking_uri=tracking_uri)
+    _quiet_database_errors()
     db = sqlite_path(tracking_uri)
     db.parent.mkdir(parents=True, exist_ok=True)  # as MLflow would
     with _locked(db.with_name(db.name + ".lock")):
@@ -178,3 +180,41 @@ def _error_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     named = [line for line in lines if "Error" in line.split(":", 1)[0]]
     return (named or lines or ["no message"])[-1][:300]
+
+
+def describe_store_error(exc: BaseException, tracking_uri: str = "") -> str:
+    """One line for an error a store raised: for sqlite the database's own error (`(sqlite3.OperationalError)
+    attempt to write a readonly database`), which SQLAlchemy wraps in an autoflush or rollback notice,
+    and whether the store's file is still there; else the first line of the message."""
+    line = _sqlite_cause(str(exc))
+    if line is None:
+        lines = [text.strip() for text in str(exc).strip().splitlines() if text.strip()]
+        return (lines[0] if lines else type(exc).__name__)[:500]
+    if tracking_uri.startswith("sqlite:///") and not sqlite_path(tracking_uri).exists():
+        line += f"; {sqlite_path(tracking_uri)} no longer exists (deleted while the job ran?)"
+    return line
+
+
+def _sqlite_cause(text: str) -> str | None:
+    for line in text.splitlines():
+        start = line.find("(sqlite3.")
+        if start >= 0:
+            return line[start:].split(" [SQL:", 1)[0].split(" (Background on", 1)[0].strip()[:300]
+    return None
+
+
+class _OneLineDatabaseErrors(logging.Filter):
+    """MLflow logs every SQLAlchemy error with its whole traceback before raising it (which the job
+    says in one line): the log keeps the database's own error, in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info or "\n" in str(record.msg):
+            cause = _sqlite_cause(record.getMessage()) or record.getMessage().strip().splitlines()[0]
+            record.msg, record.args, record.exc_info, record.exc_text = cause, None, None, None
+        return True
+
+
+def _quiet_database_errors() -> None:
+    logger = logging.getLogger("mlflow.store.db.utils")
+    if not any(isinstance(f, _OneLineDatabaseErrors) for f in logger.filters):
+        logger.addFilter(_OneLineDatabaseErrors())
