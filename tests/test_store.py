@@ -179,3 +179,26 @@ def test_a_store_outage_ends_the_job_within_its_bounded_retries(tmp_path: Path):
     assert "retries bounded by MLFLOW_HTTP_REQUEST_MAX_RETRIES=3" in line and "--sync" in line, line
     assert waited < 90, f"the job waited {waited:.0f} s for a store that was gone"
     assert (tmp_path / "run" / "result.json").exists()
+
+
+@pytest.mark.slow
+def test_a_store_file_deleted_mid_job_is_named_with_sqlites_own_error(tmp_path: Path):
+    """`rm` of the sqlite file while the job trains: the job's line gives sqlite's error and that the
+    file is gone, not SQLAlchemy's autoflush notice, and no traceback; the result is kept."""
+    db = tmp_path / "store" / "mlflow.db"
+    store = sqlite_uri(db)
+    proc = popen_cli([*EAGER, "trainer.steps=600"], tmp_path, store)
+    try:
+        deadline = time.monotonic() + 300
+        while not runs(store):  # the job's run is open: its worker trains
+            assert time.monotonic() < deadline and proc.poll() is None, "the job never opened its run"
+            time.sleep(0.2)
+        db.unlink()
+        done = finish(proc, timeout=300)
+    finally:
+        stop_group(proc)
+    assert done.returncode == 1, output(done)
+    assert "Traceback" not in done.stdout + done.stderr and "autoflush" not in done.stdout + done.stderr
+    (line,) = one_line_errors(done, "mlflow error:")
+    assert "(sqlite3.OperationalError)" in line and f"{db} no longer exists" in line, line
+    assert (tmp_path / "run" / "result.json").exists()
