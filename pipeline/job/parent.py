@@ -37,6 +37,7 @@ from pipeline.redaction import looks_secret, redacted, scrub, secret_values
 from pipeline.status import FAILED, KILLED, NOT_SYNCED, SKIPPED
 from pipeline.sweep_context import SweepContext
 from pipeline.tracking import Tracker, TrackingUnavailable, check_reachable, retry_bound
+from pipeline.tracking.http import one_attempt
 from pipeline.tracking.store import describe_store_error
 
 
@@ -259,6 +260,12 @@ class JobParent:
         logging_started = time.monotonic()
         tracker = self.job_run.tracker
         assert tracker is not None
+        try:  # a hung server (SIGSTOPped, overloaded) costs seconds, not every request's retries
+            if self.config.mlflow.tracking_uri.startswith(("http://", "https://")):
+                check_reachable(self.config.mlflow.tracking_uri)
+        except TrackingUnavailable as err:
+            self.not_logged(tracker, run_id, str(err), not_kept, answering=False)
+            return NOT_SYNCED if not not_kept else FAILED
         try:
             tracker.log_payload(run_id, run_payload(self.config, result, self.job_dir))
         except Exception as exc:
@@ -303,30 +310,25 @@ class JobParent:
             self.say(f"mlflow error: could not record the job ({type(exc).__name__}: {exc})", err=True)
         return FAILED
 
-    def not_logged(self, tracker: Tracker, run_id: str, error: str, not_kept: str = "") -> None:
+    def not_logged(
+        self, tracker: Tracker, run_id: str, error: str, not_kept: str = "", *, answering: bool = True
+    ) -> None:
         """The store took the run but not the whole result (an artifact store full, the server gone):
-        close the run FAILED with that reason where the store still answers, and say so in one line.
-        `not_kept`: why the disk could not keep it either (then it is lost, and the run says so)."""
+        close the run FAILED with that reason where the store still answers (one attempt, seconds),
+        and say so in one line. `not_kept`: why the disk could not keep it either (then it is lost, and
+        the run says so). `answering`: False when the store did not answer its health check."""
         sync = f"python -m pipeline.report --sync {self.job_dir}"
         if not_kept:
             reason = (
                 f"the result is lost: MLflow could not take it ({error}) nor the disk keep it ({not_kept})"
             )
-            try:
-                tracker.close_run(run_id, FAILED, error_type="ResultLost", message=reason)
-                closed = "closed FAILED"
-            except Exception:
-                closed = "left RUNNING (--sync closes it KILLED)"
+            closed = close_after_failure(tracker, run_id, "ResultLost", reason, answering=answering)
             self.say(f"mlflow error: run {run_id}: {reason}; run {closed}", err=True)
             return
         reason = (
             f"could not log the result ({error}); it is kept in {self.folder.result}: `{sync}` uploads it"
         )
-        try:
-            tracker.close_run(run_id, FAILED, error_type="ResultNotLogged", message=reason)
-            closed = "closed FAILED"
-        except Exception:  # the store is gone altogether: the run stays RUNNING until --sync
-            closed = "left RUNNING"
+        closed = close_after_failure(tracker, run_id, "ResultNotLogged", reason, answering=answering)
         bound = retry_bound(self.config.mlflow.tracking_uri)
         self.say(
             f"mlflow error: could not log run {run_id} ({error}{'; ' + bound if bound else ''}); run {closed}; "
@@ -346,6 +348,21 @@ def distinct_name(config: Config, varied: list[str], job_num: int | None) -> str
     if job_num is not None and any(looks_secret(key) for key in varied):
         name += f"·job {job_num}"
     return name
+
+
+def close_after_failure(
+    tracker: Tracker, run_id: str, error_type: str, reason: str, *, answering: bool
+) -> str:
+    """Close the run FAILED with the reason, in one attempt (the store already failed a request); where
+    it is gone or hung the run stays RUNNING until `--sync` (which completes it, or closes it KILLED)."""
+    if not answering:
+        return "left RUNNING"
+    try:
+        with one_attempt():
+            tracker.close_run(run_id, FAILED, error_type=error_type, message=reason)
+        return "closed FAILED"
+    except Exception:  # the store is gone altogether
+        return "left RUNNING"
 
 
 class AlreadyFinished(Exception):
