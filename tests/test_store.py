@@ -251,3 +251,20 @@ def test_a_hung_server_holds_a_job_for_seconds_and_sync_completes_its_run(tmp_pa
             os.killpg(pid, signal.SIGCONT)
         stop_group(proc)
         server.stop()
+
+
+def test_a_file_that_is_not_sqlite_is_refused_in_one_line_and_left_as_it_is(tmp_path: Path):
+    """A store path that holds something else (garbage, another program's file): refused before
+    anything starts, every time, the file untouched and no empty `.broken-*` copy beside it."""
+    db = tmp_path / "store" / "mlflow.db"
+    db.parent.mkdir()
+    garbage = os.urandom(5000)
+    db.write_bytes(garbage)
+    for attempt in range(2):
+        proc = run_cli(EAGER, tmp_path / str(attempt), sqlite_uri(db))
+        assert proc.returncode == 1, output(proc)
+        (line,) = one_line_errors(proc, "mlflow error:")
+        assert f"{db} is not a sqlite database" in line and "move the file aside" in line, line
+        assert not (tmp_path / str(attempt) / "run" / "worker.log").exists()  # nothing started
+    assert db.read_bytes() == garbage
+    assert sorted(p.name for p in db.parent.iterdir()) == ["mlflow.db"]

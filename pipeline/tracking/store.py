@@ -33,6 +33,9 @@ def sqlite_path(tracking_uri: str) -> Path:
     return Path(tracking_uri[len("sqlite:///") :])
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every sqlite database file
+
+
 def check_sqlite_writable(tracking_uri: str) -> None:
     db = sqlite_path(tracking_uri)
     if not db.is_absolute():
@@ -44,14 +47,20 @@ def check_sqlite_writable(tracking_uri: str) -> None:
         # sqlite writes its journal beside the file: the folder must take new files, the file writes.
         with tempfile.NamedTemporaryFile(dir=db.parent, prefix=f".{db.name}.probe-"):
             pass
+        header = b""
         if db.exists():
-            with open(db, "r+b"):
-                pass
+            with open(db, "r+b") as f:
+                header = f.read(len(SQLITE_HEADER))
     except OSError as exc:
         where = exc.filename or db.parent
         raise TrackingUnavailable(
             f"mlflow.tracking_uri={tracking_uri!r}: cannot write {where} ({exc.strerror or exc})"
         ) from exc
+    if header and header != SQLITE_HEADER:
+        raise TrackingUnavailable(
+            f"mlflow.tracking_uri={tracking_uri!r}: {db} is not a sqlite database (it does not start with "
+            "SQLite's header): point mlflow.tracking_uri at an MLflow store, or move the file aside"
+        )
 
 
 def mlflow_client(tracking_uri: str) -> Any:
@@ -139,25 +148,39 @@ def _repair(tracking_uri: str, db: Path, cause: Exception) -> None:
 
 
 def _holds_runs(db: Path) -> bool:
+    """Whether the store may hold runs: a file that is not a sqlite database may hold anything."""
+    try:
+        with open(db, "rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+    except OSError:
+        return True
+    if header and header != SQLITE_HEADER:
+        return True
     try:
         with contextlib.closing(sqlite3.connect(db)) as conn:
             return bool(conn.execute("SELECT count(*) FROM runs").fetchone()[0])
-    except sqlite3.Error:  # no runs table: nothing was ever logged
+    except sqlite3.OperationalError:  # no runs table: nothing was ever logged
         return False
+    except sqlite3.Error:  # damaged: it may hold runs
+        return True
 
 
 def _set_aside(db: Path) -> Path:
     """Copy the store to `<db>.broken-<time>`, then empty it in place (the same file: connections this
     process already holds keep working, and MLflow sets it up afresh)."""
     aside = db.with_name(f"{db.name}.broken-{time.strftime('%Y%m%d-%H%M%S')}")
-    with contextlib.closing(sqlite3.connect(db)) as conn:  # rolls back a hot journal first
-        with contextlib.closing(sqlite3.connect(aside)) as copy:
-            conn.backup(copy)
-        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        conn.execute("PRAGMA foreign_keys = OFF")
-        for table in tables:
-            conn.execute(f'DROP TABLE IF EXISTS "{table}"')
-        conn.commit()
+    try:
+        with contextlib.closing(sqlite3.connect(db)) as conn:  # rolls back a hot journal first
+            with contextlib.closing(sqlite3.connect(aside)) as copy:
+                conn.backup(copy)
+            tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            conn.execute("PRAGMA foreign_keys = OFF")
+            for table in tables:
+                conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+            conn.commit()
+    except sqlite3.Error:  # no copy kept of what could not be copied (never an empty `.broken-*`)
+        aside.unlink(missing_ok=True)
+        raise
     return aside
 
 
