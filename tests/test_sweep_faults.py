@@ -175,3 +175,28 @@ def split_sweep(store: str) -> tuple[object, list]:
     all_runs = runs(store)
     (parent,) = [r for r in all_runs if r.data.tags.get("sweep_parent") == "true"]
     return parent, [r for r in all_runs if r.data.tags.get("sweep_parent") != "true"]
+
+
+@pytest.mark.slow
+def test_a_second_sweep_in_a_busy_folder_is_refused_saying_why(tmp_path: Path, store: str):
+    """Two sweeps started in the same second share the default folder (`.../<date>/<time>`): the
+    second is refused in one line that says so and what to do; the first runs on."""
+    first = popen_cli([*EAGER, "trainer.steps=100000", "trainer.seed=0,1"], tmp_path, store, multirun=True)
+    try:
+        assert first.stdout is not None
+        for line in first.stdout:
+            if line.startswith("job 0 "):
+                break
+        second = run_cli([*EAGER, "trainer.seed=2"], tmp_path, store, multirun=True)
+        assert second.returncode == 1, output(second)
+        (line,) = one_line_errors(second, "sweep error:")
+        assert f"pid {first.pid}" in line and "two sweeps started in the same second" in line, line
+        assert "set hydra.sweep.dir to another folder" in line, line
+        assert first.poll() is None
+    finally:
+        os.killpg(first.pid, signal.SIGINT)
+        try:
+            first.communicate(timeout=120)
+        finally:
+            stop_group(first)
+    assert len([r for r in runs(store) if r.data.tags.get("sweep_parent") == "true"]) == 1
