@@ -148,7 +148,8 @@ class JobParent:
         except BaseException as interrupt:  # Ctrl-C, SIGTERM, a scheduler's signal: the job is KILLED
             return self.interrupted(interrupt)
         self.display.close()
-        outcome = self.finish(result)
+        with signals_held():  # a Ctrl-C while the result is logged lands once it is: no run left RUNNING
+            outcome = self.finish(result)
         self.say(one_line(self.name, result, in_sweep=self.place.sweep is not None))
         if self.place.sweep is not None:
             print(sweep_status(Path(self.place.sweep.sweep_dir), self.place.sweep.total_jobs), flush=True)

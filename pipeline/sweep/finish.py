@@ -115,11 +115,11 @@ def missing_jobs(tracker: Tracker, sweep: SweepContext) -> list[int]:
     disk, a store gone), or never launched, is missing. Empty for a search that decides as it goes."""
     if not sweep.total_jobs:
         return []
-    here = str(Path(sweep.sweep_dir).resolve()) + os.sep
+    here = os.path.realpath(sweep.sweep_dir) + os.sep
     seen: set[int] = set()
     for run in tracker.sweep_children(sweep.sweep_id):
         num, job_dir = run.tags.get("job_num", ""), run.tags.get("job_dir", "")
-        if num.isdigit() and job_dir.startswith(here):
+        if num.isdigit() and job_dir and os.path.realpath(job_dir).startswith(here):
             seen.add(int(num))
     folder = Path(sweep.sweep_dir)
     for path in [*folder.glob(f"*/{RESULT}"), *folder.glob(f"*/*/{RESULT}")]:
