@@ -95,6 +95,7 @@ def test_a_reused_folder_never_overwrites_a_result_mlflow_lacks(tmp_path: Path, 
     assert reuse.returncode == 0, output(reuse)
 
 
+@pytest.mark.slow
 def test_sync_against_a_store_that_lost_the_runs_says_so_and_fails(tmp_path: Path, store: str):
     """The store file was lost (deleted; the next use sets up an empty one): `--sync` must not claim
     every result is in MLflow. It names a result and its run the store lacks, and exits 1."""
