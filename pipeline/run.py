@@ -27,7 +27,7 @@ from pipeline.config.schema import register_configs
 from pipeline.job.parent import JobParent, JobPlace, record_bad_job, report_config_error
 from pipeline.job.preflight import validate
 from pipeline.job.result import one_line
-from pipeline.job.signals import SchedulerSignals, stop_once
+from pipeline.job.signals import SchedulerSignals, exiting_after_interrupt, stop_once
 from pipeline.jobdir import JobDir
 from pipeline.redaction import redact_log_records, redact_text
 from pipeline.status import (
@@ -118,6 +118,7 @@ def main() -> None:
         reason = f"interrupted by {interrupt.args[0] if interrupt.args else 'SIGINT'}"
         close_interrupted_sweep(reason)
         print(reason, file=sys.stderr, flush=True)
+        exiting_after_interrupt()
         sys.exit(EXIT_INTERRUPTED)
     except Exception as err:
         composing = isinstance(err, (HydraException, OmegaConfBaseException)) or yaml_error(err) is not None

@@ -132,8 +132,8 @@ def test_double_ctrl_c_leaves_nothing_running_and_an_incomplete_sweep_is_never_f
         done = finish(proc, timeout=120)
     finally:
         stop_group(proc)
-    assert done.returncode == 130, output(done)
-    assert "Traceback" not in done.stdout and "already stopping" in done.stdout, done.stdout
+    assert done.returncode == 130, done.stdout
+    assert "Traceback" not in done.stdout, done.stdout
     assert "RUNNING" not in {r.info.status for r in runs(store)}
     parent, kids = split_sweep(store)
     assert parent.info.status == "KILLED" and [k.info.status for k in kids] == ["KILLED"]

@@ -117,6 +117,14 @@ def _first_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
+def exiting_after_interrupt() -> None:
+    """The process ends now after its interruption: a later Ctrl-C or SIGTERM is ignored for good
+    (Python's finalization restores SIGINT's default handler: a second Ctrl-C landing there would kill
+    it by SIGINT, its closing done but its exit code not 130). Nothing is started after this."""
+    for signum in INTERRUPTS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
 _told: list[int] = []
 
 
