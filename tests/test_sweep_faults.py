@@ -201,3 +201,33 @@ def test_a_second_sweep_in_a_busy_folder_is_refused_saying_why(tmp_path: Path, s
         finally:
             stop_group(first)
     assert len([r for r in runs(store) if r.data.tags.get("sweep_parent") == "true"]) == 1
+
+
+@pytest.mark.slow
+def test_a_folder_whose_sweep_never_ended_is_refused_until_sync_closes_it(tmp_path: Path, store: str):
+    """The driver killed outright mid-sweep (kill -9): its parent stays RUNNING. Another sweep in that
+    folder would overwrite what `--sync` needs to close it: refused in one line; once `--sync` closed
+    it (incomplete: never FINISHED), the folder can be used."""
+    killed = popen_cli([*EAGER, "trainer.steps=100000", "trainer.seed=0,1"], tmp_path, store, multirun=True)
+    try:
+        assert killed.stdout is not None
+        for line in killed.stdout:
+            if line.startswith("job 0 "):
+                break
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait()
+    finally:
+        stop_group(killed)
+    parent, _ = split_sweep(store)
+    assert parent.info.status == "RUNNING"
+    again = run_cli([*EAGER, "trainer.seed=2"], tmp_path, store, multirun=True)
+    assert again.returncode == 2, output(again)
+    (line,) = one_line_errors(again, "config error:")
+    sweep_id = parent.data.tags["sweep_id"]
+    assert f"holds sweep {sweep_id}, whose parent run is still RUNNING" in line and "--sync" in line, line
+    sync = run_report("--tracking-uri", store, "--sync", str(tmp_path / "multirun"))
+    assert sync.returncode == 1 and "is incomplete" in sync.stdout, sync.stdout + sync.stderr
+    parent, kids = split_sweep(store)
+    assert parent.info.status == "FAILED" and [k.info.status for k in kids] == ["KILLED"]
+    reuse = run_cli([*EAGER, "trainer.seed=2"], tmp_path, store, multirun=True)
+    assert reuse.returncode == 0, output(reuse)
