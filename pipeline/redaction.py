@@ -11,9 +11,13 @@ line). Three forms, by what is written:
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import re
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 _SECRET = re.compile(
@@ -26,9 +30,11 @@ _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 MASK = "***"
 # `key=value` or `key: value` in free text; the key may be quoted, dotted or prefixed (`+a.b`, `"a"`).
 _KEY = re.compile(r"""(?P<key>["']?[+~]{0,2}[\w.-]+["']?)(?P<sep>\s*=\s*|:\s+|:(?=["']))""")
-# Its value: quoted, a mapping or list, or up to the next space (a swept `k=a,b` is one value) or the
-# next `,` `}` `]` inside a mapping.
-_VALUE = re.compile(r"""'[^']*'|"[^"]*"|\{[^}]*\}|\[[^\]]*\]|[^\s,}\]]+(?:,[^\s,}\]=:]+)*""")
+# Its value: quoted, a mapping or list, or up to the next space (a swept `k=a,b` is one value), the
+# next `,` `}` `]` inside a mapping, or the next `·` of a run name (`...·db_password=***·seed=1`).
+_VALUE = re.compile(r"""'[^']*'|"[^"]*"|\{[^}]*\}|\[[^\]]*\]|[^\s,}\]·]+(?:,[^\s,}\]=:·]+)*""")
+# Hydra writes overrides with `\:`, `\=`, ... in its log lines (`#0 : a=http\://u\:pw@host`).
+_HYDRA_ESCAPE = re.compile(r"\\([\\:=,()\[\]{}' ])")
 _URI = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"]+")
 MIN_SCRUBBED_LENGTH = 4  # shorter values (`1`, `on`) would mask unrelated text
 
@@ -112,3 +118,57 @@ def scrub(text: str, values: Iterable[str]) -> str:
     for value in sorted(values, key=len, reverse=True):
         text = text.replace(value, MASK)
     return redact_text(text)
+
+
+# ----------------------------------------------------------------------------- files and logs
+@contextlib.contextmanager
+def private_files() -> Iterator[None]:
+    """Files made in the block are this user's only (0600; folders 0700): those that hold the config
+    unredacted (`sweep.json` holds the tracking URI with its password). The umask is the process's:
+    for the short, single-threaded writes of a job's parent or a sweep's driver."""
+    previous = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def write_private(path: Path, text: str) -> None:
+    """`text` into `path`, readable by this user only (0600), whatever mode the file had."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def make_private(paths: Iterable[Path]) -> None:
+    """Files another program wrote with the config unredacted (Hydra's `.hydra/*.yaml`,
+    `multirun.yaml`): this user's only."""
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.chmod(0o600)
+
+
+def redact_log_records() -> None:
+    """Every log record of this process redacted as free text before any handler writes it (Hydra's
+    `#0 : <overrides>` launch lines, a library's URL with its password)."""
+    make = logging.getLogRecordFactory()
+    if getattr(make, "redacting", False):
+        return
+
+    def redacting(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record: logging reports it as it would have
+            return record
+        clean = redact_text(message)
+        plain = _HYDRA_ESCAPE.sub(r"\1", message)
+        if plain != message and redact_text(plain) != plain:  # a secret hidden by Hydra's escapes
+            clean = redact_text(plain)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return record
+
+    redacting.redacting = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(redacting)

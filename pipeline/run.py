@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -22,13 +21,15 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from pipeline.config.compose import describe_compose_error
+from pipeline.config.compose import describe_compose_error, yaml_error
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import register_configs
 from pipeline.job.parent import JobParent, JobPlace, record_bad_job, report_config_error
 from pipeline.job.preflight import validate
-from pipeline.job.signals import SchedulerSignals, raise_interrupt
+from pipeline.job.result import one_line
+from pipeline.job.signals import SchedulerSignals, exiting_after_interrupt, stop_once
 from pipeline.jobdir import JobDir
+from pipeline.redaction import redact_log_records, redact_text
 from pipeline.status import (
     BAD_INPUT,
     EXIT_BAD_INPUT,
@@ -40,7 +41,7 @@ from pipeline.status import (
     SKIPPED,
 )
 from pipeline.sweep import lease
-from pipeline.sweep.callbacks import SWEEP_FAILURES, close_interrupted_sweep
+from pipeline.sweep.callbacks import SWEEP_FAILURES, close_interrupted_sweep, resume_later
 from pipeline.sweep.state import SweepStopped
 from pipeline.sweep_context import SweepContext
 
@@ -53,6 +54,9 @@ def run_job(cfg: DictConfig) -> str:
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     sweep = SweepContext.load(hc.sweep.dir) if multirun else None
+    place = JobPlace(
+        job_dir=Path(hc.runtime.output_dir), sweep=sweep, job_num=hc.job.num if multirun else None
+    )
     signals = SchedulerSignals()
     with signals.installed():
         try:
@@ -60,11 +64,8 @@ def run_job(cfg: DictConfig) -> str:
         except ConfigError as err:
             report_config_error(err)
             if sweep is not None:
-                record_bad_job(sweep, err, list(hc.overrides.task))
+                record_bad_job(sweep, err, list(hc.overrides.task), place)
             return BAD_INPUT
-        place = JobPlace(
-            job_dir=Path(hc.runtime.output_dir), sweep=sweep, job_num=hc.job.num if multirun else None
-        )
         try:
             with lease.held(place.job_dir):  # a resumed sweep checks that no job of it still runs
                 return JobParent(config, place, signals).run()
@@ -102,8 +103,9 @@ def exit_code() -> int:
 
 
 def main() -> None:
+    redact_log_records()  # Hydra's launch lines (`#0 : <overrides>`) name the jobs' values
     register_configs()
-    signal.signal(signal.SIGTERM, raise_interrupt)
+    stop_once()  # Ctrl-C and SIGTERM: the first stops, later ones wait for the stopping to complete
     user_wants_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, to print them in one line
     try:
@@ -116,18 +118,28 @@ def main() -> None:
         reason = f"interrupted by {interrupt.args[0] if interrupt.args else 'SIGINT'}"
         close_interrupted_sweep(reason)
         print(reason, file=sys.stderr, flush=True)
+        exiting_after_interrupt()
         sys.exit(EXIT_INTERRUPTED)
-    except (HydraException, OmegaConfBaseException) as err:
-        if user_wants_traceback:
-            close_interrupted_sweep(f"sweep failed: {err}")
+    except Exception as err:
+        composing = isinstance(err, (HydraException, OmegaConfBaseException)) or yaml_error(err) is not None
+        if (
+            isinstance(err, OSError) and not composing
+        ):  # Hydra could not write a job's folder (full, read-only)
+            line = f"sweep error: the sweep cannot go on: {type(err).__name__}: {err}{resume_later()}"
+            close_interrupted_sweep(line, status=FAILED)
+            print(redact_text(line), file=sys.stderr, flush=True)
+            if user_wants_traceback:
+                raise
+            sys.exit(EXIT_FAILED)
+        if not composing or user_wants_traceback:  # a bug, a launcher failure: no run left RUNNING
+            close_interrupted_sweep(
+                f"sweep failed: {type(err).__name__}: {one_line(str(err))}", status=FAILED
+            )
             raise
-        message = describe_compose_error(err)
-        close_interrupted_sweep(f"config error: {message}")
-        print(f"config error: {message}", file=sys.stderr, flush=True)
+        message = f"config error: {redact_text(describe_compose_error(err))}"
+        close_interrupted_sweep(message, status=FAILED)
+        print(message, file=sys.stderr, flush=True)
         sys.exit(EXIT_BAD_INPUT)
-    except Exception as err:  # a bug or a launcher failure: never leave the sweep's runs RUNNING
-        close_interrupted_sweep(f"sweep failed: {type(err).__name__}: {err}")
-        raise
     sys.exit(exit_code())
 
 

@@ -492,3 +492,25 @@ def split_sweep(store: str) -> tuple[object, list]:
     all_runs = runs(store)
     (parent,) = [r for r in all_runs if r.data.tags.get("sweep_parent") == "true"]
     return parent, [r for r in all_runs if r.data.tags.get("sweep_parent") != "true"]
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_distributed_job_says_one_line_not_torchs_traceback(tmp_path: Path, store: str):
+    """SIGTERM to a DDP job (2 gloo ranks): torch's launcher prints a SignalException traceback as it
+    stops its ranks; it stays in worker.log, and the terminal gets the job's own line."""
+    proc = start_cli(
+        [*TINY, "device=cpu", "compile.mode=eager", "parallel=ddp", "trainer.steps=100000"], tmp_path, store
+    )
+    try:
+        wait_for_job_under_way(tmp_path / "run", store)
+        time.sleep(5)  # the ranks are up and measuring
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in out + err and "SignalException" not in out + err, out + err
+    assert "interrupted by SIGTERM" in err
+    run = only_run(store)
+    assert run.info.status == "KILLED" and run.data.tags["error_type"] == "Interrupted"

@@ -199,3 +199,45 @@ def test_compile_options_take_the_mapping_form_and_only_inductor_options():
             compose(["model=vit_tiny", "compile.backend=aot_eager", "compile.options={max_autotune: true}"])
         )
     assert err.value.key == "compile.options" and "would ignore them" in err.value.allowed
+
+
+def test_unknown_keys_are_refused_except_under_open_mappings():
+    """`+key=value` adds any key: the schema's keys only, but for the open mappings (the scenario's
+    config class checks its own keys)."""
+    assert bad(["+devcie=cpu"]).key == "devcie"
+    assert bad(["+loss.teacher_x=1"]).key == "loss.teacher_x"
+    assert bad(["+scenario.stepz=1"]).key == "scenario.stepz"
+    for fine in ("+model.kwargs.qkv_bias=true", "+trainer.optimizer.kwargs.weight_decay=0.1"):
+        validate(compose([fine]))
+    validate(compose(["+compile.options.max_autotune=true"]))
+
+
+@pytest.mark.slow
+def test_no_config_file_adds_a_key_the_schema_lacks():
+    """Every option of every config group composes to keys of the schema only (94 compositions)."""
+    from pathlib import Path
+
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import open_dict
+
+    from pipeline.config.schema import unknown_keys
+
+    conf = Path(__file__).resolve().parent.parent / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):  # once: composing is the cost
+        for group in (
+            "model",
+            "loss",
+            "precision",
+            "scenario",
+            "parallel",
+            "experiment",
+            "inductor",
+            "sweep",
+        ):
+            for path in sorted((conf / group).rglob("*.yaml")):
+                option = path.relative_to(conf / group).with_suffix("").as_posix()
+                cfg = hydra_compose("config", overrides=[f"{group}={option}"])
+                with open_dict(cfg):
+                    cfg.pop("hydra", None)
+                assert unknown_keys(cfg) == [], f"{group}={option}"

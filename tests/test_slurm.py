@@ -425,3 +425,54 @@ def test_a_ddp_sweep_runs_its_ranks_inside_one_slurm_task(slurm_cluster, mlflow_
     for run in by_status["FINISHED"]:
         assert run.data.tags["world_size"] == "2" and run.data.metrics["parallel/world_size"] == 2.0
         assert run.data.tags.get("slurm_job_id")
+
+
+def test_resuming_after_a_killed_driver_submits_only_what_did_not_finish(
+    slurm_cluster, mlflow_server: str, tmp_path: Path
+):
+    """The driver is killed (kill -9 of `make sweep`) once its array is submitted; the tasks finish on
+    their own. Resuming then submits no array (every job already FINISHED: each gets its SKIPPED
+    result), ends the sweep FINISHED, and counts the first session's time up to its last job's end."""
+    name = f"pytest-slurm-{uuid.uuid4().hex[:6]}"
+    args = [
+        *NO_GPU_SMALL_NODE,
+        f"hydra.launcher.name={name}",
+        "hydra.launcher.timeout_min=20",
+        f"sweep.id={name}",
+        *TINY,
+        "compile.mode=eager",
+        "trainer.seed=0,1",
+    ]
+    driver = start_make_sweep(args, tmp_path / "first" / "multirun", mlflow_server)
+    try:
+        assert driver.stdout is not None
+        for line in driver.stdout:
+            if line.startswith("submitted 2 jobs"):
+                break
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver dies; the array runs on
+        driver.wait()
+        deadline = time.monotonic() + 900
+        while _sh("squeue", "-h", "--name", name).stdout.strip() or set(
+            _job_runs(mlflow_server, name).values()
+        ) != {"FINISHED"}:
+            assert time.monotonic() < deadline, _sh("squeue").stdout
+            time.sleep(2)
+        parent, _ = _sweep_runs(mlflow_server, name)
+        assert parent.info.status == "RUNNING"  # its driver never ended it
+        again = ["hydra/launcher=slurm", *args, "sweep.resume=true"]
+        resume = run_cli(again, tmp_path / "again", mlflow_server, multirun=True, timeout=600)
+    finally:
+        _sh("scancel", "--name", name)
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    assert resume.returncode == 0, output(resume)
+    assert "every job of this resumed sweep already FINISHED: nothing submitted" in resume.stdout
+    assert not (tmp_path / "again" / "multirun" / ".slurm_arrays").exists()
+    parent, by_status = _sweep_runs(mlflow_server, name)
+    assert (
+        parent.info.status == "FINISHED"
+        and set(by_status) == {"FINISHED"}
+        and len(by_status["FINISHED"]) == 2
+    )
+    last_end = max(r.info.end_time for r in by_status["FINISHED"])
+    assert parent.data.metrics["sweep/wall_s"] >= (last_end - parent.info.start_time) / 1000

@@ -4,6 +4,7 @@ goes away mid-job. Each either works or is refused in one line, within seconds."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -176,6 +177,94 @@ def test_a_store_outage_ends_the_job_within_its_bounded_retries(tmp_path: Path):
         server.stop()
     assert done.returncode == 1, output(done)
     (line,) = one_line_errors(done, "mlflow error:")
-    assert "retries bounded by MLFLOW_HTTP_REQUEST_MAX_RETRIES=3" in line and "--sync" in line, line
+    assert "retries bounded by MLFLOW_HTTP_REQUEST_MAX_RETRIES=2" in line and "--sync" in line, line
     assert waited < 90, f"the job waited {waited:.0f} s for a store that was gone"
     assert (tmp_path / "run" / "result.json").exists()
+
+
+@pytest.mark.slow
+def test_a_store_file_deleted_mid_job_is_named_with_sqlites_own_error(tmp_path: Path):
+    """`rm` of the sqlite file while the job trains: the job's line gives sqlite's error and that the
+    file is gone, not SQLAlchemy's autoflush notice, and no traceback; the result is kept."""
+    db = tmp_path / "store" / "mlflow.db"
+    store = sqlite_uri(db)
+    proc = popen_cli([*EAGER, "trainer.steps=600"], tmp_path, store)
+    try:
+        deadline = time.monotonic() + 300
+        while not runs(store):  # the job's run is open: its worker trains
+            assert time.monotonic() < deadline and proc.poll() is None, "the job never opened its run"
+            time.sleep(0.2)
+        db.unlink()
+        done = finish(proc, timeout=300)
+    finally:
+        stop_group(proc)
+    assert done.returncode == 1, output(done)
+    assert "Traceback" not in done.stdout + done.stderr and "autoflush" not in done.stdout + done.stderr
+    (line,) = one_line_errors(done, "mlflow error:")
+    assert "(sqlite3.OperationalError)" in line and f"{db} no longer exists" in line, line
+    assert (tmp_path / "run" / "result.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_hung_server_holds_a_job_for_seconds_and_sync_completes_its_run(tmp_path: Path):
+    """The server stops answering (SIGSTOP: its socket still accepts) while the job trains: the job
+    ends within seconds of its training, not after every request's retries (4.5 minutes once), keeps
+    its result, and `--sync` completes the job's own run once the server answers again."""
+    server = start_server(tmp_path / "server")
+    env_free = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_HTTP_REQUEST")}
+    pid = int(server.pid_file.read_text())
+    proc = popen_cli([*EAGER, "trainer.steps=60"], tmp_path, server.url, env=env_free)
+    try:
+        deadline = time.monotonic() + 300
+        while not runs(server.url):  # the job's run is open: its worker trains
+            assert time.monotonic() < deadline and proc.poll() is None, "the job never opened its run"
+            time.sleep(0.2)
+        os.killpg(pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        done = finish(proc, timeout=300)
+        waited = time.monotonic() - stopped
+        os.killpg(pid, signal.SIGCONT)
+        assert done.returncode == 1, output(done)
+        (line,) = one_line_errors(done, "mlflow error:")
+        assert "is not reachable" in line and "left RUNNING" in line and "--sync" in line, line
+        assert waited < 45, f"the job waited {waited:.0f} s for a hung server"
+        sync = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pipeline.report",
+                "--tracking-uri",
+                server.url,
+                "--sync",
+                str(tmp_path / "run"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert sync.returncode == 0, sync.stdout + sync.stderr
+        (run,) = runs(server.url)
+        assert run.info.status == "FINISHED" and run.data.metrics["step/p50_ms"] > 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGCONT)
+        stop_group(proc)
+        server.stop()
+
+
+def test_a_file_that_is_not_sqlite_is_refused_in_one_line_and_left_as_it_is(tmp_path: Path):
+    """A store path that holds something else (garbage, another program's file): refused before
+    anything starts, every time, the file untouched and no empty `.broken-*` copy beside it."""
+    db = tmp_path / "store" / "mlflow.db"
+    db.parent.mkdir()
+    garbage = os.urandom(5000)
+    db.write_bytes(garbage)
+    for attempt in range(2):
+        proc = run_cli(EAGER, tmp_path / str(attempt), sqlite_uri(db))
+        assert proc.returncode == 1, output(proc)
+        (line,) = one_line_errors(proc, "mlflow error:")
+        assert f"{db} is not a sqlite database" in line and "move the file aside" in line, line
+        assert not (tmp_path / str(attempt) / "run" / "worker.log").exists()  # nothing started
+    assert db.read_bytes() == garbage
+    assert sorted(p.name for p in db.parent.iterdir()) == ["mlflow.db"]

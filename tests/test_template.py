@@ -288,6 +288,42 @@ def test_a_sweep_forks_its_workers_a_spawn_sweep_and_a_single_run_spawn(tmp_path
 
 
 @pytest.mark.slow
+def test_a_killed_template_is_named_as_the_end_of_its_worker_and_the_sweep_goes_on(
+    tmp_path: Path, store: str
+):
+    """`kill -9` of the sweep's template while it holds a job's worker: the job says the template
+    ended (not that the worker was killed by SIGKILL), and the next job spawns its worker, saying why."""
+    proc = popen_cli(
+        [*CPU, "compile.mode=eager", "trainer.steps=100000,4", "trainer.timeout_s=120"],
+        tmp_path,
+        store,
+        multirun=True,
+    )
+    sweep_dir = tmp_path / "multirun"
+    try:
+        wait_until(lambda: (sweep_dir / "0" / "worker.pid").exists(), 300, "the job's worker never started")
+        info = TemplateInfo.load(sweep_dir, socket.gethostname())
+        assert info is not None
+        os.kill(info.pid, signal.SIGKILL)
+        done = finish_proc(proc)
+    finally:
+        stop_group(proc)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lost = next(r for r in runs(store) if r.data.tags.get("job_num") == "0")
+    assert lost.info.status == "FAILED" and lost.data.tags["error_type"] == "WorkerCrashed"
+    message = lost.data.tags["error_message"]
+    assert f"the sweep's template process (pid {info.pid}) ended" in message, message
+    assert "killed by SIGKILL" not in message
+    after = next(r for r in runs(store) if r.data.tags.get("job_num") == "1")
+    assert after.info.status == "FINISHED" and after.data.tags["worker_start"] == SPAWN
+
+
+def finish_proc(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    out, err = proc.communicate(timeout=300)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.mark.slow
 def test_killing_the_driver_ends_the_template_and_its_workers(tmp_path: Path, store: str):
     """`kill -9` of the sweep's driver: its template and the worker forked from it end too."""
     assert runs(store) == []

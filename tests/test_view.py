@@ -101,7 +101,7 @@ def test_a_view_is_the_json_mlflow_3_17_reads():
 
 def test_odd_sweep_ids_make_safe_view_ids_and_quoted_filters():
     view = sweep_view(sweep_id="my sweep/it's", label="x", objective=STEP_TIME)
-    assert view.view_id == "sweep-my_sweep_it_s"
+    assert view.view_id == "sweep-my_20_sweep_2f_it_27_s"  # one per sweep id (tests/test_sweep_faults.py)
     assert view.search_filter == 'tags.sweep_id = "my sweep/it\'s"'
     assert filter_literal("plain") == "'plain'"
     with pytest.raises(ValueError, match="both quote"):

@@ -29,10 +29,18 @@ from typing import Any
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher import submitit_launcher as hydra_submitit
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
+from pipeline.config.checks import check
+from pipeline.identity import config_hash
+from pipeline.job.result import JobResult
+from pipeline.jobdir import JobDir
+from pipeline.redaction import redact_text
+from pipeline.status import SKIPPED
 from pipeline.sweep import lease, slurm
 from pipeline.sweep.state import SweepStopped
+from pipeline.sweep_context import SweepContext
+from pipeline.tracking import Tracker
 
 KILLED = "KILLED"
 
@@ -108,12 +116,24 @@ class _Tolerant(hydra_submitit.BaseSubmititLauncher):
         )
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        job_params = []
+        done = self.already_finished(sweep_dir, job_overrides, initial_job_idx)
+        job_params, to_run = [], []
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
-            print(f"\t#{idx} : {' '.join(filter_overrides(overrides))}", flush=True)
+            said = redact_text(" ".join(filter_overrides(overrides)))
+            if idx in done:
+                print(f"\t#{idx} : {said}: {done[idx]}", flush=True)
+                continue
+            print(f"\t#{idx} : {said}", flush=True)
+            to_run.append(overrides)
             job_params.append(
                 (list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state())
             )
+        if not job_params:
+            print(
+                f"every job of this resumed sweep already FINISHED: nothing submitted ({self._EXECUTOR})",
+                flush=True,
+            )
+            return [_skipped(overrides) for overrides in job_overrides]
         said = io.StringIO()  # submitit prints a refusal's stderr itself; the sweep says it in one line
         try:
             with contextlib.redirect_stderr(said):
@@ -126,7 +146,51 @@ class _Tolerant(hydra_submitit.BaseSubmititLauncher):
             f"submitted {len(jobs)} jobs ({self._EXECUTOR}); each job's output: {params['submitit_folder'].replace('%j', '<job id>')}/<job id>_0_log.out",
             flush=True,
         )
-        return collect(jobs, job_overrides, sweep_dir)
+        ran = iter(collect(jobs, to_run, sweep_dir))
+        return [
+            _skipped(overrides) if idx in done else next(ran)
+            for idx, overrides in enumerate(job_overrides, start=initial_job_idx)
+        ]
+
+    def already_finished(
+        self, sweep_dir: Path, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> dict[int, str]:
+        """A resumed sweep's jobs whose configuration already FINISHED in the sweep, by job number, with
+        what to say: they are not submitted (a killed driver's resumption once resubmitted its whole
+        array), and each gets the SKIPPED result its job would have written (the sweep counts it). A
+        job whose config does not compose or check here is submitted: it reports its own error."""
+        sweep = SweepContext.load(sweep_dir)
+        if sweep is None or not sweep.resume:
+            return {}
+        assert self.hydra_context is not None and self.config is not None
+        tracker = Tracker(sweep.tracking_uri, sweep.experiment)
+        done = {}
+        for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
+            try:
+                composed = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+                with open_dict(composed.hydra.job):
+                    composed.hydra.job.num = idx
+                job_dir = Path(str(composed.hydra.sweep.dir)) / str(composed.hydra.sweep.subdir)
+                with open_dict(composed):
+                    del composed["hydra"]
+                run = tracker.finished_run_for(sweep.sweep_id, config_hash(check(composed)))
+            except Exception:
+                continue
+            if run is None:
+                continue
+            result = JobDir(job_dir).result
+            if not result.exists():
+                skipped = JobResult(status=SKIPPED, mlflow_run_id=run.run_id, mlflow_synced=True)
+                skipped.info["job_num"] = idx
+                skipped.write(result)
+            done[idx] = f"already FINISHED in sweep {sweep.sweep_id} (run {run.run_id}), not submitted"
+        return done
+
+
+def _skipped(overrides: Sequence[str]) -> JobReturn:
+    ret = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)
+    ret.return_value = SKIPPED
+    return ret
 
 
 def _reason(err: Exception) -> str:

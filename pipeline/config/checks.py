@@ -1,7 +1,9 @@
 """`check(cfg)`: the checks a config can answer on its own, torch-free, before anything starts:
 
+0. keys the schema does not have (a `+key=value` typo; open mappings such as `model.kwargs` excepted);
 1. each field's declared constraints (`choices`, `gt`, `ge`, `within`, declared with the field by
    :func:`pipeline.config.fields.doc`), read from the field metadata, so allowed values are declared once;
+   every number finite, no control characters in a value (they would reach run names and terminals);
 2. each section's own `check` method (combinations of its fields, next to them), and the scenario's
    `fits` (what the rest of the config must be for it).
 
@@ -12,19 +14,33 @@ The checks that need a library or the host (a model name, a backend, GPUs) are t
 from __future__ import annotations
 
 import dataclasses
+import math
+import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
 from omegaconf import DictConfig
+from omegaconf.errors import MissingMandatoryValue
 
 from pipeline.config.errors import ConfigError
-from pipeline.config.schema import Config, to_config
+from pipeline.config.schema import Config, to_config, unknown_keys
+
+# A scenario's own text (a generation prompt) may hold line breaks; its config class checks it.
+FREE_TEXT = ("scenario",)
 
 
 def check(cfg: Config | DictConfig) -> Config:
-    """Check values and combinations; return the typed config, or raise the first
+    """Check keys, values and combinations; return the typed config, or raise the first
     :class:`ConfigError` (every error found is in its `.errors`)."""
-    config = to_config(cfg) if isinstance(cfg, DictConfig) else cfg
+    if isinstance(cfg, DictConfig):
+        raise_first(unknown_keys(cfg))
+        try:
+            config = to_config(cfg)
+        except MissingMandatoryValue as err:  # `~model`: a group's choice removed
+            key = str(err.full_key or "?")
+            raise ConfigError(key, None, f"a required value: pick one (e.g. {key}=<option>)") from err
+    else:
+        config = cfg
     raise_first(list(field_errors(config, "")))
     return config
 
@@ -44,10 +60,28 @@ def field_errors(node: Any, at: str) -> Iterator[ConfigError]:
         if dataclasses.is_dataclass(value):
             yield from field_errors(value, key)
         elif value is not None:
+            yield from _value_errors(key, value)
             yield from _constraint_errors(key, value, f.metadata)
     check = getattr(node, "check", None)
     if check is not None:
         yield from check(at)
+
+
+def _value_errors(key: str, value: Any) -> Iterator[ConfigError]:
+    """A number that is not finite (`inf` seconds never time out), a text with control characters
+    (a newline or an ANSI escape in a run name, a tag, the terminal), also inside mappings and lists."""
+    if key.split(".")[0] in FREE_TEXT:
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        yield ConfigError(key, value, "must be a finite number")
+    elif isinstance(value, str) and any(unicodedata.category(c) in ("Cc", "Cf") for c in value):
+        yield ConfigError(key, value, "a value without control characters (line breaks, escapes)")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _value_errors(f"{key}.{k}", v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _value_errors(key, v)
 
 
 def _constraint_errors(key: str, value: Any, meta: Any) -> Iterator[ConfigError]:

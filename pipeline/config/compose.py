@@ -1,9 +1,11 @@
 """Hydra's composition errors (an unknown key, a wrong type, a missing group option, an override that
-does not parse) in one line naming the key, the bad value and what is allowed, read from the schema."""
+does not parse, a key removed with `~`, a config file that is not YAML) in one line naming the key, the
+bad value and what is allowed, read from the schema; control characters in it are escaped."""
 
 from __future__ import annotations
 
 import typing
+import unicodedata
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -21,10 +23,40 @@ def _type_name(tp: Any) -> str:
 
 def describe_compose_error(err: BaseException) -> str:
     """One line for a Hydra composition error: the key, the bad value, what is allowed."""
-    from hydra.errors import MissingConfigException, OverrideParseException
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
+    return printable(_describe(err))
 
+
+def printable(text: str) -> str:
+    """`text` on one line, its control characters (line breaks, ANSI escapes) written as escapes."""
+    return "".join(
+        c if unicodedata.category(c) not in ("Cc", "Cf") else c.encode("unicode_escape").decode()
+        for c in text
+    )
+
+
+def yaml_error(err: BaseException) -> BaseException | None:
+    """The YAML syntax error behind a composition error, if that is what it is."""
+    import yaml
+
+    seen = err
+    while seen is not None:
+        if isinstance(seen, yaml.YAMLError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _describe(err: BaseException) -> str:
+    from hydra.errors import MissingConfigException, OverrideParseException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ConfigTypeError, ValidationError
+
+    bad_yaml = yaml_error(err)
+    if bad_yaml is not None:
+        return _describe_yaml(bad_yaml)
     cause = err.__cause__ or err
+    if isinstance(cause, ConfigTypeError) and "does not support deletion" in str(cause):
+        key = getattr(cause, "full_key", "") or "?"
+        return f"~{key}: a key of the schema cannot be removed; set it instead ({key}=<value>)"
     if isinstance(err, MissingConfigException) and err.options is not None:
         missing = str(err.missing_cfg_file or "")
         group, _, option = missing.rpartition("/")
@@ -45,5 +77,23 @@ def describe_compose_error(err: BaseException) -> str:
         expected = _type_name(tp) if tp is not None else "another type"
         return f"{cause.full_key}={value!r} is not allowed: expected {expected}"
     if isinstance(err, OverrideParseException):
-        return f"cannot parse the override: {str(err).splitlines()[0]}"
+        first = str(err).splitlines()[0]
+        if first.startswith("LexerNoViableAltException"):
+            return (
+                f"cannot parse the override: {first}: quote a value holding spaces or characters other than "
+                "letters, digits and _-+./:@ (`model.id='café'`; in a shell: \"model.id='café'\")"
+            )
+        return f"cannot parse the override: {first}"
     return " ".join(str(err).split())
+
+
+def _describe_yaml(err: BaseException) -> str:
+    """`<file>, line L, column C: <problem>`: the first place the YAML parser stopped."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    where = (
+        f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}"
+        if mark is not None
+        else "a config file"
+    )
+    return f"{where} is not valid YAML: {problem}"

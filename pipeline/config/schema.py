@@ -39,6 +39,8 @@ DISTILL_KINDS = ("mse", "kl")
 PARALLEL_STRATEGIES = ("none", "ddp", "fsdp")
 OPTIMIZE_DDP = ("on", "off", "compiled_autograd")
 WORKER_STARTS = ("template", "spawn")
+MAX_STEPS = 10_000_000  # a job's per-step series live in memory and in MLflow: beyond this, a mistake
+MAX_SEED = 2**32 - 1
 
 
 @dataclass(kw_only=True)
@@ -91,6 +93,9 @@ class ModelConfig:
         "to opt in (causal LMs list the generation scenario)",
     )
 
+    def check(self, at: str) -> Iterator[ConfigError]:
+        yield from _id_errors(f"{at}.id", self.id)
+
 
 @dataclass(kw_only=True)
 class LossConfig:
@@ -109,6 +114,9 @@ class LossConfig:
     )
     teacher: ModelConfig | None = doc(None, "distillation only: the teacher model config (any model config)")
 
+    def check(self, at: str) -> Iterator[ConfigError]:
+        yield from _id_errors(f"{at}.id", self.id)
+
 
 @dataclass(kw_only=True)
 class PrecisionConfig:
@@ -122,6 +130,15 @@ class PrecisionConfig:
         "train the linear layers in float8 through torchao (`convert_to_float8_training`; layers whose sizes are multiples of 16): "
         "`precision=fp8`, training on Hopper-class GPUs (compute capability 8.9 or newer) with torchao installed; refused elsewhere before the job starts",
     )
+
+    def check(self, at: str) -> Iterator[ConfigError]:
+        yield from _id_errors(f"{at}.id", self.id)
+
+
+def _id_errors(key: str, value: str) -> Iterator[ConfigError]:
+    """An id names runs and tags: a non-empty word (control characters are refused for every value)."""
+    if not str(value).strip():
+        yield ConfigError(key, value, "a non-empty label (it names the job's runs and tags)")
 
 
 @dataclass(kw_only=True)
@@ -246,6 +263,19 @@ class TrainerConfig:
                 f"{at}.warmup_steps",
                 self.warmup_steps,
                 f"must be < trainer.steps={self.steps} (at least one measured step)",
+            )
+        if self.steps > MAX_STEPS:
+            yield ConfigError(
+                f"{at}.steps",
+                self.steps,
+                f"must be <= {MAX_STEPS:,} (every step's time and loss are kept in memory and logged: "
+                "a job this long never ends within trainer.timeout_s)",
+            )
+        if not 0 <= self.seed <= MAX_SEED:
+            yield ConfigError(
+                f"{at}.seed",
+                self.seed,
+                f"must be in [0, {MAX_SEED}] (torch's and the data's generators take 32-bit seeds)",
             )
 
 
@@ -565,6 +595,54 @@ def register_configs() -> None:
     for key in OPEN_MAPPINGS:
         OmegaConf.set_struct(OmegaConf.select(node, key), False)
     ConfigStore.instance().store(name="base_config", node=node)
+
+
+def unknown_keys(node: Any, cls: type = Config, at: str = "") -> list[ConfigError]:
+    """Keys of a composed config that the schema does not have: Hydra's `+key=value` adds any key, and
+    turning the config into a :class:`Config` would drop it without a word (`+devcie=cpu`,
+    `+trainer.stepz=3`). Open mappings take any key: a field typed as a mapping (`model.kwargs`,
+    `compile.options`, `trainer.optimizer.kwargs`) or left open (`scenario`, whose config class checks
+    its own keys; `gpu_pool`)."""
+    import difflib
+
+    errors: list[ConfigError] = []
+    if not isinstance(node, DictConfig) or node._is_none() or node._is_missing():
+        return errors
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in fields(cls)]
+    for name in names:
+        if name not in node:  # `~trainer`: Hydra deletes a whole section of the schema
+            path = f"{at}.{name}" if at else name
+            errors.append(
+                ConfigError(path, None, "cannot be removed (~): the schema needs it; set its values instead")
+            )
+    for key in node:
+        path = f"{at}.{key}" if at else str(key)
+        if key not in hints:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f" (did you mean {at + '.' if at else ''}{close[0]}?)" if close else ""
+            where = at or "the top level"
+            errors.append(
+                ConfigError(
+                    path,
+                    _raw(node, key),
+                    f"not a config key{hint}; {where} has {', '.join(n for n in names if not n.startswith('_'))}",
+                )
+            )
+            continue
+        sub = _dataclass_in(hints[key])
+        if sub is not None:
+            errors += unknown_keys(node._get_node(key), sub, path)
+    return errors
+
+
+def _raw(node: DictConfig, key: Any) -> Any:
+    """A key's value as written (interpolations unresolved), for the error line."""
+    try:
+        child = node._get_node(key)
+        return OmegaConf.to_container(child) if isinstance(child, DictConfig) else child._value()  # type: ignore[union-attr]
+    except Exception:
+        return "?"
 
 
 def to_config(cfg: DictConfig) -> Config:

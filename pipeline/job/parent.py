@@ -9,6 +9,7 @@ nothing.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -19,23 +20,25 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from pipeline.config.compose import printable
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import Config, to_dict
 from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
 from pipeline.job.gpu_pool import gpu_slot, pool_lock_dir
 from pipeline.job.outcome import one_line, run_payload
 from pipeline.job.progress import JobProgress, sweep_status
-from pipeline.job.result import JobResult, record_run_id
-from pipeline.job.result import one_line as first_line
+from pipeline.job.result import JobResult, record_run_id, refuse_overwrite, unsynced_results
 from pipeline.job.signals import SchedulerSignals, in_submitit_job, signals_held
 from pipeline.job.supervisor import WorkerLaunch, run_worker
 from pipeline.job.worker_start import plan
 from pipeline.jobdir import JobDir
 from pipeline.provenance import command_line
-from pipeline.redaction import redacted
+from pipeline.redaction import looks_secret, redacted, scrub, secret_values
 from pipeline.status import FAILED, KILLED, NOT_SYNCED, SKIPPED
 from pipeline.sweep_context import SweepContext
 from pipeline.tracking import Tracker, TrackingUnavailable, check_reachable, retry_bound
+from pipeline.tracking.http import one_attempt
+from pipeline.tracking.store import describe_store_error
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,7 +79,8 @@ class JobRun:
                 if self.tracker is None:
                     self.tracker = Tracker.from_config(self.config.mlflow)
                 self.run_id = self.tracker.start_run(self.name, self.tags, parent_run_id=self.parent)
-                record_run_id(self.job_dir, self.run_id)  # --sync logs a late result here, nowhere else
+                with contextlib.suppress(OSError):  # a full disk: result.json names the run too
+                    record_run_id(self.job_dir, self.run_id)  # --sync logs a late result here, nowhere else
             except TrackingUnavailable:
                 raise
             except Exception as exc:  # the store answered, but not with a run
@@ -95,20 +99,28 @@ class JobParent:
         self.job_dir = place.job_dir
         self.folder = JobDir(place.job_dir)
         self.varied = place.sweep.axes if place.sweep else []
-        self.name = run_name(config, self.varied)
+        self.secrets = secret_values(to_dict(config))  # masked in every line this job prints
+        self.name = distinct_name(config, self.varied, place.job_num)
         self.config_hash = config_hash(config)
         self.display = JobProgress(self.name)
         self.job_run: JobRun | None = None  # made once the store is known to answer
         self.started = 0.0  # when the worker was asked for (job_wall_s counts from there)
 
     def run(self) -> str:
-        self.job_dir.mkdir(parents=True, exist_ok=True)
-        self.folder.run_id.unlink(missing_ok=True)
-        self.folder.config_yaml.write_text(OmegaConf.to_yaml(redacted(to_dict(self.config))))
+        kept = unsynced_results(self.job_dir) if self.folder.result.exists() else []
+        if kept:  # the folder of a job whose result MLflow never got: never overwritten
+            self.say(f"job error: {refuse_overwrite('job folder', self.job_dir, kept)}", err=True)
+            return FAILED
+        try:
+            self.job_dir.mkdir(parents=True, exist_ok=True)
+            self.folder.run_id.unlink(missing_ok=True)
+            self.folder.config_yaml.write_text(OmegaConf.to_yaml(redacted(to_dict(self.config))))
+        except OSError as err:  # a full disk, a folder made read-only mid-sweep
+            return self.unwritable(err)
         try:
             tracker = self.check_store()
         except TrackingUnavailable as err:
-            print(f"mlflow error: {err}", file=sys.stderr, flush=True)
+            self.say(f"mlflow error: {err}", err=True)
             return FAILED
         except AlreadyFinished as done:
             print(f"{self.name}: {done}", flush=True)
@@ -128,13 +140,17 @@ class JobParent:
                 result = self.supervise()
         except TrackingUnavailable as err:  # the store went away after the check; the worker was stopped
             self.display.close()
-            print(f"mlflow error: {err}", file=sys.stderr, flush=True)
+            self.say(f"mlflow error: {err}", err=True)
             return FAILED
+        except OSError as err:  # the job's folder could not be written; the worker was stopped
+            self.display.close()
+            return self.unwritable(err)
         except BaseException as interrupt:  # Ctrl-C, SIGTERM, a scheduler's signal: the job is KILLED
             return self.interrupted(interrupt)
         self.display.close()
-        outcome = self.finish(result)
-        print(one_line(self.name, result, in_sweep=self.place.sweep is not None), flush=True)
+        with signals_held():  # a Ctrl-C while the result is logged lands once it is: no run left RUNNING
+            outcome = self.finish(result)
+        self.say(one_line(self.name, result, in_sweep=self.place.sweep is not None))
         if self.place.sweep is not None:
             print(sweep_status(Path(self.place.sweep.sweep_dir), self.place.sweep.total_jobs), flush=True)
         return outcome
@@ -157,7 +173,9 @@ class JobParent:
         """A resumed job that already finished: its result names that run, and the sweep counts it done."""
         path = self.folder.result
         if not path.exists():  # a resumption in the same folder keeps the earlier result
-            JobResult(status=SKIPPED, mlflow_run_id=run_id, mlflow_synced=True).write(path)
+            done = JobResult(status=SKIPPED, mlflow_run_id=run_id, mlflow_synced=True)
+            done.info["job_num"] = self.place.job_num  # the sweep counts this job accounted for
+            done.write(path)
         if self.place.sweep is not None:
             print(sweep_status(Path(self.place.sweep.sweep_dir), self.place.sweep.total_jobs), flush=True)
 
@@ -189,7 +207,7 @@ class JobParent:
             job_dir=self.job_dir,
             cache_dir=inductor_cache_dir(self.config, self.job_dir, self.place.sweep),
             on_progress=self.display.update,
-            on_line=self.display.line,
+            on_line=lambda text: self.display.line(scrub(text, self.secrets)),
             on_started=self.open_run,
             extra_env={"PIPELINE_COMMAND": command_line()},
             start=plan(
@@ -218,55 +236,134 @@ class JobParent:
         try:
             self.job_run.open()  # stopped before its run was opened: the run records that too
         except Exception as exc:
-            print(f"mlflow error: could not record the interrupted job ({exc})", file=sys.stderr, flush=True)
+            self.say(f"mlflow error: could not record the interrupted job ({exc})", err=True)
         else:
             self.finish(result)
         if in_submitit_job():  # only this job was stopped: the sweep collects its outcome and goes on
-            print(one_line(self.name, result, in_sweep=self.place.sweep is not None), flush=True)
+            self.say(one_line(self.name, result, in_sweep=self.place.sweep is not None))
             return KILLED
         raise interrupt
 
     def finish(self, result: JobResult) -> str:
-        """Keep the result on disk first, then log it; a store lost mid-job loses nothing."""
+        """Keep the result on disk first, then log it; a store lost mid-job loses nothing. Where the
+        disk cannot keep it (full), MLflow still gets it; where neither can, the run says so."""
         assert self.job_run is not None
         run_id = self.job_run.open()
         result.mlflow_run_id = run_id
         result.metrics["job/wall_s"] = time.monotonic() - self.started
         result.info["parent_pid"] = os.getpid()
-        write_job_files(result, self.folder, self.config.trainer.warmup_steps)
-        result.write(self.folder.result)
+        not_kept = ""
+        try:
+            write_job_files(result, self.folder, self.config.trainer.warmup_steps)
+            result.write(self.folder.result)
+        except OSError as err:
+            not_kept = f"{type(err).__name__}: {err}"
         logging_started = time.monotonic()
         tracker = self.job_run.tracker
         assert tracker is not None
+        try:  # a hung server (SIGSTOPped, overloaded) costs seconds, not every request's retries
+            if self.config.mlflow.tracking_uri.startswith(("http://", "https://")):
+                check_reachable(self.config.mlflow.tracking_uri)
+        except TrackingUnavailable as err:
+            self.not_logged(tracker, run_id, str(err), not_kept, answering=False)
+            return NOT_SYNCED if not not_kept else FAILED
         try:
             tracker.log_payload(run_id, run_payload(self.config, result, self.job_dir))
         except Exception as exc:
-            self.not_logged(tracker, run_id, f"{type(exc).__name__}: {first_line(str(exc))}")
-            return NOT_SYNCED
+            error = f"{type(exc).__name__}: {describe_store_error(exc, self.config.mlflow.tracking_uri)}"
+            self.not_logged(tracker, run_id, error, not_kept)
+            return NOT_SYNCED if not not_kept else FAILED
         result.mlflow_synced = True
         result.info["mlflow_log_s"] = time.monotonic() - logging_started  # local copy only: MLflow has it
-        result.write(self.folder.result)
+        try:
+            result.write(self.folder.result)
+        except OSError as err:
+            not_kept = not_kept or f"{type(err).__name__}: {err}"
+        if not_kept:  # MLflow has the result; the disk does not: the user has something to fix
+            self.say(
+                f"job error: the result could not be kept in {self.folder.result} ({not_kept}); MLflow has it "
+                f"(run {run_id}, {result.status})",
+                err=True,
+            )
+            return FAILED
         return result.status
 
-    def not_logged(self, tracker: Tracker, run_id: str, error: str) -> None:
+    def unwritable(self, err: OSError) -> str:
+        """The job's folder cannot be written (a full disk, a folder made read-only mid-sweep): one
+        line, and the job's run (made now if it was not yet) closed FAILED with the reason, so the
+        sweep accounts for the job."""
+        reason = f"cannot write the job's folder {self.job_dir} ({type(err).__name__}: {err.strerror or err})"
+        self.say(f"job error: {reason}; the job did not run", err=True)
+        try:
+            if self.job_run is None:
+                self.job_run = JobRun(
+                    tracker=None,
+                    config=self.config,
+                    name=self.name,
+                    tags=self.tags(),
+                    parent=self.place.sweep.parent_run_id if self.place.sweep else None,
+                    job_dir=self.job_dir,
+                )
+            run_id = self.job_run.open()
+            assert self.job_run.tracker is not None
+            self.job_run.tracker.close_run(run_id, FAILED, error_type="JobFolderNotWritable", message=reason)
+        except Exception as exc:
+            self.say(f"mlflow error: could not record the job ({type(exc).__name__}: {exc})", err=True)
+        return FAILED
+
+    def not_logged(
+        self, tracker: Tracker, run_id: str, error: str, not_kept: str = "", *, answering: bool = True
+    ) -> None:
         """The store took the run but not the whole result (an artifact store full, the server gone):
-        close the run FAILED with that reason where the store still answers, and say so in one line."""
+        close the run FAILED with that reason where the store still answers (one attempt, seconds),
+        and say so in one line. `not_kept`: why the disk could not keep it either (then it is lost, and
+        the run says so). `answering`: False when the store did not answer its health check."""
         sync = f"python -m pipeline.report --sync {self.job_dir}"
+        if not_kept:
+            reason = (
+                f"the result is lost: MLflow could not take it ({error}) nor the disk keep it ({not_kept})"
+            )
+            closed = close_after_failure(tracker, run_id, "ResultLost", reason, answering=answering)
+            self.say(f"mlflow error: run {run_id}: {reason}; run {closed}", err=True)
+            return
         reason = (
             f"could not log the result ({error}); it is kept in {self.folder.result}: `{sync}` uploads it"
         )
-        try:
-            tracker.close_run(run_id, FAILED, error_type="ResultNotLogged", message=reason)
-            closed = "closed FAILED"
-        except Exception:  # the store is gone altogether: the run stays RUNNING until --sync
-            closed = "left RUNNING"
+        closed = close_after_failure(tracker, run_id, "ResultNotLogged", reason, answering=answering)
         bound = retry_bound(self.config.mlflow.tracking_uri)
-        print(
+        self.say(
             f"mlflow error: could not log run {run_id} ({error}{'; ' + bound if bound else ''}); run {closed}; "
             f"the result is kept in {self.folder.result}; upload it later with `{sync}`",
-            file=sys.stderr,
-            flush=True,
+            err=True,
         )
+
+    def say(self, line: str, *, err: bool = False) -> None:
+        """One line to the terminal, the config's secrets masked (an error may quote a token)."""
+        print(scrub(line, self.secrets), file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def distinct_name(config: Config, varied: list[str], job_num: int | None) -> str:
+    """The run's name; where a swept key is a secret its values are masked alike, so the job's number
+    tells its runs apart (`...·db_password=***·job 1`)."""
+    name = run_name(config, varied)
+    if job_num is not None and any(looks_secret(key) for key in varied):
+        name += f"·job {job_num}"
+    return name
+
+
+def close_after_failure(
+    tracker: Tracker, run_id: str, error_type: str, reason: str, *, answering: bool
+) -> str:
+    """Close the run FAILED with the reason, in one attempt (the store already failed a request); where
+    it is gone or hung the run stays RUNNING until `--sync` (which completes it, or closes it KILLED)."""
+    if not answering:
+        return "left RUNNING"
+    try:
+        with one_attempt():
+            tracker.close_run(run_id, FAILED, error_type=error_type, message=reason)
+        return "closed FAILED"
+    except Exception:  # the store is gone altogether
+        return "left RUNNING"
 
 
 class AlreadyFinished(Exception):
@@ -303,12 +400,15 @@ def write_job_files(result: JobResult, folder: JobDir, warmup_steps: int) -> Non
         folder.error.write_text(f"{result.error.type}: {result.error.message}\n\n{result.error.traceback}")
 
 
-def record_bad_job(sweep: SweepContext, err: ConfigError, overrides: list[str]) -> None:
-    """A job of a sweep with bad values is still listed in the sweep, as FAILED with the error."""
+def record_bad_job(sweep: SweepContext, err: ConfigError, overrides: list[str], place: JobPlace) -> None:
+    """A job of a sweep with bad values is still listed in the sweep, as FAILED with the error (its
+    number and folder: the sweep counts it accounted for)."""
     try:
         tracker = Tracker(sweep.tracking_uri, sweep.experiment)
         tags = {
             "sweep_id": sweep.sweep_id,
+            "job_num": str(place.job_num),
+            "job_dir": str(place.job_dir),
             "error_type": "ConfigError",
             "error_message": str(err),
             "overrides": " ".join(overrides),
@@ -322,4 +422,4 @@ def record_bad_job(sweep: SweepContext, err: ConfigError, overrides: list[str]) 
 
 def report_config_error(err: ConfigError) -> None:
     for e in err.errors:
-        print(f"config error: {e}", file=sys.stderr, flush=True)
+        print(f"config error: {printable(str(e))}", file=sys.stderr, flush=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib.util
+import os
 import typing
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ def validate(cfg: Config | DictConfig) -> Config:
     """Every check, the config's own first; return the typed config, or raise the first
     :class:`ConfigError` (every error found is in its `.errors`)."""
     config = check(cfg)
+    raise_first(host_errors(config))
     errors = model_errors("model", config.model)  # imports the model library, once per version
     if config.compile.compiled:
         errors += backend_errors(config.compile.backend)
@@ -44,6 +46,44 @@ def validate(cfg: Config | DictConfig) -> Config:
 
 
 TIMM_FACTORY, HF_FACTORY = "models.timm_models.create", "models.hf.create"
+# Processes a job may start on this host's CPUs: one gloo rank per core (more only time the
+# oversubscription), and DataLoader workers per rank up to twice the cores (torch suggests one per
+# core). Beyond, a typo (`parallel.nproc=1000`) starts hundreds of processes and the OOM killer picks
+# whatever it likes on the host.
+DATALOADER_WORKERS_PER_CORE = 2
+
+
+def host_cores() -> int:
+    """The cores this process may run on (its affinity: a SLURM allocation, a container's cpuset)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def host_errors(config: Config) -> list[ConfigError]:
+    """Limits from this host's cores, before any process starts: CPU ranks and DataLoader workers."""
+    cores, errors = host_cores(), []
+    par = config.parallel
+    on_cpu = config.device == "cpu" or (config.device == "auto" and not visible_gpus())
+    if par.distributed and par.nproc > cores and on_cpu:
+        errors.append(
+            ConfigError(
+                "parallel.nproc",
+                par.nproc,
+                f"at most {cores} on the CPU (one gloo process per core this job may use: {cores})",
+            )
+        )
+    limit = DATALOADER_WORKERS_PER_CORE * cores
+    if config.data.loader and config.data.num_workers > limit:
+        errors.append(
+            ConfigError(
+                "data.num_workers",
+                config.data.num_workers,
+                f"at most {limit} ({DATALOADER_WORKERS_PER_CORE} DataLoader processes per core this job may use: {cores})",
+            )
+        )
+    return errors
 
 
 def model_errors(at: str, model: ModelConfig) -> list[ConfigError]:
@@ -108,8 +148,6 @@ def parallel_errors(config: Config) -> list[ConfigError]:
 
 def visible_gpus() -> int | None:
     """GPUs this job may use: CUDA_VISIBLE_DEVICES if set, else NVML's count; None if unknown."""
-    import os
-
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
         return len([d for d in listed.split(",") if d.strip() and d.strip() != "-1"])

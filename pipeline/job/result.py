@@ -7,6 +7,7 @@ timed out) the parent writes it from what it knows. It also records whether it r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -15,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.jobdir import JobDir
+from pipeline.jobdir import RESULT, JobDir
 from pipeline.status import FAILED, KILLED
 
 
@@ -54,12 +55,19 @@ class JobResult:
         return json.dumps(data, indent=1, default=str, allow_nan=True)
 
     def write(self, path: str | Path) -> None:
+        """Atomically: the whole file or, when it cannot be written (a full disk), no file at all (the
+        temp file is removed; an earlier result there stays as it was) and the OSError."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".result-", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            f.write(self.to_json())
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(self.to_json())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     @classmethod
     def read(cls, path: str | Path) -> JobResult:
@@ -87,6 +95,30 @@ def recorded_run_id(job_dir: Path) -> str | None:
         return JobDir(job_dir).run_id.read_text().strip() or None
     except OSError:
         return None
+
+
+def unsynced_results(folder: Path) -> list[Path]:
+    """Result files in this job folder or the job folders under it (a sweep's) that MLflow does not
+    have yet, or that cannot be read: none of them may be overwritten or deleted before `--sync`
+    uploaded it. (Two levels: a sweep's `<num>/`, and a job's folder itself.)"""
+    found = []
+    for path in [folder / RESULT, *folder.glob(f"*/{RESULT}"), *folder.glob(f"*/*/{RESULT}")]:
+        try:
+            if not path.is_file() or JobResult.read(path).mlflow_synced:
+                continue
+        except (OSError, ValueError, TypeError):
+            pass  # unreadable: not known to be in MLflow
+        found.append(path)
+    return found
+
+
+def refuse_overwrite(key: str, folder: Path, results: list[Path]) -> str:
+    """The line that refuses to run where results MLflow never got would be overwritten."""
+    more = f" and {len(results) - 1} more" if len(results) > 1 else ""
+    return (
+        f"{key}={str(folder)!r} holds job results MLflow never got ({results[0]}{more}): upload them first "
+        f"(`python -m pipeline.report --sync {folder}`), or pick another folder"
+    )
 
 
 def write_timeout(path: str | Path, message: str, **info: Any) -> None:

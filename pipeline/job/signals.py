@@ -95,5 +95,43 @@ class SchedulerSignals:
 
 
 def raise_interrupt(signum: int, frame: Any) -> None:
-    """SIGTERM as Ctrl-C: the job stops the same way (installed by `pipeline.run`)."""
+    """SIGTERM as Ctrl-C: the job stops the same way."""
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+
+
+def stop_once() -> None:
+    """Ctrl-C and SIGTERM stop the job or sweep once (installed by `pipeline.run`): the first raises
+    KeyboardInterrupt with its name; any later one, while the process closes its runs and ends its
+    template and workers, is ignored with one line, so that stopping completes (a second Ctrl-C 0.2 s
+    after the first once left a traceback and the sweep's parent RUNNING). SIGKILL still ends it."""
+    for signum in INTERRUPTS:
+        signal.signal(signum, _first_interrupt)
+
+
+def _first_interrupt(signum: int, frame: Any) -> None:
+    for other in INTERRUPTS:
+        signal.signal(other, _already_stopping)
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def exiting_after_interrupt() -> None:
+    """The process ends now after its interruption: a later Ctrl-C or SIGTERM is ignored for good
+    (Python's finalization restores SIGINT's default handler: a second Ctrl-C landing there would kill
+    it by SIGINT, its closing done but its exit code not 130). Nothing is started after this."""
+    for signum in INTERRUPTS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+_told: list[int] = []
+
+
+def _already_stopping(signum: int, frame: Any) -> None:
+    if not _told:
+        _told.append(signum)
+        os.write(
+            2,
+            f"{signal.Signals(signum).name}: already stopping (closing the runs); `kill -9 {os.getpid()}` ends it at once\n".encode(),
+        )

@@ -9,6 +9,8 @@ result is made here from its exit status and the tail of its log.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import json
 import os
 import shutil
@@ -28,6 +30,7 @@ from pipeline.job.result import JobResult
 from pipeline.job.worker_start import READY_TIMEOUT_S, ForkedWorker, StartPlan, start_worker
 from pipeline.jobdir import RANK_RESULT_GLOB, JobDir
 from pipeline.progress import parse_progress
+from pipeline.redaction import write_private
 from pipeline.status import FAILED, FINISHED, KILLED
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -115,7 +118,7 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
     job_dir.mkdir(parents=True, exist_ok=True)
     folder = JobDir(job_dir)
     config_path, result_path, log_path = folder.job_config, folder.result, folder.worker_log
-    config_path.write_text(json.dumps(to_dict(launch.config), indent=1))
+    write_private(config_path, json.dumps(to_dict(launch.config), indent=1))  # unredacted: this user's only
     result_path.unlink(missing_ok=True)
     trace_dir = folder.torch_trace if launch.config.diagnose.trace else None
     cmd = worker_command(launch.config, config_path, result_path)
@@ -126,7 +129,9 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
     gate.unlink(missing_ok=True)
     env = {**worker_env(launch.cache_dir, trace_dir, launch.extra_env), START_GATE_ENV: str(gate)}
     started, started_at = time.monotonic(), time.time()
-    with open(log_path, "w") as log:
+    # Unbuffered: a full disk fails a write, never the file's closing (nothing left to flush).
+    with open(log_path, "wb", buffering=0) as log:
+        pump = Pump(log, launch.on_progress, launch.on_line)
         started_worker = start_worker(
             cmd,
             env=env,
@@ -136,23 +141,26 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
         )
         proc = started_worker.proc
         if started_worker.note:
-            log.write(started_worker.note + "\n")
+            pump.write(started_worker.note + "\n")
             launch.on_line(started_worker.note)
-        folder.worker_pid.write_text(str(proc.pid))
-        reader = threading.Thread(
-            target=_pump, args=(proc, log, launch.on_progress, launch.on_line), daemon=True
-        )
+        with contextlib.suppress(OSError):  # a later look's convenience; the job knows its worker
+            folder.worker_pid.write_text(str(proc.pid))
+        reader = threading.Thread(target=pump.run, args=(proc,), daemon=True)
         reader.start()
         timed_out = False
         try:
             if launch.on_started is not None:
                 launch.on_started()
-            gate.touch()
+            gate.touch()  # an OSError (a full disk): the worker is stopped, the job fails saying why
             proc.wait(timeout=max(0.0, timeout_s - (time.monotonic() - started)))
         except subprocess.TimeoutExpired:
             timed_out = True
+            pump.quiet = True  # what a killed worker prints as it dies stays in worker.log
             _kill_group(proc)
         except BaseException:
+            pump.quiet = (
+                True  # a stopped job: e.g. torch's launcher's traceback of SIGTERM, in worker.log only
+            )
             _kill_group(proc)
             reader.join(timeout=5)
             raise
@@ -160,19 +168,20 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
     _kill_group(proc)  # leftovers of the worker (DataLoader or compile workers), if any
     wall_s = time.monotonic() - started
 
+    tail = _log_tail(log_path) or "\n".join(pump.last)
     if timed_out:
         result = _read_or_new(result_path)
-        result.fail(
-            KILLED, "Timeout", f"worker killed after trainer.timeout_s={timeout_s:g} s", _log_tail(log_path)
-        )
+        result.fail(KILLED, "Timeout", f"worker killed after trainer.timeout_s={timeout_s:g} s", tail)
     elif launch.config.parallel.distributed:
-        result = ranks_result(job_dir, result_path, proc.returncode, _log_tail(log_path))
+        result = ranks_result(job_dir, result_path, proc.returncode, tail)
     elif result_path.exists():
         result = JobResult.read(result_path)
     else:
-        how = signal_description(proc.returncode)
+        how = getattr(proc, "lost", "") or f"worker {signal_description(proc.returncode)}"
         result = JobResult()
-        result.fail(FAILED, "WorkerCrashed", f"worker {how} before writing its result", _log_tail(log_path))
+        result.fail(FAILED, "WorkerCrashed", f"{how} before writing its result{last_error(tail)}", tail)
+    if pump.log_error:
+        result.info["worker_log_error"] = pump.log_error
     if trace_dir is not None:
         result.info["tlparse"] = run_tlparse(trace_dir, folder.tlparse)
     result.metrics["job/worker_wall_s"] = wall_s
@@ -183,8 +192,20 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
     result.info["worker_exit"] = (
         signal_description(proc.returncode) if proc.returncode is not None else "killed"
     )
-    result.write(result_path)
+    try:
+        result.write(result_path)
+    except OSError as err:  # a full disk: the job's parent still has it, and logs it to MLflow
+        result.info["result_not_kept"] = f"{type(err).__name__}: {err}"
     return result
+
+
+def last_error(tail: str) -> str:
+    """` (<the last exception line of the worker's output>)`, or '' when it printed none."""
+    for line in reversed(tail.splitlines()):
+        name = line.split(":", 1)[0].strip()
+        if ":" in line and name.isidentifier() and name.endswith(("Error", "Exception", "Interrupt")):
+            return f" ({line.strip()[:300]})"
+    return ""
 
 
 def worker_command(config: Config, config_path: Path, result_path: Path) -> list[str]:
@@ -276,18 +297,48 @@ def _read_or_new(path: Path) -> JobResult:
         return JobResult()
 
 
-def _pump(
-    proc: subprocess.Popen | ForkedWorker,
-    log: Any,
-    on_progress: Callable[[dict[str, Any]], None],
-    on_line: Callable[[str], None],
-) -> None:
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        event = parse_progress(line)
-        if event is not None:
-            on_progress(event)
-            continue
-        log.write(line)
-        log.flush()
-        on_line(line.rstrip("\n"))
+class Pump:
+    """Reads the worker's output to its end: progress events to the job's display, every other line
+    to worker.log and the terminal. A log that cannot be written (a full disk) costs the log, never the
+    worker (whose output must be read) nor the job; the last lines are kept here too. Once the job
+    stops its worker (`quiet`), its dying words go to the log only."""
+
+    def __init__(
+        self, log: Any, on_progress: Callable[[dict[str, Any]], None], on_line: Callable[[str], None]
+    ):
+        self.log, self.on_progress, self.on_line = log, on_progress, on_line
+        self.last: collections.deque[str] = collections.deque(maxlen=30)
+        self.log_error = ""
+        self.quiet = False
+        self.in_traceback = False
+
+    def run(self, proc: subprocess.Popen | ForkedWorker) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            event = parse_progress(line)
+            if event is not None:
+                self.on_progress(event)
+                continue
+            self.last.append(line.rstrip("\n"))
+            self.write(line)
+            if not self.quiet and not self.traceback_line(line):
+                self.on_line(line.rstrip("\n"))
+
+    def traceback_line(self, line: str) -> bool:
+        """Whether the line belongs to a Python traceback the worker printed as it crashed: it stays in
+        worker.log, and its last line (the error) ends the job's own line."""
+        if line.startswith(("Traceback (most recent call last):", "During handling of the above")):
+            self.in_traceback = True
+        elif self.in_traceback and line.strip() and not line[0].isspace():
+            self.in_traceback = False  # the error's line closes it
+            return True
+        return self.in_traceback
+
+    def write(self, line: str) -> None:
+        if self.log_error:
+            return
+        try:
+            self.log.write(line.encode(errors="replace"))
+        except OSError as err:
+            self.log_error = f"worker.log not written from here on ({err.strerror or err})"
+            self.on_line(f"job: {self.log_error}")

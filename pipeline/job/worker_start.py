@@ -24,6 +24,7 @@ Torch-free.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -139,7 +140,8 @@ class TemplateProcess:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
-        template_file(self.sweep_dir, self.info.host).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a sweep folder gone read-only or full: the file is stale only
+            template_file(self.sweep_dir, self.info.host).unlink(missing_ok=True)
 
 
 def no_template(sweep_dir: Path, reason: str) -> None:
@@ -176,9 +178,20 @@ class ForkedWorker:
     `returncode`, `wait(timeout)`. Its exit status comes from the template over the connection; the
     lifeline pipe's write end stays here until it has exited (its closing ends the worker)."""
 
-    def __init__(self, *, pid: int, conn: socket.socket, stdout: TextIO, lifeline: int, pending: bytes):
+    def __init__(
+        self,
+        *,
+        pid: int,
+        conn: socket.socket,
+        stdout: TextIO,
+        lifeline: int,
+        pending: bytes,
+        template_pid: int = 0,
+    ):
         self.pid, self.conn, self.stdout, self.lifeline = pid, conn, stdout, lifeline
         self.returncode: int | None = None
+        self.template_pid = template_pid
+        self.lost = ""  # why the worker is gone when the template, not the worker, ended it
         self._buffer = pending
 
     def wait(self, timeout: float | None = None) -> int:
@@ -194,6 +207,10 @@ class ForkedWorker:
             if self._readable(left):
                 chunk = self.conn.recv(65536)
                 if not chunk:  # the template ended: its PR_SET_PDEATHSIG killed the worker
+                    self.lost = (
+                        f"the sweep's template process (pid {self.template_pid}) ended, and its "
+                        f"PR_SET_PDEATHSIG killed the worker (pid {self.pid})"
+                    )
                     self._exited(-signal.SIGKILL)
                 self._buffer += chunk
         assert self.returncode is not None
@@ -239,7 +256,14 @@ def fork_worker(
         raise TemplateRefused(str(reply.get("refused", reply)))
     stdout = open(out_r, buffering=1, errors="replace")  # noqa: SIM115 - the worker's output, read to its end
     conn.settimeout(None)
-    return ForkedWorker(pid=int(reply["pid"]), conn=conn, stdout=stdout, lifeline=life_w, pending=pending)
+    return ForkedWorker(
+        pid=int(reply["pid"]),
+        conn=conn,
+        stdout=stdout,
+        lifeline=life_w,
+        pending=pending,
+        template_pid=info.pid,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,11 +4,16 @@ failed (or whose driver died) is finished later by `python -m pipeline.report --
 
 from __future__ import annotations
 
+import json
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.job.result import one_line
-from pipeline.status import FAILED, FINISHED, KILLED, RUNNING
+from pipeline.job.result import JobResult, one_line
+from pipeline.jobdir import RESULT
+from pipeline.redaction import private_files, redact_uri
+from pipeline.status import FAILED, FINISHED, KILLED, RUNNING, SKIPPED
 from pipeline.sweep import lease, slurm
 from pipeline.sweep.plots import make_plots
 from pipeline.sweep.render import print_table, to_markdown, write_csv
@@ -94,14 +99,67 @@ def close_orphans(tracker: Tracker, sweep_id: str) -> None:
             print(f"{run.name}: KILLED: {reason}", flush=True)
 
 
+@dataclass(frozen=True)
+class SweepEnd:
+    """What closing a sweep gave: its summary, and the line saying it is incomplete ('' when every
+    planned job is accounted for)."""
+
+    summary: Summary
+    incomplete: str = ""
+
+
+def missing_jobs(tracker: Tracker, sweep: SweepContext) -> list[int]:
+    """The jobs this session of the sweep planned (`total_jobs` in sweep.json) that left no trace: no
+    run of the sweep from this session's folder (a bad job's, a lost job's count), no SKIPPED result
+    (a resumed job already done). A job stopped before it opened its run (a double Ctrl-C, a full
+    disk, a store gone), or never launched, is missing. Empty for a search that decides as it goes."""
+    if not sweep.total_jobs:
+        return []
+    here = os.path.realpath(sweep.sweep_dir) + os.sep
+    seen: set[int] = set()
+    for run in tracker.sweep_children(sweep.sweep_id):
+        num, job_dir = run.tags.get("job_num", ""), run.tags.get("job_dir", "")
+        if num.isdigit() and job_dir and os.path.realpath(job_dir).startswith(here):
+            seen.add(int(num))
+    folder = Path(sweep.sweep_dir)
+    for path in [*folder.glob(f"*/{RESULT}"), *folder.glob(f"*/*/{RESULT}")]:
+        try:
+            result = JobResult.read(path)
+        except (OSError, ValueError, TypeError):
+            continue
+        if result.status == SKIPPED and str(result.info.get("job_num", "")).isdigit():
+            seen.add(int(result.info["job_num"]))
+    return [num for num in range(sweep.total_jobs) if num not in seen]
+
+
+def incomplete_line(sweep: SweepContext, missing: list[int]) -> str:
+    shown = ", ".join(map(str, missing[:20])) + (", ..." if len(missing) > 20 else "")
+    return (
+        f"{len(missing)} of the {sweep.total_jobs} planned jobs left no run in MLflow (job{'s' if len(missing) > 1 else ''} "
+        f"{shown}: stopped before their run opened, or never launched)"
+    )
+
+
 def finish_sweep(
     sweep: SweepContext, tracker: Tracker | None = None, *, wall_s: float | None = None
-) -> Summary:
-    """At multirun end: print and publish the summary, close the parent run; return the summary.
+) -> SweepEnd:
+    """At multirun end: print and publish the summary, close the parent run. A sweep whose planned jobs
+    are not all accounted for (sweep.json's `total_jobs`) is never closed FINISHED: its parent ends
+    FAILED (KILLED if it was interrupted) with the jobs that are missing, and `incomplete` says so.
     `wall_s`: the sweep's wall time when it is finished later than its last job ended."""
     tracker = tracker or Tracker(sweep.tracking_uri, sweep.experiment)
+    parent = tracker.get_run(sweep.parent_run_id)
+    if parent is None:  # never write a summary of a store that is not the sweep's
+        raise LookupError(
+            f"its parent run {sweep.parent_run_id} is not in {redact_uri(tracker.uri)}: the store the sweep "
+            f"logged to is {redact_uri(sweep.tracking_uri)}"
+        )
     close_orphans(tracker, sweep.sweep_id)
     summary = build_summary(tracker, sweep.sweep_id)
+    missing = missing_jobs(tracker, sweep)
+    incomplete = incomplete_line(sweep, missing) if missing else ""
+    if incomplete:
+        summary.notes.append(f"incomplete: {incomplete}")
     # The parent run's start (before any job) to now (every job ended), less the gaps between a sweep
     # and its resumptions: the sweep's wall time, but for its process start and the summary itself.
     summary.aggregates["sweep/wall_s"] = sweep.wall_s() if wall_s is None else wall_s
@@ -111,11 +169,26 @@ def finish_sweep(
         f"summary: {', '.join(str(p) for p in files[:2])} and {len(files) - 2} plots; logged to parent run {sweep.parent_run_id}",
         flush=True,
     )
+    if incomplete:
+        interrupted = parent.status == KILLED
+        before = parent.tags.get("error_message", "") if interrupted else ""
+        tracker.set_tags(sweep.parent_run_id, {"jobs_missing": ", ".join(map(str, missing))})
+        tracker.close_run(
+            sweep.parent_run_id,
+            KILLED if interrupted else FAILED,
+            error_type=parent.tags.get("error_type", "Interrupted") if interrupted else "IncompleteSweep",
+            message="; ".join(filter(None, [before, incomplete])),
+        )
+        return SweepEnd(summary, incomplete)
+    tracker.delete_tags(
+        sweep.parent_run_id, ["jobs_missing"]
+    )  # a resumption ran what an earlier session lacked
     tracker.clear_error(sweep.parent_run_id)  # a sweep finished late (`--sync`) ends as if on time
     tracker.end_run(sweep.parent_run_id, FINISHED)
     sweep.finished = True
-    sweep.save()
-    return summary
+    with private_files():
+        sweep.save()
+    return SweepEnd(summary)
 
 
 def abandon(sweep: SweepContext, err: Exception) -> str:
@@ -134,22 +207,50 @@ def abandon(sweep: SweepContext, err: Exception) -> str:
 
 def finish_left_sweeps(tracker: Tracker, dirs: list[Path]) -> int:
     """`report --sync`: finish the sweeps under these folders whose end never happened (the store was
-    gone, the summary could not be written, the driver died), once none of their jobs still runs.
-    Returns how many could not be finished."""
+    gone, the summary could not be written, the driver died, it was interrupted), once none of their
+    jobs still runs. A sweep whose planned jobs are not all accounted for is closed, never FINISHED,
+    and counts as not finished. Returns how many could not be finished."""
     failed = 0
     for path in sorted({p for d in dirs for p in [d / SWEEP_FILE, *d.rglob(SWEEP_FILE)] if p.exists()}):
         sweep = SweepContext.load(path.parent)
         if sweep is None or sweep.finished or lease.still_working([path.parent])[0]:
             continue
         try:
-            finish_sweep(sweep, tracker, wall_s=_wall_when_left(tracker, sweep))
-            print(f"finished sweep {sweep.sweep_id} ({path.parent})")
+            if not _finish_left(tracker, sweep, path.parent):
+                failed += 1
         except Exception as exc:
             failed += 1
             print(
                 f"could not finish sweep {sweep.sweep_id} ({path.parent}): {type(exc).__name__}: {one_line(str(exc))}"
             )
     return failed
+
+
+def _finish_left(tracker: Tracker, sweep: SweepContext, folder: Path) -> bool:
+    """Finish one sweep left unfinished; False when it is (still) incomplete."""
+    parent = tracker.get_run(sweep.parent_run_id)
+    dirs = json.loads(parent.tags.get("sweep_dirs", "[]")) if parent is not None else []
+    if dirs and dirs[-1] != sweep.sweep_dir:  # a later session of the sweep (resumed) finishes it
+        print(f"sweep {sweep.sweep_id} ({folder}): resumed later in {dirs[-1]}, which finishes it")
+        return True
+    if parent is not None and parent.status != RUNNING and "jobs_missing" in parent.tags:
+        print(
+            f"sweep {sweep.sweep_id} ({folder}) is incomplete: jobs {parent.tags['jobs_missing']} left no run; "
+            f"parent run {parent.run_id} {parent.status}; {resume_hint(sweep)}"
+        )
+        return False
+    end = finish_sweep(sweep, tracker, wall_s=_wall_when_left(tracker, sweep))
+    if end.incomplete:
+        print(
+            f"sweep {sweep.sweep_id} ({folder}) is incomplete: {end.incomplete}; parent run closed, not FINISHED; {resume_hint(sweep)}"
+        )
+        return False
+    print(f"finished sweep {sweep.sweep_id} ({folder})")
+    return True
+
+
+def resume_hint(sweep: SweepContext) -> str:
+    return f"run the missing jobs by resuming it: the sweep's command with sweep.id={sweep.sweep_id} sweep.resume=true"
 
 
 def _wall_when_left(tracker: Tracker, sweep: SweepContext) -> float | None:

@@ -20,6 +20,7 @@ from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
 from pipeline.job.outcome import run_payload
 from pipeline.job.result import JobResult, recorded_run_id
 from pipeline.jobdir import RESULT, RUN_ID, JobDir
+from pipeline.redaction import redact_uri
 from pipeline.status import FINISHED, KILLED, RUNNING
 from pipeline.sweep import lease
 from pipeline.sweep_context import SweepContext
@@ -88,12 +89,42 @@ def _new_run(tracker: Tracker, cfg: Config, job_dir: Path) -> str:
     return tracker.start_run(run_name(cfg, varied), tags, parent_run_id=parent)
 
 
+def not_in_store(tracker: Tracker, dirs: list[Path]) -> list[tuple[Path, str]]:
+    """Results that say MLflow has them (`mlflow_synced`) in a run this store does not hold: the store
+    is not the one they were logged to, or it lost them (a deleted sqlite file set up afresh)."""
+    lost = []
+    for root in dirs:
+        for path in sorted(root.rglob(RESULT)):
+            try:
+                result = JobResult.read(path)
+            except (OSError, ValueError, TypeError):
+                continue
+            if (
+                result.mlflow_synced
+                and result.mlflow_run_id
+                and tracker.get_run(result.mlflow_run_id) is None
+            ):
+                lost.append((path, result.mlflow_run_id))
+    return lost
+
+
 def sync_results(tracker: Tracker, dirs: list[Path]) -> int:
     paths = unsynced(dirs)
+    lost = not_in_store(tracker, dirs)
+    if lost:
+        (first, run_id), more = lost[0], f" and {len(lost) - 1} more" if len(lost) > 1 else ""
+        sweep = next((s for p, _ in lost if (s := SweepContext.load(p.parent.parent)) is not None), None)
+        store = f" (sweep.json names {redact_uri(sweep.tracking_uri)})" if sweep is not None else ""
+        print(
+            f"sync error: {first}{more} say MLflow has them (run {run_id}), but {redact_uri(tracker.uri)} holds "
+            f"no such run: this is not the store they were logged to, or it lost them; point --tracking-uri at "
+            f"that store{store}"
+        )
     if not paths:
-        print(f"nothing to sync under {', '.join(map(str, dirs))}: every job result is in MLflow")
-        return 0
-    failed = 0
+        if not lost:
+            print(f"nothing to sync under {', '.join(map(str, dirs))}: every job result is in MLflow")
+        return 1 if lost else 0
+    failed = len(lost)
     for path in paths:
         try:
             run_id, done = sync_one(tracker, path)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from dataclasses import dataclass, field
 
@@ -198,8 +197,13 @@ def sweep_view(
 
 
 def view_id_for(sweep_id: str) -> str:
-    """A tag-key-safe id (letters, digits, `-`, `_`) that differs between sweeps."""
-    return SWEEP_VIEW_PREFIX + re.sub(r"[^A-Za-z0-9_-]", "_", sweep_id)
+    """A tag-key-safe id (letters, digits, `-`, `_`), one per sweep id and never another's: ASCII
+    letters, digits and `-` stay, `_` becomes `__` and any other character `_<its code in hex>_`
+    (`hx.1` -> `sweep-hx_2e_1`, `hx_1` -> `sweep-hx__1`)."""
+    return SWEEP_VIEW_PREFIX + "".join(
+        c if c.isascii() and (c.isalnum() or c == "-") else "__" if c == "_" else f"_{ord(c):x}_"
+        for c in sweep_id
+    )
 
 
 def filter_literal(value: str) -> str:

@@ -1,24 +1,31 @@
 """Reaching an MLflow server: its health check (one line when it does not answer), and HTTP retries
-bounded to seconds, not MLflow's four minutes."""
+bounded to seconds, not MLflow's minutes: a server that is gone or hung (SIGSTOPped, overloaded)
+holds a job for seconds."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 
 from pipeline.redaction import redact_text, redact_uri
 from pipeline.tracking.store import TrackingUnavailable, check_sqlite_writable
 
 # A store outage must not hold a job (and its GPU allocation) for minutes: MLflow's own defaults retry
-# each HTTP request for about 4 minutes (7 retries, backoff factor 2, 120 s timeout). These bound it
-# to seconds (3 retries at 1, 2, 4 s, a 30 s timeout per attempt); settings in the environment win.
+# each HTTP request for about 4 minutes (7 retries, backoff factor 2, 120 s timeout). These bound a
+# request to about 33 s (2 retries at 1 and 2 s, 10 s to wait for an answer each time: a hung server
+# once held a job 4.5 minutes at 30 s); a job also asks the server's health (`HEALTH_TIMEOUT_S`)
+# before it logs its result, so a server that stopped answering costs it seconds, and once a request
+# gave up, closing the run is one attempt. Settings in the environment win.
 HTTP_RETRY_DEFAULTS = {
-    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
 }
+HEALTH_TIMEOUT_S = 5.0
 for _name, _value in HTTP_RETRY_DEFAULTS.items():
     os.environ.setdefault(_name, _value)
 
@@ -31,7 +38,26 @@ def retry_bound(tracking_uri: str) -> str:
     return f"retries bounded by {settings}"
 
 
-def check_reachable(tracking_uri: str, timeout_s: float = 5.0) -> None:
+@contextlib.contextmanager
+def one_attempt(timeout_s: float = HEALTH_TIMEOUT_S) -> Iterator[None]:
+    """MLflow's HTTP requests in the block are tried once, for `timeout_s` (MLflow reads these
+    settings at each request): for a best-effort call after the store already failed a request."""
+    names = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")
+    before = {name: os.environ.get(name) for name in names}
+    os.environ.update(
+        {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": f"{timeout_s:g}"}
+    )
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def check_reachable(tracking_uri: str, timeout_s: float = HEALTH_TIMEOUT_S) -> None:
     """Fail fast, in one line naming `mlflow.tracking_uri`, when the store cannot be used: a sqlite file
     that cannot be written (a read-only directory fails here in milliseconds, where MLflow would retry
     its engine for two minutes), or a server that does not answer its health check."""

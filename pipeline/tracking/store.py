@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import sqlite3
 import subprocess
 import sys
@@ -32,6 +33,9 @@ def sqlite_path(tracking_uri: str) -> Path:
     return Path(tracking_uri[len("sqlite:///") :])
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every sqlite database file
+
+
 def check_sqlite_writable(tracking_uri: str) -> None:
     db = sqlite_path(tracking_uri)
     if not db.is_absolute():
@@ -43,14 +47,20 @@ def check_sqlite_writable(tracking_uri: str) -> None:
         # sqlite writes its journal beside the file: the folder must take new files, the file writes.
         with tempfile.NamedTemporaryFile(dir=db.parent, prefix=f".{db.name}.probe-"):
             pass
+        header = b""
         if db.exists():
-            with open(db, "r+b"):
-                pass
+            with open(db, "r+b") as f:
+                header = f.read(len(SQLITE_HEADER))
     except OSError as exc:
         where = exc.filename or db.parent
         raise TrackingUnavailable(
             f"mlflow.tracking_uri={tracking_uri!r}: cannot write {where} ({exc.strerror or exc})"
         ) from exc
+    if header and header != SQLITE_HEADER:
+        raise TrackingUnavailable(
+            f"mlflow.tracking_uri={tracking_uri!r}: {db} is not a sqlite database (it does not start with "
+            "SQLite's header): point mlflow.tracking_uri at an MLflow store, or move the file aside"
+        )
 
 
 def mlflow_client(tracking_uri: str) -> Any:
@@ -61,6 +71,7 @@ def mlflow_client(tracking_uri: str) -> Any:
 
     if not tracking_uri.startswith("sqlite:///"):
         return MlflowClient(tracking_uri=tracking_uri)
+    _quiet_database_errors()
     db = sqlite_path(tracking_uri)
     db.parent.mkdir(parents=True, exist_ok=True)  # as MLflow would
     with _locked(db.with_name(db.name + ".lock")):
@@ -137,25 +148,39 @@ def _repair(tracking_uri: str, db: Path, cause: Exception) -> None:
 
 
 def _holds_runs(db: Path) -> bool:
+    """Whether the store may hold runs: a file that is not a sqlite database may hold anything."""
+    try:
+        with open(db, "rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+    except OSError:
+        return True
+    if header and header != SQLITE_HEADER:
+        return True
     try:
         with contextlib.closing(sqlite3.connect(db)) as conn:
             return bool(conn.execute("SELECT count(*) FROM runs").fetchone()[0])
-    except sqlite3.Error:  # no runs table: nothing was ever logged
+    except sqlite3.OperationalError:  # no runs table: nothing was ever logged
         return False
+    except sqlite3.Error:  # damaged: it may hold runs
+        return True
 
 
 def _set_aside(db: Path) -> Path:
     """Copy the store to `<db>.broken-<time>`, then empty it in place (the same file: connections this
     process already holds keep working, and MLflow sets it up afresh)."""
     aside = db.with_name(f"{db.name}.broken-{time.strftime('%Y%m%d-%H%M%S')}")
-    with contextlib.closing(sqlite3.connect(db)) as conn:  # rolls back a hot journal first
-        with contextlib.closing(sqlite3.connect(aside)) as copy:
-            conn.backup(copy)
-        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        conn.execute("PRAGMA foreign_keys = OFF")
-        for table in tables:
-            conn.execute(f'DROP TABLE IF EXISTS "{table}"')
-        conn.commit()
+    try:
+        with contextlib.closing(sqlite3.connect(db)) as conn:  # rolls back a hot journal first
+            with contextlib.closing(sqlite3.connect(aside)) as copy:
+                conn.backup(copy)
+            tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            conn.execute("PRAGMA foreign_keys = OFF")
+            for table in tables:
+                conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+            conn.commit()
+    except sqlite3.Error:  # no copy kept of what could not be copied (never an empty `.broken-*`)
+        aside.unlink(missing_ok=True)
+        raise
     return aside
 
 
@@ -178,3 +203,41 @@ def _error_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     named = [line for line in lines if "Error" in line.split(":", 1)[0]]
     return (named or lines or ["no message"])[-1][:300]
+
+
+def describe_store_error(exc: BaseException, tracking_uri: str = "") -> str:
+    """One line for an error a store raised: for sqlite the database's own error (`(sqlite3.OperationalError)
+    attempt to write a readonly database`), which SQLAlchemy wraps in an autoflush or rollback notice,
+    and whether the store's file is still there; else the first line of the message."""
+    line = _sqlite_cause(str(exc))
+    if line is None:
+        lines = [text.strip() for text in str(exc).strip().splitlines() if text.strip()]
+        return (lines[0] if lines else type(exc).__name__)[:500]
+    if tracking_uri.startswith("sqlite:///") and not sqlite_path(tracking_uri).exists():
+        line += f"; {sqlite_path(tracking_uri)} no longer exists (deleted while the job ran?)"
+    return line
+
+
+def _sqlite_cause(text: str) -> str | None:
+    for line in text.splitlines():
+        start = line.find("(sqlite3.")
+        if start >= 0:
+            return line[start:].split(" [SQL:", 1)[0].split(" (Background on", 1)[0].strip()[:300]
+    return None
+
+
+class _OneLineDatabaseErrors(logging.Filter):
+    """MLflow logs every SQLAlchemy error with its whole traceback before raising it (which the job
+    says in one line): the log keeps the database's own error, in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info or "\n" in str(record.msg):
+            cause = _sqlite_cause(record.getMessage()) or record.getMessage().strip().splitlines()[0]
+            record.msg, record.args, record.exc_info, record.exc_text = cause, None, None, None
+        return True
+
+
+def _quiet_database_errors() -> None:
+    logger = logging.getLogger("mlflow.store.db.utils")
+    if not any(isinstance(f, _OneLineDatabaseErrors) for f in logger.filters):
+        logger.addFilter(_OneLineDatabaseErrors())

@@ -1,0 +1,233 @@
+"""Sweep-level faults of issue 28, through the real CLI and store: two sweeps whose ids differ only in
+characters a view id cannot hold, a reused folder holding a result MLflow lacks, `--sync` against a
+store that lost its runs, a double Ctrl-C and the incomplete sweep it leaves."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.sweep.view import VIEW_TAG_PREFIX, view_id_for
+from tests.conftest import (
+    TINY,
+    client,
+    finish,
+    one_line_errors,
+    output,
+    popen_cli,
+    run_cli,
+    run_report,
+    runs,
+    stop_group,
+)
+
+EAGER = [*TINY, "compile.mode=eager"]
+
+
+def test_view_ids_are_one_per_sweep_id():
+    ids = ["hx.1", "hx_1", "hx-1", "hx__1", "hx_2e_1", "hx/1", "hx 1", "hx1", "hé", "h_e9_", "o'brien"]
+    views = [view_id_for(i) for i in ids]
+    assert len(set(views)) == len(ids), dict(zip(ids, views, strict=True))
+    assert all(v.removeprefix("sweep-").replace("_", "").replace("-", "").isalnum() for v in views)
+    assert view_id_for("20261125-070033-ab12") == "sweep-20261125-070033-ab12"  # generated ids unchanged
+
+
+@pytest.mark.slow
+def test_two_sweeps_whose_ids_differ_in_punctuation_keep_their_own_views(tmp_path: Path, store: str):
+    """`sweep.id=hx.1` and `sweep.id=hx_1` once mapped to one saved view: the first sweep's link
+    showed the second's runs. Each now has its own, filtering its own runs."""
+    links = {}
+    for sweep_id in ("hx.1", "hx_1"):
+        proc = run_cli(
+            [*EAGER, "trainer.seed=0", f"sweep.id={sweep_id}"], tmp_path / sweep_id, store, multirun=True
+        )
+        assert proc.returncode == 0, output(proc)
+        links[sweep_id] = [ln for ln in proc.stdout.splitlines() if ln.startswith("browse: ")][-1]
+    assert links["hx.1"] != links["hx_1"]
+    experiment_id = runs(store)[0].info.experiment_id
+    tags = client(store).get_experiment(experiment_id).tags
+    for sweep_id, link in links.items():
+        view = view_id_for(sweep_id)
+        assert f"viewStateShareKey={view}&" in link, link
+        state = json.loads(json.loads(tags[VIEW_TAG_PREFIX + view])["state"])
+        assert state["searchFilter"] == f"tags.sweep_id = '{sweep_id}'"
+
+
+@pytest.mark.slow
+def test_a_reused_folder_never_overwrites_a_result_mlflow_lacks(tmp_path: Path, store: str, full_dir: Path):
+    """A job whose upload failed keeps its result for `--sync`: a later sweep (or run) in that folder
+    is refused in one line and leaves it as it was; once `--sync` uploaded it, the folder is free."""
+    full = [*EAGER, "trainer.seed=0", f"mlflow.artifact_location=file://{full_dir}"]
+    first = run_cli(full, tmp_path, store, multirun=True)
+    assert first.returncode == 1, output(first)
+    kept = tmp_path / "multirun" / "0" / "result.json"
+    before = kept.read_bytes()
+    assert json.loads(before)["mlflow_synced"] is False
+    count = len(runs(store))
+    again = run_cli([*EAGER, "trainer.seed=1,2"], tmp_path, store, multirun=True)
+    assert again.returncode == 2, output(again)
+    (line,) = one_line_errors(again, "config error:")
+    assert line.startswith(
+        f"config error: hydra.sweep.dir='{tmp_path / 'multirun'}' holds job results MLflow never got ({kept})"
+    )
+    assert f"--sync {tmp_path / 'multirun'}" in line, line
+    # The same file where a single run would write: refused too, before Hydra makes the folder's files.
+    (tmp_path / "single" / "run").mkdir(parents=True)
+    (tmp_path / "single" / "run" / "result.json").write_bytes(before)
+    single = run_cli([*EAGER], tmp_path / "single", store)
+    assert single.returncode == 2, output(single)
+    (line,) = one_line_errors(single, "config error:")
+    assert line.startswith("config error: hydra.run.dir=") and "MLflow never got" in line, line
+    assert not (tmp_path / "single" / "run" / ".hydra").exists()
+    assert kept.read_bytes() == before and len(runs(store)) == count  # nothing overwritten, nothing ran
+
+    (full_dir / "filler").unlink()  # room again: --sync uploads it into the job's own run
+    sync = run_report("--tracking-uri", store, "--sync", str(tmp_path / "multirun"))
+    assert sync.returncode == 0, sync.stdout + sync.stderr
+    assert json.loads(kept.read_text())["mlflow_synced"] is True
+    reuse = run_cli([*EAGER, "trainer.seed=1"], tmp_path, store, multirun=True)
+    assert reuse.returncode == 0, output(reuse)
+
+
+@pytest.mark.slow
+def test_sync_against_a_store_that_lost_the_runs_says_so_and_fails(tmp_path: Path, store: str):
+    """The store file was lost (deleted; the next use sets up an empty one): `--sync` must not claim
+    every result is in MLflow. It names a result and its run the store lacks, and exits 1."""
+    proc = run_cli([*EAGER], tmp_path, store)
+    assert proc.returncode == 0, output(proc)
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    Path(store.removeprefix("sqlite:///")).unlink()
+    sync = run_report("--tracking-uri", store, "--sync", str(tmp_path / "run"))
+    assert sync.returncode == 1, sync.stdout + sync.stderr
+    assert "nothing to sync" not in sync.stdout
+    (line,) = [ln for ln in sync.stdout.splitlines() if ln.startswith("sync error: ")]
+    assert f"{tmp_path / 'run' / 'result.json'} say MLflow has them (run {result['mlflow_run_id']})" in line
+    assert "holds no such run" in line, line
+
+
+@pytest.mark.slow
+def test_double_ctrl_c_leaves_nothing_running_and_an_incomplete_sweep_is_never_finished(
+    tmp_path: Path, store: str
+):
+    """Two Ctrl-C 0.25 s apart in a sweep's first job: no traceback, exit 130, nothing RUNNING. The
+    sweep planned 3 jobs and 2 never ran: `--sync` closes it, never FINISHED, and exits 1; with its
+    store file lost it writes no summary and says so; resumed (the store back), it ends FINISHED."""
+    args = [*EAGER, "trainer.steps=100000", "trainer.seed=0,1,2", "sweep.id=dbl"]
+    proc = popen_cli(args, tmp_path / "a", store, multirun=True, stderr=subprocess.STDOUT)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("job 0 "):  # its run is open, its worker started
+                break
+        time.sleep(2)
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.25)
+        os.killpg(proc.pid, signal.SIGINT)
+        done = finish(proc, timeout=120)
+    finally:
+        stop_group(proc)
+    assert done.returncode == 130, done.stdout
+    assert "Traceback" not in done.stdout, done.stdout
+    assert "RUNNING" not in {r.info.status for r in runs(store)}
+    parent, kids = split_sweep(store)
+    assert parent.info.status == "KILLED" and [k.info.status for k in kids] == ["KILLED"]
+
+    sweep_dir = tmp_path / "a" / "multirun"
+    sync = run_report("--tracking-uri", store, "--sync", str(sweep_dir))
+    assert sync.returncode == 1, sync.stdout + sync.stderr
+    assert "is incomplete: 2 of the 3 planned jobs left no run in MLflow (jobs 1, 2" in sync.stdout
+    parent, _ = split_sweep(store)
+    assert parent.info.status == "KILLED" and parent.data.tags["jobs_missing"] == "1, 2"
+    summary = (sweep_dir / "summary.md").read_bytes()
+    assert b"incomplete: 2 of the 3 planned jobs" in summary
+
+    db = Path(store.removeprefix("sqlite:///"))
+    db.rename(db.with_name("kept.db"))  # the store file lost: --sync meets an empty store
+    lost = run_report("--tracking-uri", store, "--sync", str(sweep_dir))
+    assert lost.returncode == 1 and "nothing to sync" not in lost.stdout, lost.stdout + lost.stderr
+    assert "sync error: " in lost.stdout and f"could not finish sweep dbl ({sweep_dir})" in lost.stdout
+    assert (sweep_dir / "summary.md").read_bytes() == summary  # not overwritten by an empty summary
+    db.unlink()
+    db.with_name("kept.db").rename(db)  # the store back
+
+    resumed = run_cli(
+        [*EAGER, "trainer.seed=0,1,2", "sweep.id=dbl", "sweep.resume=true"],
+        tmp_path / "b",
+        store,
+        multirun=True,
+    )
+    # exit 1: the interrupted job's (longer) configuration stays in the sweep as a failed one
+    assert resumed.returncode == 1 and "sweep error" not in resumed.stderr, output(resumed)
+    parent, kids = split_sweep(store)
+    assert parent.info.status == "FINISHED" and "jobs_missing" not in parent.data.tags
+    assert sorted(k.info.status for k in kids) == ["FINISHED", "FINISHED", "FINISHED", "KILLED"]
+    again = run_report("--tracking-uri", store, "--sync", str(sweep_dir))
+    assert again.returncode == 0 and "resumed later in" in again.stdout, again.stdout + again.stderr
+    assert split_sweep(store)[0].info.status == "FINISHED"
+
+
+def split_sweep(store: str) -> tuple[object, list]:
+    all_runs = runs(store)
+    (parent,) = [r for r in all_runs if r.data.tags.get("sweep_parent") == "true"]
+    return parent, [r for r in all_runs if r.data.tags.get("sweep_parent") != "true"]
+
+
+@pytest.mark.slow
+def test_a_second_sweep_in_a_busy_folder_is_refused_saying_why(tmp_path: Path, store: str):
+    """Two sweeps started in the same second share the default folder (`.../<date>/<time>`): the
+    second is refused in one line that says so and what to do; the first runs on."""
+    first = popen_cli([*EAGER, "trainer.steps=100000", "trainer.seed=0,1"], tmp_path, store, multirun=True)
+    try:
+        assert first.stdout is not None
+        for line in first.stdout:
+            if line.startswith("job 0 "):
+                break
+        second = run_cli([*EAGER, "trainer.seed=2"], tmp_path, store, multirun=True)
+        assert second.returncode == 1, output(second)
+        (line,) = one_line_errors(second, "sweep error:")
+        assert f"pid {first.pid}" in line and "two sweeps started in the same second" in line, line
+        assert "set hydra.sweep.dir to another folder" in line, line
+        assert first.poll() is None
+    finally:
+        os.killpg(first.pid, signal.SIGINT)
+        try:
+            first.communicate(timeout=120)
+        finally:
+            stop_group(first)
+    assert len([r for r in runs(store) if r.data.tags.get("sweep_parent") == "true"]) == 1
+
+
+@pytest.mark.slow
+def test_a_folder_whose_sweep_never_ended_is_refused_until_sync_closes_it(tmp_path: Path, store: str):
+    """The driver killed outright mid-sweep (kill -9): its parent stays RUNNING. Another sweep in that
+    folder would overwrite what `--sync` needs to close it: refused in one line; once `--sync` closed
+    it (incomplete: never FINISHED), the folder can be used."""
+    killed = popen_cli([*EAGER, "trainer.steps=100000", "trainer.seed=0,1"], tmp_path, store, multirun=True)
+    try:
+        assert killed.stdout is not None
+        for line in killed.stdout:
+            if line.startswith("job 0 "):
+                break
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait()
+    finally:
+        stop_group(killed)
+    parent, _ = split_sweep(store)
+    assert parent.info.status == "RUNNING"
+    again = run_cli([*EAGER, "trainer.seed=2"], tmp_path, store, multirun=True)
+    assert again.returncode == 2, output(again)
+    (line,) = one_line_errors(again, "config error:")
+    sweep_id = parent.data.tags["sweep_id"]
+    assert f"holds sweep {sweep_id}, whose parent run is still RUNNING" in line and "--sync" in line, line
+    sync = run_report("--tracking-uri", store, "--sync", str(tmp_path / "multirun"))
+    assert sync.returncode == 1 and "is incomplete" in sync.stdout, sync.stdout + sync.stderr
+    parent, kids = split_sweep(store)
+    assert parent.info.status == "FAILED" and [k.info.status for k in kids] == ["KILLED"]
+    reuse = run_cli([*EAGER, "trainer.seed=2"], tmp_path, store, multirun=True)
+    assert reuse.returncode == 0, output(reuse)
