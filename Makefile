@@ -13,14 +13,15 @@ UI_ARTIFACTS ?= $(CURDIR)/outputs/mlartifacts
 .DEFAULT_GOAL := help
 .PHONY: help install run sweep ui browser test test-slow test-all lint format docs docs-check bench mlflow-server slurm-up slurm-down clean
 
-help: ## list the targets
+help: ## list the targets (the tool itself: .venv/bin/python -m pipeline.run --help)
+	@echo "compile-sweeps: measure torch.compile configurations, one job or a sweep, results in MLflow (README.md)"
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml scripts/install.sh
 	./scripts/install.sh
 	@touch $@
 
-install: $(STAMP) ## create .venv and install the project (CPU torch on machines without a GPU)
+install: $(STAMP) ## create .venv and install the project: torch with its matching torchvision first (scripts/install.sh), then the rest
 
 run: $(STAMP) ## one job with the default config (ARGS=... for overrides; CPU smoke preset without a GPU)
 	@if $(PY) -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then \
@@ -80,7 +81,7 @@ docs: $(STAMP) ## regenerate the README's config reference from the schema
 docs-check: $(STAMP) ## fail if the README's config reference does not match the schema
 	$(PY) -m pipeline.config.reference --check
 
-bench: $(STAMP) ## the instrument's own benchmarks on a GPU host; writes benchmarks/RESULTS.md
+bench: $(STAMP) ## the instrument's own benchmarks on a GPU host (refused in one line on a CPU); writes benchmarks/RESULTS.md
 	$(PY) benchmarks/bench.py $(ARGS)
 
 clean: ## remove run output (outputs/) and caches, keep .venv

@@ -479,8 +479,8 @@ def meta(command: str) -> dict[str, Any]:
         import timm
 
         info["timm"] = timm.__version__
-    except ImportError:
-        pass
+    except Exception as err:  # a library that does not load is named in the results, not a traceback
+        info["timm"] = f"not importable ({type(err).__name__}: {err})"
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name()
         info["gpus"] = torch.cuda.device_count()
@@ -525,8 +525,15 @@ def main() -> int:
         (ROOT / "benchmarks" / "RESULTS.md").write_text(report(dirs))
         print(f"wrote benchmarks/RESULTS.md from {', '.join(map(str, dirs))}")
         return 0
-    args.out.mkdir(parents=True, exist_ok=True)
     info = meta(" ".join(sys.argv))
+    if "gpu" not in info:
+        print(
+            "bench: no CUDA GPU here: these sections measure the instrument with ViT-B/16 on a GPU (hours on a "
+            "CPU); nothing ran. `--report DIR` writes RESULTS.md from a GPU host's results",
+            file=sys.stderr,
+        )
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
     meta_file = args.out / "meta.json"
     if meta_file.exists():  # several calls into one dir: keep every command
         info["command"] = json.loads(meta_file.read_text())["command"] + "; " + info["command"]

@@ -12,8 +12,6 @@ import dataclasses
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from models._compat import ensure_torchvision_importable
-
 if TYPE_CHECKING:
     from pipeline.config.schema import ModelConfig
 
@@ -23,7 +21,6 @@ def build_model(model: ModelConfig) -> Any:
     `_target_` (resolved as hydra.utils.instantiate does), called with the plain-data arguments."""
     from hydra.utils import get_method
 
-    ensure_torchvision_importable()
     factory = get_method(model._target_)
     kwargs = dict(model.kwargs)
     if model.name is not None:
@@ -31,3 +28,9 @@ def build_model(model: ModelConfig) -> Any:
     if "input_spec" in inspect.signature(factory).parameters:
         kwargs["input_spec"] = dataclasses.asdict(model.input)
     return factory(**kwargs)
+
+
+def ensure_torchvision_importable() -> None:
+    """Does nothing: torchvision is installed beside its own torch build (scripts/install.sh), so it
+    imports as it is. Kept only while pipeline/scenarios/protocol.py still calls it; remove with that
+    call."""

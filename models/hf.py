@@ -14,8 +14,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from models._compat import ensure_torchvision_importable
-
 AUTO_CLASSES = {
     "next_token": "AutoModelForCausalLM",
     "masked_token": "AutoModelForMaskedLM",
@@ -40,7 +38,6 @@ class LogitsOnly(nn.Module):
 def make_config(name: str, input_spec: dict[str, Any], **config_kwargs: Any) -> Any:
     """The HF config for model type `name`, with the vocabulary of the input spec and no KV cache;
     raises a ConfigError (a ValueError) naming the key when the sequence does not fit."""
-    ensure_torchvision_importable()
     from transformers import CONFIG_MAPPING, AutoConfig
 
     from pipeline.config.errors import ConfigError
@@ -90,7 +87,6 @@ def create(name: str, input_spec: dict[str, Any], **config_kwargs: Any) -> nn.Mo
 
 def model_exists(name: str) -> bool:
     """Whether `name` is an HF model type (a key of `transformers.CONFIG_MAPPING`)."""
-    ensure_torchvision_importable()
     from transformers import CONFIG_MAPPING
 
     return name in CONFIG_MAPPING

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import timm
 from torch import nn
-
-from models._compat import ensure_torchvision_importable
-
-ensure_torchvision_importable()
-import timm  # noqa: E402 - after the CPU-torch compatibility step
 
 
 def create(name: str, input_spec: dict[str, Any], **kwargs: Any) -> nn.Module:
