@@ -4,6 +4,7 @@ failed (or whose driver died) is finished later by `python -m pipeline.report --
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 from dataclasses import dataclass
@@ -17,10 +18,11 @@ from pipeline.status import FAILED, FINISHED, KILLED, RUNNING, SKIPPED
 from pipeline.sweep import lease, slurm
 from pipeline.sweep.plots import make_plots
 from pipeline.sweep.render import print_table, to_markdown, write_csv
+from pipeline.sweep.state import axes_from_tag, axis_keys
 from pipeline.sweep.summary import Summary, row_from_run, summarize
 from pipeline.sweep.verdict import Rule
 from pipeline.sweep_context import SWEEP_FILE, SweepContext
-from pipeline.tracking import Tracker
+from pipeline.tracking import RunRecord, Tracker
 
 SUMMARY_FILES = ("summary.md", "summary.csv")
 
@@ -29,13 +31,35 @@ def build_summary(tracker: Tracker, sweep_id: str) -> Summary:
     """The sweep's summary from MLflow: its axes and verdict settings from the parent run's tags."""
     parent = tracker.sweep_parent(sweep_id)
     tags = parent.tags if parent is not None else {}
-    varied = [axis.split("=", 1)[0].lstrip("+~") for axis in tags.get("sweep_axes", "").split()]
+    varied = axis_keys(axes_from_tag(tags.get("sweep_axes", "")))
     rule = Rule(
         min_effect_pct=float(tags.get("min_effect_pct", Rule.min_effect_pct)),
         max_interval_pct=float(tags.get("max_interval_pct", Rule.max_interval_pct)),
     )
-    rows = [row_from_run(run, varied) for run in tracker.sweep_children(sweep_id)]
+    runs = sorted(tracker.sweep_children(sweep_id), key=lambda r: r.start_time_ms)
+    rows = [row_from_run(run, varied) for run in runs]
+    for row, key in zip(rows, job_keys(runs), strict=True):
+        row.config_hash = key
     return summarize(sweep_id, rows, varied=varied, rule=rule, configured=tags.get("sweep_objective"))
+
+
+def job_keys(runs: list[RunRecord]) -> list[str]:
+    """What tells a sweep's jobs apart in its summary, run by run (oldest first): the configuration
+    (its hash; a bad job's, its overrides), so that a resumption's run of it replaces an earlier
+    one; but within one session (one sweep folder) each job folder is a job of its own, so that a
+    search's trials, bad or sampled twice, each count."""
+    keys: list[str] = []
+    folders: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
+    for run in runs:
+        tags = run.tags
+        base = tags.get("config_hash") or (f"bad:{tags['overrides']}" if "overrides" in tags else run.name)
+        job_dir = os.path.normpath(tags.get("job_dir", "")) if tags.get("job_dir") else run.run_id
+        seen = folders[(os.path.dirname(job_dir), base)]
+        if job_dir not in seen:
+            seen.append(job_dir)
+        nth = seen.index(job_dir)
+        keys.append(base if nth == 0 else f"{base}#{nth}")
+    return keys
 
 
 def write_summary(summary: Summary, out_dir: Path) -> list[Path]:

@@ -16,7 +16,7 @@ import math
 import sys
 from pathlib import Path
 
-from pipeline.identity import TABLE_KEYS
+from pipeline.identity import TABLE_KEYS, short_labels
 from pipeline.measure.stats import undetermined
 from pipeline.sweep.pareto import front_lines
 from pipeline.sweep.summary import Row, Summary
@@ -34,21 +34,32 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 
 
 def identity_columns(summary: Summary, *, compact: bool) -> list[str]:
-    """The identity keys shown as columns: all of them, or (compact) only those that vary."""
+    """The identity keys shown as columns: all of them, or (compact) only those that vary among the
+    jobs that have a configuration (a bad job's run has none)."""
     keys = [*TABLE_KEYS, *summary.varied]
     if not compact:
         return keys
-    varying = [k for k in keys if len({r.config.get(k, DASH) for r in summary.rows}) > 1]
+    rows = [r for r in summary.rows if r.config] or summary.rows
+    varying = [k for k in keys if len({r.config.get(k, DASH) for r in rows}) > 1]
     return varying or ["model"]
 
 
+def column_labels(keys: list[str]) -> list[str]:
+    """A swept key's column by its last part (`trainer.batch_size` -> `batch_size`) unless two end
+    alike; the fixed identity keys as they are."""
+    short = short_labels([k for k in keys if k not in TABLE_KEYS])
+    return [short.get(k, k) for k in keys]
+
+
 def constant_line(summary: Summary) -> str:
-    """The identity values every job shares (`model=vit_tiny, loss=ce, ...`)."""
+    """The identity values every job shares (`model=vit_tiny, loss=ce, ...`), swept keys whole
+    (`trainer.optimizer.fused=true`)."""
     shown = identity_columns(summary, compact=True)
+    rows = [r for r in summary.rows if r.config] or summary.rows
     same = [
-        f"{k}={summary.rows[0].config.get(k, DASH)}"
+        f"{k}={rows[0].config.get(k, DASH)}"
         for k in [*TABLE_KEYS, *summary.varied]
-        if k not in shown and summary.rows
+        if k not in shown and rows
     ]
     return "every job: " + ", ".join(same) if same else ""
 
@@ -108,7 +119,7 @@ def _status(row: Row) -> str:
 def table(summary: Summary, *, compact: bool) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of the configuration table."""
     keys = identity_columns(summary, compact=compact)
-    header = [*keys, *MEASURE_COLUMNS]
+    header = [*(column_labels(keys) if compact else keys), *MEASURE_COLUMNS]
     out = []
     for row in sorted_rows(summary):
         m = row.metrics

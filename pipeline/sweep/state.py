@@ -4,6 +4,11 @@ sweep is :mod:`pipeline.sweep_context` (sweep.json)."""
 
 from __future__ import annotations
 
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pipeline.measure.objective import Objective, Work, choose
@@ -20,19 +25,96 @@ class SweepStopped(SystemExit):
         self.line = line
 
 
+CONF_DIR = Path(__file__).resolve().parent.parent.parent / "conf"
+_PACKAGE = re.compile(r"^#\s*@package\s+(\S+)")
+_KEY = re.compile(r"^[+~]?[A-Za-z_][\w.@/-]*=")  # `key=` at the start of an axis
+
+
 def swept_keys(hydra_cfg: Any) -> list[str]:
-    """The keys the sweep varies (`compile.mode`, `trainer.seed`, `+model.kwargs.depth` as `model.kwargs.depth`)."""
-    return [axis.split("=", 1)[0].lstrip("+~") for axis in swept(hydra_cfg)]
+    """The keys the sweep varies (`compile.mode`, `trainer.seed`, `+model.kwargs.depth` as
+    `model.kwargs.depth`, a config group packaged elsewhere by its package: `inductor` as
+    `compile.options`)."""
+    return axis_keys(swept(hydra_cfg))
+
+
+def axis_keys(axes: list[str]) -> list[str]:
+    """The keys of axes written `key=values` (values may hold spaces and commas: `choice(a, b)`)."""
+    keys: list[str] = []
+    for axis in axes:
+        key = axis_key(axis.split("=", 1)[0])
+        if key not in keys:
+            keys.append(key)
+    return keys
+
+
+def axis_key(key: str) -> str:
+    """A swept key as the config names what it sets: `+x` -> `x`; a config group whose options are
+    packaged elsewhere (`# @package compile.options` in conf/inductor/*.yaml) -> that package."""
+    key = key.lstrip("+~")
+    return _group_package(key) or key
+
+
+def _group_package(group: str) -> str | None:
+    folder = CONF_DIR / group
+    if not group.isidentifier() or not folder.is_dir():
+        return None
+    for path in sorted(folder.glob("*.yaml")):
+        with open(path) as f:
+            for line in itertools.islice(f, 5):
+                found = _PACKAGE.match(line.strip())
+                if found and found.group(1) not in ("_group_", "_global_", group):
+                    return found.group(1)
+    return None
+
+
+def axes_tag(hydra_cfg: Any) -> str:
+    """The sweep's axes as the parent run's `sweep_axes` tag: a JSON list of `key=values`."""
+    return json.dumps(swept(hydra_cfg))
+
+
+def axes_from_tag(tag: str) -> list[str]:
+    """The axes in a `sweep_axes` tag: a JSON list, or (sweeps recorded before it was one) the axes
+    joined with spaces, whose `choice(a, b)` values the spaces split: only the words that start an
+    axis (`key=`) are kept, with what follows up to the next one."""
+    tag = tag.strip()
+    if tag.startswith("["):
+        try:
+            return [str(axis) for axis in json.loads(tag)]
+        except ValueError:
+            pass
+    axes: list[str] = []
+    for word in tag.split():
+        if _KEY.match(word) or not axes:
+            axes.append(word)
+        else:
+            axes[-1] += " " + word
+    return axes
 
 
 def swept(hydra_cfg: Any) -> list[str]:
-    """The sweep's axes as `key=v1,v2` (task overrides with several values, and hydra.sweeper.params)."""
+    """The sweep's axes as `key=values`: hydra.sweeper.params, then the task overrides that sweep
+    (several values, `choice()`, `range()`, `interval()`). A task override of a params key replaces
+    it: with values of its own, or with one value, which takes the key out of the sweep."""
     axes = {str(k): str(v) for k, v in (hydra_cfg.sweeper.get("params") or {}).items()}
     for override in hydra_cfg.overrides.task:
         key, _, value = str(override).partition("=")
-        if "," in value and not value.startswith(("[", "{")):
+        if _sweeps(str(override)):
             axes[key] = value
+        else:
+            axes.pop(key, None)
     return [f"{k}={v}" for k, v in axes.items()]
+
+
+def _sweeps(override: str) -> bool:
+    """Whether a command-line override gives several values (`a,b`, `choice(a)`, `range(1,3)`)."""
+    try:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        (parsed,) = OverridesParser.create().parse_overrides([override])
+        return bool(parsed.is_sweep_override())
+    except Exception:  # not Hydra's grammar: Hydra refuses it before any job
+        value = override.partition("=")[2]
+        return "," in value and not value.startswith(("[", "{"))
 
 
 def count_jobs(hydra_cfg: Any) -> int | None:
@@ -90,3 +172,131 @@ def planned_work(config: Any) -> list[Work | None]:
         except Exception:
             works.append(None)
     return works
+
+
+# ----------------------------------------------------------------------------- a dry run
+REFUSED_PLAN = "the sweep is refused before anything starts"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedJob:
+    """One job a sweep would run: its name, or why its config is refused; its time from earlier runs."""
+
+    num: int
+    name: str
+    error: str = ""
+    seconds: float | None = None  # median job/wall_s of earlier finished runs of its configuration
+    earlier: int = 0  # how many
+
+
+def plan_lines(overrides: list[str], tracking_uri: str | None = None) -> list[str]:
+    """`report --plan`: the jobs `python -m pipeline.run -m <overrides>` would run, composed as its
+    sweeper composes them, each with the median wall time of earlier finished runs of the same
+    configuration in the store (else unknown), and the total; nothing runs, nothing is written."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    from pipeline.config.compose import describe_compose_error
+    from pipeline.config.schema import register_configs
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        try:
+            config = loader.load_configuration("config", list(overrides), run_mode=RunMode.MULTIRUN)
+        except Exception as err:
+            return [f"config error: {describe_compose_error(err)}"]
+        command = " ".join(["python -m pipeline.run -m", *overrides])
+        jobs = planned_jobs(config.hydra)
+        if jobs is None:  # a search decides its trials as it goes
+            trials = config.hydra.sweeper.get("n_trials", "?")
+            space = "; ".join(swept(config.hydra)) or "none"
+            return [
+                f"plan: `{command}` is a search ({config.hydra.sweeper._target_.rsplit('.', 1)[-1]}): "
+                f"{trials} trials, each chosen as the search goes, from: {space}",
+                "estimate: unknown (which configurations run is decided as the search goes)",
+            ]
+        planned = _compose_jobs(loader, config, jobs or [[]], tracking_uri)
+    return _plan_text(command, planned, config)
+
+
+def _compose_jobs(
+    loader: Any, config: Any, jobs: list[list[str]], tracking_uri: str | None
+) -> list[PlannedJob]:
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from pipeline.config.checks import check
+    from pipeline.config.compose import describe_compose_error, printable
+    from pipeline.config.errors import ConfigError
+    from pipeline.identity import config_hash, run_name
+
+    varied = swept_keys(config.hydra)
+    store = None
+    planned = []
+    for num, overrides in enumerate(jobs):
+        try:
+            composed = loader.load_sweep_config(config, overrides)
+            HydraConfig.instance().set_config(composed)
+            with open_dict(composed):
+                del composed["hydra"]
+            job = check(composed)
+        except ConfigError as err:
+            planned.append(PlannedJob(num=num, name=" ".join(overrides), error=printable(str(err))))
+            continue
+        except Exception as err:
+            planned.append(PlannedJob(num=num, name=" ".join(overrides), error=describe_compose_error(err)))
+            continue
+        if store is None:
+            store = _store(tracking_uri or job.mlflow.tracking_uri, job.mlflow.experiment)
+        walls = [
+            r.metrics["job/wall_s"]
+            for r in (store.runs_where({"config_hash": config_hash(job)}, status="FINISHED") if store else [])
+            if "job/wall_s" in r.metrics
+        ]
+        seconds = sorted(walls)[len(walls) // 2] if walls else None
+        planned.append(PlannedJob(num=num, name=run_name(job, varied), seconds=seconds, earlier=len(walls)))
+    return planned
+
+
+def _store(uri: str, experiment: str) -> Any:
+    """The store the jobs would log to, where it exists (a dry run makes no store); None otherwise."""
+    from pipeline.tracking import Tracker
+
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
+        return None
+    try:
+        return Tracker(uri, experiment)
+    except Exception:
+        return None
+
+
+def _plan_text(command: str, planned: list[PlannedJob], config: Any) -> list[str]:
+    from pipeline.progress import format_duration
+
+    bad = [p for p in planned if p.error]
+    lines = [f"plan: {len(planned)} job(s) for `{command}` (nothing runs)"]
+    width = max((len(p.name) for p in planned if not p.error), default=0)
+    for p in planned:
+        if p.error:
+            lines.append(f"  job {p.num}: bad input, would be recorded FAILED: {p.error}")
+        elif p.seconds is None:
+            lines.append(f"  job {p.num}: {p.name:<{width}}  unknown (no earlier run of this configuration)")
+        else:
+            lines.append(
+                f"  job {p.num}: {p.name:<{width}}  ~{format_duration(p.seconds)} (median of {p.earlier} earlier run(s))"
+            )
+    known = [p.seconds for p in planned if p.seconds is not None]
+    unknown = len(planned) - len(known) - len(bad)
+    total = f"~{format_duration(sum(known))} for the {len(known)} job(s) run before" if known else "unknown"
+    if known and unknown:
+        total += f", plus {unknown} job(s) never run here (unknown)"
+    if bad and len(bad) == len(planned):
+        total = f"none: no job has a valid config, so {REFUSED_PLAN}"
+    launcher = str(config.hydra.launcher.get("_target_", "")).rsplit(".", 1)[-1]
+    if "BasicLauncher" in launcher:
+        total += "; one job at a time (Hydra's basic launcher)"
+    lines.append(f"estimate: {total}")
+    return lines
