@@ -140,7 +140,21 @@ def main() -> None:
         close_interrupted_sweep(message, status=FAILED)
         print(message, file=sys.stderr, flush=True)
         sys.exit(EXIT_BAD_INPUT)
-    sys.exit(exit_code())
+    code = exit_code()
+    line = exit_line(code)
+    if line:
+        print(line, flush=True)
+    sys.exit(code)
+
+
+def exit_line(code: int) -> str:
+    """After a sweep that exits 1 because jobs failed: which, in one line (a suite with a job that fails
+    on purpose, sweep=tiny_suite, exits 1 too)."""
+    failed = [f for f in SWEEP_FAILURES if not f.startswith("sweep error")]
+    if code != EXIT_FAILED or not failed:
+        return ""
+    shown = ", ".join(failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
+    return f"exit 1: {len(failed)} job(s) of the sweep did not finish ({shown}); the summary above says why"
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
+import re
 import sys
 import tempfile
 import time
@@ -19,13 +21,14 @@ from typing import IO, Any
 
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from pipeline.config.checks import check, raise_first
 from pipeline.config.compose import describe_compose_error, printable
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import MlflowConfig
-from pipeline.job.preflight import host_errors, validate
+from pipeline.job.gpu_pool import pool_indices
+from pipeline.job.preflight import float8_errors, host_errors, validate, visible_gpus
 from pipeline.job.result import refuse_overwrite, unsynced_results
 from pipeline.job.supervisor import PROJECT_ROOT, worker_env
 from pipeline.job.worker_start import TEMPLATE, TemplateProcess, fork_supported, no_template
@@ -37,6 +40,9 @@ from pipeline.sweep import lease
 from pipeline.sweep.finish import abandon, close_interrupted, finish_sweep, resume_hint
 from pipeline.sweep.state import (
     SweepStopped,
+    axes_from_tag,
+    axes_tag,
+    axis_keys,
     count_jobs,
     planned_jobs,
     planned_objective,
@@ -60,18 +66,31 @@ def _mlflow_settings(config: DictConfig) -> MlflowConfig:
 
 class SweepCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A single run (no -m): sweep-only keys and a run dir that cannot be written are refused in
-        one line, before Hydra makes the folder and anything starts."""
+        """A single run (no -m): sweep-only keys, a named sweep and a run dir that cannot be written
+        are refused in one line, before Hydra makes the folder and anything starts; a GPU-sized job
+        about to run on the CPU is said in one line."""
+        quiet_framework_logs(verbose=is_verbose(config))
         for key in ("id", "resume"):
             if config.sweep.get(key):
                 raise SweepStopped(
                     f"config error: sweep.{key}={config.sweep[key]!r} is not allowed: it only means something in a sweep (add -m)",
                     EXIT_BAD_INPUT,
                 )
+        axes = swept(config.hydra)
+        if config.sweep.get("name") or axes:
+            named = f"sweep={config.sweep.name}" if config.sweep.get("name") else "hydra.sweeper.params"
+            raise SweepStopped(
+                f"config error: {named} is a sweep ({', '.join(axis_keys(axes)) or 'its jobs'} vary): "
+                f"add -m to run it (python -m pipeline.run -m {named} ...)",
+                EXIT_BAD_INPUT,
+            )
         try:  # bad input makes no run folder
-            validate(task_config(config))
+            job = validate(task_config(config))
         except ConfigError as err:
             raise SweepStopped(config_error_lines(err), EXIT_BAD_INPUT) from err
+        note = cpu_note(job)
+        if note:
+            print(note, flush=True)
         run_dir = Path(str(config.hydra.run.dir)).resolve()
         kept = unsynced_results(run_dir)
         if kept:  # a reused hydra.run.dir: its result is not in MLflow yet
@@ -83,8 +102,15 @@ class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Create the experiment (and sqlite schema) once and the parent run, before any job starts."""
         global ACTIVE_SWEEP
+        search = "optuna" in str(config.hydra.sweeper.get("_target_", "")).lower()
+        quiet_framework_logs(verbose=is_verbose(config), optuna=search)
         try:
+            refuse_gpu_launcher_without_gpus(config)
+            leave_out_what_cannot_run_here(config)
             ACTIVE_SWEEP = start_sweep(config)
+            note = sweep_cpu_note(config)
+            if note:
+                print(note, flush=True)
             start_template(config, Path(ACTIVE_SWEEP.sweep_dir))
         except SweepStopped:
             raise
@@ -250,6 +276,8 @@ def start_sweep(config: DictConfig) -> SweepContext:
         raise SweepStopped(
             f"sweep.id={sweep_id!r} already exists in experiment {mlflow.experiment!r}: add sweep.resume=true to continue it, or pick a new id"
         )
+    if parent is not None:
+        _refuse_resuming_another_sweep(config, parent, sweep_id)
     dirs = _sweep_dirs(parent, sweep_dir)
     if parent is not None:
         _refuse_while_running(sweep_id, dirs)
@@ -331,6 +359,29 @@ def _sweep_dirs(parent: RunRecord | None, sweep_dir: Path) -> list[str]:
     return [d for d in dirs if d != str(sweep_dir)] + [str(sweep_dir)]
 
 
+def _refuse_resuming_another_sweep(config: DictConfig, parent: RunRecord, sweep_id: str) -> None:
+    """A resumption runs the jobs its own command plans: one that names only sweep.id and
+    sweep.resume (or leaves out keys the sweep varied, or its named sweep) would add jobs of the
+    defaults (a ViT-B/16 job) to the sweep instead of finishing it. Refused in one line giving the
+    sweep's own command to resume with. Values may change (trainer.seed=0,1 resumed as 0,1,2)."""
+    before = axis_keys(axes_from_tag(parent.tags.get("sweep_axes", "")))
+    name = parent.tags.get("sweep_name")
+    missing = [k for k in before if k not in swept_keys(config.hydra)]
+    if not missing and (not name or config.sweep.get("name") == name):
+        return
+    words = [
+        w for w in parent.tags.get("command", "").split() if not w.startswith(("sweep.id=", "sweep.resume="))
+    ]
+    command = " ".join([*words, f"sweep.id={sweep_id}", "sweep.resume=true"]) if words else ""
+    varied = f"sweep={name}" if name and not missing else ", ".join(missing)
+    raise SweepStopped(
+        f"config error: sweep.resume=true runs the jobs this command plans, and sweep {sweep_id} varied {varied}, "
+        "which this command does not: resume it with its own command"
+        + (f": {command}" if command else ", adding sweep.id and sweep.resume=true"),
+        EXIT_BAD_INPUT,
+    )
+
+
 def _refuse_while_running(sweep_id: str, dirs: list[str]) -> None:
     """Resuming while the earlier driver or its jobs still run would run configurations twice."""
     working, stop = lease.still_working([Path(d) for d in dirs])
@@ -400,7 +451,7 @@ def _parent_tags(config: DictConfig, sweep_id: str, dirs: list[str]) -> dict[str
         "sweep_parent": "true",
         "sweep_dir": dirs[-1],
         "sweep_dirs": json.dumps(dirs),
-        "sweep_axes": " ".join(swept(config.hydra)),
+        "sweep_axes": axes_tag(config.hydra),
         "command": command_line(),
         "min_effect_pct": str(config.sweep.min_effect_pct),
         "max_interval_pct": str(config.sweep.max_interval_pct),
@@ -437,3 +488,205 @@ def close_interrupted_sweep(reason: str, status: str = KILLED) -> None:
     if ACTIVE_SWEEP is None:
         return
     close_interrupted(ACTIVE_SWEEP, reason, status=status)
+
+
+# ----------------------------------------------------------------------------- before anything runs
+def is_verbose(config: DictConfig) -> bool:
+    """`verbose=true`: the libraries' and Hydra's own lines on the terminal too (absent: false)."""
+    return bool(OmegaConf.select(config, "verbose", default=False))
+
+
+# Hydra's and its plugins' loggers whose INFO lines repeat what the project prints itself: the launch
+# lines (`Launching 4 jobs locally`, `#0 : <overrides>`, beside each job's own line), the search's set-up
+# (study name, storage, sampler, directions). The search's best trial stays.
+_REPEATING_LOGGERS = (
+    "hydra._internal.core_plugins.basic_launcher",
+    "hydra_plugins.hydra_submitit_launcher.submitit_launcher",
+    "hydra_plugins.hydra_optuna_sweeper._impl",
+)
+_KEPT = ("Best parameters", "Best value", "Number of Pareto solutions", "    Values:")
+_NOT_A_NUMBER = re.compile(r"Failed experiment: Return value must be float-castable\. Got '(.*)'\.?$")
+
+
+class _FrameworkLines(logging.Filter):
+    """Hydra's lines that repeat the project's own, quiet unless `verbose`; the search's failed trial
+    (`Return value must be float-castable. Got 'FAILED'`) said as the project says it."""
+
+    verbose = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        failed = _NOT_A_NUMBER.match(message)
+        if failed:
+            record.msg, record.args = (
+                f"search: a trial ended {failed.group(1)}, with no objective value: recorded as a failed trial, "
+                "the search goes on",
+                None,
+            )
+            return True
+        if self.verbose or record.levelno >= logging.WARNING:
+            return True
+        return message.startswith(_KEPT)
+
+
+_FRAMEWORK_LINES = _FrameworkLines()
+
+
+def quiet_framework_logs(*, verbose: bool, optuna: bool = False) -> None:
+    """Hydra's and Optuna's lines that repeat the project's own stay off the terminal unless `verbose`;
+    in a search, Optuna's own lines go through Hydra's handlers (no colour codes in a log file),
+    warnings only."""
+    _FRAMEWORK_LINES.verbose = verbose
+    for name in _REPEATING_LOGGERS:
+        logger = logging.getLogger(name)
+        if _FRAMEWORK_LINES not in logger.filters:
+            logger.addFilter(_FRAMEWORK_LINES)
+    # alembic (imported with Optuna's storages, after Hydra set the root logger to INFO) names each of
+    # its plugins on import
+    logging.getLogger("alembic").setLevel(logging.NOTSET if verbose else logging.WARNING)
+    if optuna:  # before Hydra's Optuna sweeper makes its study
+        import optuna as library
+
+        library.logging.disable_default_handler()
+        library.logging.enable_propagation()
+        library.logging.set_verbosity(library.logging.INFO if verbose else library.logging.WARNING)
+
+
+# A job this large on a CPU runs for minutes with nothing to show before its first step (ViT-B/16 at
+# batch 64: minutes compiling, seconds a step): input values per step, images (batch x C x H x W) and
+# token models (batch x sequence length: the real ones; their tiny variants hold 256).
+CPU_HEAVY_IMAGE_VALUES = 1_000_000
+CPU_HEAVY_TOKENS = 2048
+
+
+def cpu_note(job: Any, *, sweep: bool = False) -> str:
+    """One line before a GPU-sized job runs on the CPU (no CUDA GPU here, or device=cpu): what it is,
+    that it takes minutes, and the CPU preset; '' otherwise. `sweep`: the job is a sweep's first."""
+    if job.device == "cuda" or (job.device == "auto" and visible_gpus()):
+        return ""
+    spec, batch = job.model.input, job.trainer.batch_size
+    if spec.kind == "image":
+        heavy = batch * spec.channels * spec.height * spec.width >= CPU_HEAVY_IMAGE_VALUES
+        what = f"batch {batch} of {spec.channels}x{spec.height}x{spec.width} images"
+    else:
+        heavy = batch * spec.seq_len >= CPU_HEAVY_TOKENS
+        what = f"batch {batch} of {spec.seq_len} tokens"
+    if not heavy:
+        return ""
+    where = "device=cpu" if job.device == "cpu" else "no CUDA GPU here"
+    compiled = ", compiled" if job.compile.compiled else ""
+    subject = f"model={job.model.id} ({what}, {job.trainer.steps} steps{compiled})"
+    subject = f"this sweep's jobs, the first {subject}," if sweep else subject
+    return (
+        f"note: {where}, so {subject} run{'' if sweep else 's'} on the CPU: minutes before a first step shows; "
+        "experiment=cpu_smoke is the CPU-sized job (a 2-block ViT)"
+    )
+
+
+def sweep_cpu_note(config: DictConfig) -> str:
+    """cpu_note of the sweep's first job (its first planned job, or a search's base config), where its
+    jobs run on this machine."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    if "Slurm" in str(config.hydra.launcher.get("_target_", "")):
+        return ""
+    jobs = planned_jobs(config.hydra)
+    try:
+        composed = config
+        if jobs and GlobalHydra.instance().is_initialized():
+            composed = GlobalHydra.instance().config_loader().load_sweep_config(config, jobs[0])
+        job = check(task_config(composed))
+    except Exception:  # a bad first job: the sweep's own checks say why
+        return ""
+    note = cpu_note(job)
+    return (
+        note.replace("runs on the CPU", "and the sweep's other jobs run on the CPU")
+        if jobs and len(jobs) > 1
+        else note
+    )
+
+
+def refuse_gpu_launcher_without_gpus(config: DictConfig) -> None:
+    """hydra/launcher=local_gpus hands each job a GPU of gpu_pool (all of the machine's unless it names
+    some): on a machine where NVML finds none, one line before anything starts."""
+    if "LocalLauncher" not in str(config.hydra.launcher.get("_target_", "")):
+        return
+    pool = OmegaConf.select(config, "gpu_pool", default=None)
+    if pool not in (None, "all"):
+        return  # the pool names its GPUs (pretend ones too, as the tests do)
+    try:
+        found, why = len(pool_indices("all")), "no GPU"
+    except Exception as err:
+        found, why = 0, type(err).__name__
+    if not found:
+        raise SweepStopped(
+            f"config error: hydra/launcher=local_gpus gives each job one of this machine's GPUs, and NVML finds none "
+            f"here ({why}): leave it out to run the jobs one at a time, or name GPUs with gpu_pool=[0,1]",
+            EXIT_BAD_INPUT,
+        )
+
+
+def leave_out_what_cannot_run_here(config: DictConfig) -> None:
+    """A search (Optuna) leaves out of its space the choices this host refuses before any job starts
+    (precision=fp8 on a CPU or without torchao), one line each; a key none of whose choices can run
+    here is refused. Bad values (refused everywhere) stay: their trials fail and are recorded."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ValueType
+
+    if "optuna" not in str(config.hydra.sweeper.get("_target_", "")).lower():
+        return
+    if not GlobalHydra.instance().is_initialized():
+        return
+    loader = GlobalHydra.instance().config_loader()
+    parser = OverridesParser.create()
+    task = [str(o) for o in config.hydra.overrides.task]
+    fixed = [o for o in task if not _sweep_override(parser, o)]
+    space = {str(k): str(v) for k, v in (config.hydra.sweeper.get("params") or {}).items()}
+    space.update({o.partition("=")[0]: o.partition("=")[2] for o in task if _sweep_override(parser, o)})
+    for key, value in space.items():
+        (override,) = parser.parse_overrides([f"{key}={value}"])
+        if override.value_type not in (ValueType.CHOICE_SWEEP, ValueType.SIMPLE_CHOICE_SWEEP):
+            continue
+        choices = [str(v) for v in override.sweep_string_iterator()]
+        refused = {c: why for c in choices if (why := _refused_here(loader, config, fixed, key, c))}
+        if not refused:
+            continue
+        kept = [c for c in choices if c not in refused]
+        if not kept:
+            raise SweepStopped(f"config error: {next(iter(refused.values()))}", EXIT_BAD_INPUT)
+        for choice, why in refused.items():
+            print(f"search: {key}={choice} left out of the search space: {why}", flush=True)
+        _set_space(config, key, f"choice({', '.join(kept)})")
+
+
+def _sweep_override(parser: Any, override: str) -> bool:
+    try:
+        (parsed,) = parser.parse_overrides([override])
+        return bool(parsed.is_sweep_override())
+    except Exception:
+        return False
+
+
+def _refused_here(loader: Any, config: DictConfig, fixed: list[str], key: str, choice: str) -> str:
+    """Why `key=choice` cannot run on this host ('' where it can, or where it is bad everywhere)."""
+    try:
+        job = check(task_config(loader.load_sweep_config(config, [*fixed, f"{key}={choice}"])))
+    except Exception:  # bad everywhere (or not composable): the trial fails and is recorded
+        return ""
+    errors = host_errors(job) + (float8_errors(job) if job.precision.float8 else [])
+    mine = [e for e in errors if e.key == key.lstrip("+~")]
+    return printable(str(mine[0])) if mine else ""
+
+
+def _set_space(config: DictConfig, key: str, value: str) -> None:
+    """The search's space for `key`, where the sweeper reads it (a command-line override, else
+    hydra.sweeper.params); the sweeper is made after multirun start."""
+    with read_write(config.hydra), open_dict(config.hydra):
+        task = list(config.hydra.overrides.task)
+        for i, override in enumerate(task):
+            if str(override).partition("=")[0] == key:
+                task[i] = f"{key}={value}"
+                config.hydra.overrides.task = task
+                return
+        config.hydra.sweeper.params[key] = value
