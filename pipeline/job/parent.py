@@ -102,7 +102,7 @@ class JobParent:
         self.secrets = secret_values(to_dict(config))  # masked in every line this job prints
         self.name = distinct_name(config, self.varied, place.job_num)
         self.config_hash = config_hash(config)
-        self.display = JobProgress(self.name)
+        self.display = JobProgress(self.name, verbose=bool(getattr(config, "verbose", False)))
         self.job_run: JobRun | None = None  # made once the store is known to answer
         self.started = 0.0  # when the worker was asked for (job_wall_s counts from there)
 
@@ -207,7 +207,7 @@ class JobParent:
             job_dir=self.job_dir,
             cache_dir=inductor_cache_dir(self.config, self.job_dir, self.place.sweep),
             on_progress=self.display.update,
-            on_line=lambda text: self.display.line(scrub(text, self.secrets)),
+            on_line=lambda text: self.display.worker_line(scrub(text, self.secrets)),
             on_started=self.open_run,
             extra_env={"PIPELINE_COMMAND": command_line()},
             start=plan(

@@ -2,12 +2,15 @@
 (:mod:`pipeline.progress`), and the sweep-level line (jobs done / total, failures, ETA).
 
 On a terminal the job bar is a rich progress bar; otherwise (logs, CI, SLURM) plain lines at phase
-changes and every 10% of a phase, so log files stay readable.
+changes and every 10% of a phase, so log files stay readable. torch's own log records (Dynamo's graph
+breaks and recompiles, inductor's notes: hundreds of lines a job) stay in the job's worker.log and off
+the terminal unless `verbose=true`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,10 @@ from typing import Any
 from pipeline.jobdir import RESULT
 from pipeline.progress import format_duration
 from pipeline.status import FINISHED, SKIPPED
+
+# torch's log format (torch/_logging/_internal.py TorchLogsFormatter), on every line of a record:
+# `[rank0]:W1125 08:38:47.901000 9167 torch/_dynamo/variables/tensor.py:1841] ...`
+TORCH_LOG_LINE = re.compile(r"^(\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ \S+:\d+\]")
 
 
 def is_terminal() -> bool:
@@ -24,8 +31,10 @@ def is_terminal() -> bool:
 class JobProgress:
     """Shows one job's warm-up and measured steps, and forwards the worker's own output lines."""
 
-    def __init__(self, label: str, terminal: bool | None = None):
+    def __init__(self, label: str, terminal: bool | None = None, *, verbose: bool = False):
         self.label = label
+        self.verbose = verbose
+        self.torch_log_lines = 0  # kept in worker.log only
         self.terminal = is_terminal() if terminal is None else terminal
         self._last_decile: dict[tuple[str, str], int] = {}
         self._bar: Any = None
@@ -56,6 +65,13 @@ class JobProgress:
         if self._last_decile.get(key) != decile:
             self._last_decile[key] = decile
             print(f"[{self.label}] {variant} {phase} {done}/{total}", flush=True)
+
+    def worker_line(self, text: str) -> None:
+        """A line the worker printed: torch's log records only when verbose (worker.log has them)."""
+        if not self.verbose and TORCH_LOG_LINE.match(text):
+            self.torch_log_lines += 1
+            return
+        self.line(text)
 
     def line(self, text: str) -> None:
         if self._bar is not None:
