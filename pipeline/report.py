@@ -1,7 +1,10 @@
 """Sweep summaries, read back from MLflow, and results MLflow never got.
 
-    python -m pipeline.report --sweep <sweep id>        # print, write summary files, log them to the parent
-    python -m pipeline.report --list                    # the sweeps in the experiment
+    python -m pipeline.report --sweep <sweep id>        # print the summary (--out DIR: write its files there;
+                                                        # --publish: into the sweep's folder and its parent run)
+    python -m pipeline.report --list                    # the sweeps in the experiment: verdict, swept keys
+    python -m pipeline.report --plan [OVERRIDES ...]    # a dry run: the jobs `python -m pipeline.run -m OVERRIDES`
+                                                        # would run, each with its time from earlier runs
     python -m pipeline.report --sync [DIR ...]          # upload job results MLflow never received, close runs of
                                                         # jobs killed outright, finish sweeps whose end failed
     python -m pipeline.report --results DIR             # summarize job folders without MLflow
@@ -19,6 +22,9 @@ import os
 import sys
 from pathlib import Path
 
+# MLflow's "Downloading artifacts" bars (a run_info.json each, in --compare) say nothing a user needs.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
 from pipeline.config.schema import default_store
 from pipeline.jobdir import RESULT
 from pipeline.sweep.compare import compare_sweeps
@@ -26,6 +32,7 @@ from pipeline.sweep.compare import lines as comparison_lines
 from pipeline.sweep.compare import write as write_comparison
 from pipeline.sweep.finish import build_summary, finish_left_sweeps, publish, write_summary
 from pipeline.sweep.render import print_table
+from pipeline.sweep.state import REFUSED_PLAN, axes_from_tag, axis_keys, plan_lines
 from pipeline.sweep.summary import Summary, row_from_result, summarize
 from pipeline.sweep.sync import close_lost_jobs, sync_results
 from pipeline.sweep.verdict import Rule
@@ -59,17 +66,35 @@ def main(argv: list[str] | None = None) -> int:
         help="compare sweep B with sweep A: the ratio per matched configuration with its interval, regressions and improvements, what changed",
     )
     what.add_argument(
+        "--plan",
+        nargs="*",
+        metavar="OVERRIDE",
+        help="a dry run: the jobs `python -m pipeline.run -m OVERRIDE ...` would run, each with its time estimated from earlier runs of its configuration in the store (or unknown); nothing runs",
+    )
+    what.add_argument(
         "--results",
         metavar="DIR",
         type=Path,
         help="summarize the job folders under DIR from their result files, without MLflow",
     )
     parser.add_argument(
-        "--out", type=Path, help="where to write summary files (default: the sweep's output folder)"
+        "--out",
+        type=Path,
+        help="--sweep: write the summary files here; --compare: where compare.md, .csv and .png go",
+    )
+    parser.add_argument(
+        "--publish",
+        action="store_true",
+        help="--sweep: write the summary files into the sweep's folder (or --out) and log them, the aggregates and the verdict to its parent run again",
     )
     args = parser.parse_args(argv)
     if args.results is not None:
         return summarize_folders(args.results, args.out or args.results)
+    if args.plan is not None:
+        lines = plan_lines(args.plan, args.tracking_uri)
+        print("\n".join(lines))
+        refused = lines[0].startswith("config error:") or REFUSED_PLAN in lines[-1]
+        return 2 if refused else 0
 
     uri = args.tracking_uri or default_tracking_uri()
     try:
@@ -79,11 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.list:
         for run in tracker.sweep_parents():
-            tags = run.tags
-            print(
-                f"{tags.get('sweep_id')}  {run.status:9}  jobs={tags.get('jobs', '?')}  failed={tags.get('jobs_failed', '?')}  {tags.get('sweep_dir', '')}"
-            )
+            print(list_line(run.tags, run.status))
         return 0
+
     if args.sync is not None:
         dirs = [Path(d) for d in (args.sync or ["outputs"])]
         synced = sync_results(tracker, dirs)
@@ -100,10 +123,27 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     summary = build_summary(tracker, args.sweep)
     print_table(summary)
-    out_dir = args.out or Path(parent.tags.get("sweep_dir") or f"outputs/sweeps/{args.sweep}")
-    files = publish(tracker, parent.run_id, summary, out_dir)
-    print(f"wrote {', '.join(str(p) for p in files)}")
+    if args.publish:
+        out_dir = args.out or Path(parent.tags.get("sweep_dir") or f"outputs/sweeps/{args.sweep}")
+        files = publish(tracker, parent.run_id, summary, out_dir)
+        print(f"wrote {', '.join(str(p) for p in files)}; logged to parent run {parent.run_id}")
+    elif args.out is not None:
+        files = write_summary(summary, args.out)
+        print(f"wrote {', '.join(str(p) for p in files)}")
     return 0
+
+
+def list_line(tags: dict[str, str], status: str) -> str:
+    """One sweep: id, status, verdict (the fastest configuration's name), jobs, what it swept, folder."""
+    verdict = tags.get("verdict", "-")
+    if verdict == "fastest" and tags.get("fastest_config"):
+        verdict += f" {tags['fastest_config']}"
+    swept = ", ".join(axis_keys(axes_from_tag(tags.get("sweep_axes", "")))) or "-"
+    name = f"sweep={tags['sweep_name']}  " if tags.get("sweep_name") else ""
+    return (
+        f"{tags.get('sweep_id')}  {status:9}  verdict: {verdict}  jobs={tags.get('jobs', '?')} "
+        f"failed={tags.get('jobs_failed', '?')}  {name}swept: {swept}  {tags.get('sweep_dir', '')}"
+    )
 
 
 def compare(tracker: Tracker, sweep_a: str, sweep_b: str, *, out_dir: Path | None) -> int:

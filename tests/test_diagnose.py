@@ -11,6 +11,7 @@ from pipeline.config.schema import PrecisionConfig
 from pipeline.diagnose import flops, syncs
 from pipeline.diagnose.flops import Mfu
 from pipeline.job.preflight import validate
+from pipeline.job.progress import TORCH_LOG_LINE
 from tests.conftest import TINY, client, compose, output, run_cli, run_info, runs
 
 BREAKY = [
@@ -39,6 +40,10 @@ def test_the_articles_graph_breaks_are_reported_with_reasons_and_lines(tmp_path:
     assert any("item()" in r for r in located.values()) and any("print" in r for r in located.values())
     # The job's last line says so, since compile.fullgraph=false let them through.
     assert "graph breaks (e.g. models/graph_breaks.py:" in proc.stdout and "fullgraph=false" in proc.stdout
+    # torch's own account of them stays in worker.log, and the model's print prints nothing (issue 29)
+    lines = (proc.stdout + proc.stderr).splitlines()
+    assert not [line for line in lines if TORCH_LOG_LINE.match(line)] and "tensor(" not in proc.stdout
+    assert "Graph break" in (tmp_path / "run" / "worker.log").read_text()
     explain = (tmp_path / "run" / "explain.txt").read_text()
     assert "graph breaks: " in explain and "graph_breaks.py:" in explain
     assert {"diagnostics.json", "explain.txt"} <= {

@@ -51,3 +51,19 @@ def test_every_test_the_fault_table_cites_exists():
 def test_cited_tests_are_read_with_their_file():
     cited = _cited_tests("`tests/test_job.py::test_one` and `::test_two`")
     assert cited == [("tests/test_job.py", "test_one"), ("tests/test_job.py", "test_two")]
+
+
+def test_the_job_cost_figures_the_docs_quote_are_what_job_cost_py_computes():
+    """README.md and benchmarks/RESULTS.md quote benchmarks/job_cost.py's medians of its recorded run
+    (issue 29: figures the scripts no longer printed)."""
+    import json
+    import statistics
+
+    recorded = json.loads((ROOT / "benchmarks/results/cpu-2026-11-23-jobcost/job_cost.json").read_text())
+    medians = {s["worker_start"]: f"{statistics.median(s['job_wall_s']):.2f}" for s in recorded["sweeps"]}
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    quoted = re.findall(r"median `job_wall_s` ([\d.]+) s against ([\d.]+) s spawned", readme)
+    assert quoted == [(medians["template"], medians["spawn"])]
+    assert f"{medians['template']} s forked against {medians['spawn']} s spawned" in readme
+    results = (ROOT / "benchmarks/RESULTS.md").read_text()
+    assert f"median {medians['template']} s with the template against {medians['spawn']} s spawned" in results

@@ -27,8 +27,9 @@ def test_secrets_stay_off_the_terminal_and_in_private_files(tmp_path: Path, stor
     shown = proc.stdout + proc.stderr
     for secret in (first, second, uri_password):
         assert secret not in shown, secret
+    # Hydra's launch lines (`#0 : <overrides>`) are quiet unless verbose (issue 29); any shown is masked
     launches = [ln for ln in shown.splitlines() if "#0 :" in ln or "#1 :" in ln]
-    assert len(launches) == 2 and all("api_token=***" in ln for ln in launches), launches
+    assert all("api_token=***" in ln for ln in launches), launches
     failed = [ln for ln in shown.splitlines() if ln.startswith("faulty") and ": FAILED: " in ln]
     assert len(failed) == 2 and all(ln.endswith("auth failed for token ***") for ln in failed), shown
     names = sorted(r.info.run_name for r in runs(store) if r.data.tags.get("sweep_parent") != "true")

@@ -118,7 +118,7 @@ def test_a_sweep_saves_its_view_and_prints_its_link(tmp_path: Path, store: str):
     sweep_id = parent.data.tags["sweep_id"]
     links = [ln.removeprefix("browse: ") for ln in proc.stdout.splitlines() if ln.startswith("browse: ")]
     assert len(links) == 2 and links[0] == links[1], links  # at the start, again under the summary
-    assert proc.stdout.index("browse: ") < proc.stdout.index("Launching 2 jobs")
+    assert proc.stdout.index("browse: ") < proc.stdout.index("job 0 ")  # before the first job's line
     assert f"#/experiments/{parent.info.experiment_id}/runs?viewStateShareKey=sweep-{sweep_id}&" in links[0]
     experiment = client(store).get_experiment(parent.info.experiment_id)
     envelope = json.loads(experiment.tags[f"mlflow.sharedViewState.sweep-{sweep_id}"])
@@ -154,8 +154,18 @@ def test_report_cli_rebuilds_the_summary_from_mlflow(tmp_path: Path, store: str)
         and (out / "plots" / "step_time.png").exists()
     )
     assert "vit_tiny" in done.stdout
+    # issue 29: printing a sweep again rewrites nothing and logs nothing, unless --publish
+    summary_md = tmp_path / "multirun" / "summary.md"
+    before = (summary_md.stat().st_mtime_ns, len(runs(store)), dict(split(store)[0].data.tags))
+    again = run_report("--tracking-uri", store, "--sweep", parent.data.tags["sweep_id"])
+    assert again.returncode == 0 and "vit_tiny" in again.stdout and "wrote" not in again.stdout
+    assert (summary_md.stat().st_mtime_ns, len(runs(store)), dict(split(store)[0].data.tags)) == before
+    published = run_report("--tracking-uri", store, "--sweep", parent.data.tags["sweep_id"], "--publish")
+    assert published.returncode == 0 and f"logged to parent run {parent.info.run_id}" in published.stdout
+    assert summary_md.stat().st_mtime_ns > before[0]
     listing = run_report("--tracking-uri", store, "--list")
     assert parent.data.tags["sweep_id"] in listing.stdout
+    assert "verdict: " in listing.stdout and "swept: precision" in listing.stdout
     # Without MLflow at all: the same summary from the job folders' result files.
     offline = run_report("--results", str(tmp_path / "multirun"), "--out", str(tmp_path / "offline"))
     assert offline.returncode == 0, offline.stderr
@@ -330,10 +340,12 @@ def test_optuna_search_records_failed_trials_and_goes_on(tmp_path: Path, store: 
         "compile.backend=aot_eager",
         "hydra.sweeper.n_trials=4",
         "compile.mode=choice(default)",
+        "compile.scope=choice(model)",
         "trainer.batch_size=choice(2,0)",
     ]
     proc = run_cli(args, tmp_path, store, multirun=True)
-    assert "Best value:" in proc.stdout + proc.stderr, output(proc)
+    text = proc.stdout + proc.stderr
+    assert "Best value:" in text, output(proc)
     best = (tmp_path / "multirun" / "optimization_results.yaml").read_text()
     assert "trainer.batch_size: 2" in best and "best_value:" in best
     parent, kids = split(store)
@@ -342,6 +354,17 @@ def test_optuna_search_records_failed_trials_and_goes_on(tmp_path: Path, store: 
     failed = [k for k in kids if k.info.status == "FAILED"]
     assert finished and len(finished) + len(failed) == 4
     assert all(k.info.run_name == "bad input: trainer.batch_size=0" for k in failed)
+    # issue 29: every trial is a job of the summary (two bad ones with one name too), each failed trial
+    # said in the project's words, the swept keys whole, no colour codes in a log
+    assert f"jobs: 4, failed: {len(failed)}" in proc.stdout
+    said = [line for line in proc.stderr.splitlines() if "search: a trial ended BAD_INPUT" in line]
+    assert len(said) == len(failed) and "float-castable" not in text and "\x1b[" not in text
+    every = next(line for line in proc.stdout.splitlines() if line.startswith("every job: "))
+    assert (
+        "compile.optimizer=" in every
+        and "trainer.optimizer.fused=" in every
+        and "reduce-overhead," not in text
+    )
     best_value = float(best.split("best_value:")[1].split()[0])
     assert best_value == min(k.data.metrics["step/p50_ms"] for k in finished)
 

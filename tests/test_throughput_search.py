@@ -4,6 +4,7 @@ compile time and memory, listed and plotted. precision=fp8 is refused in one lin
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ TINY_SEARCH = [
     "compile.mode=choice(eager,default)",
     "compile.backend=aot_eager",
     "compile.scope=choice(model)",
-    "precision=choice(amp,bf16)",
+    "precision=choice(amp,bf16,fp8)",  # fp8 cannot run on a CPU: left out of the search (issue 29)
     "inductor=choice(none)",
 ]
 
@@ -122,7 +123,7 @@ def test_a_compile_over_its_budget_fails_the_job_and_keeps_its_figures(tmp_path:
 def test_a_tiny_throughput_search_maximizes_throughput_and_plots_its_pareto_front(tmp_path: Path, store: str):
     proc = run_cli(TINY_SEARCH, tmp_path, store, multirun=True)
     text = proc.stdout + proc.stderr
-    assert "Best value:" in text and "Directions: ['maximize']" in text, output(proc)
+    assert "Best value:" in text, output(proc)  # the search's set-up lines are quiet (issue 29)
     sweep_dir = tmp_path / "multirun"
     best = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())
     kids = [r for r in runs(store) if "sweep_parent" not in r.data.tags]
@@ -145,6 +146,18 @@ def test_a_tiny_throughput_search_maximizes_throughput_and_plots_its_pareto_fron
     assert any(
         line.startswith("  on the front: ") for line in proc.stdout.splitlines()
     )  # the terminal's summary
+    # issue 29: fp8 left out in one line before any trial, every swept key whole, each trial a job
+    (left_out,) = [line for line in proc.stdout.splitlines() if line.startswith("search: precision=fp8")]
+    assert left_out.startswith(
+        "search: precision=fp8 left out of the search space: precision='fp8' is not allowed"
+    )
+    assert not [k for k in kids if k.data.tags.get("precision") == "fp8"]
+    assert "precision=choice(amp, bf16)" in json.loads(parent.data.tags["sweep_axes"])
+    assert f"jobs: 3, failed: {len(failed)}" in proc.stdout
+    every = next(line for line in proc.stdout.splitlines() if line.startswith("every job: "))
+    assert "compile.options={}" in every and "trainer.optimizer.fused=" in text + every
+    assert "| trainer.batch_size |" in summary and "| trainer.optimizer.fused |" in summary
+    assert "float-castable" not in text and "\x1b[" not in text and "Study name" not in text
 
 
 def _artifacts(store: str, run_id: str, path: str) -> list:

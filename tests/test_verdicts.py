@@ -604,6 +604,7 @@ def test_the_issue_sweep_twice_compares_as_the_same(tmp_path: Path, store: str):
     done = run_report("--tracking-uri", store, "--compare", *ids, "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "of 2 matched" in done.stdout and "changed: nothing" in done.stdout
+    assert "Downloading artifacts" not in done.stdout + done.stderr  # MLflow's bars (issue 29)
     assert {p.name for p in out.iterdir()} == {"compare.md", "compare.csv", "compare.png"}
 
 
