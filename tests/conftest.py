@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -223,3 +224,10 @@ def client(store_uri: str):
 
 def output(proc: subprocess.CompletedProcess) -> str:
     return f"--- exit {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-6000:]}"
+
+
+def every_job_line(stdout: str) -> str:
+    """The terminal summary's `every job: ...` line, joined where the terminal's width wrapped it."""
+    found = re.search(r"^every job: (.*?)\n\s+sweep \S+: ", stdout, re.S | re.M)
+    assert found, stdout[-3000:]
+    return "every job: " + " ".join(found.group(1).split())

@@ -23,6 +23,7 @@ from tests.conftest import (
     TINY,
     client,
     compose,
+    every_job_line,
     one_line_errors,
     output,
     popen_cli,
@@ -357,9 +358,9 @@ def test_optuna_search_records_failed_trials_and_goes_on(tmp_path: Path, store: 
     # issue 29: every trial is a job of the summary (two bad ones with one name too), each failed trial
     # said in the project's words, the swept keys whole, no colour codes in a log
     assert f"jobs: 4, failed: {len(failed)}" in proc.stdout
-    said = [line for line in proc.stderr.splitlines() if "search: a trial ended BAD_INPUT" in line]
+    said = [line for line in text.splitlines() if "search: a trial ended BAD_INPUT" in line]
     assert len(said) == len(failed) and "float-castable" not in text and "\x1b[" not in text
-    every = next(line for line in proc.stdout.splitlines() if line.startswith("every job: "))
+    every = every_job_line(proc.stdout)
     assert (
         "compile.optimizer=" in every
         and "trainer.optimizer.fused=" in every

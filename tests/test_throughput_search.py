@@ -17,7 +17,7 @@ from pipeline.status import FAILED, FINISHED
 from pipeline.sweep.pareto import pareto_front
 from pipeline.sweep.render import aggregate_lines
 from pipeline.sweep.summary import Row, summarize
-from tests.conftest import TINY, compose, one_line_errors, output, run_cli, runs
+from tests.conftest import TINY, compose, every_job_line, one_line_errors, output, run_cli, runs
 
 TINY_SEARCH = [
     "sweep=throughput_search",
@@ -154,7 +154,7 @@ def test_a_tiny_throughput_search_maximizes_throughput_and_plots_its_pareto_fron
     assert not [k for k in kids if k.data.tags.get("precision") == "fp8"]
     assert "precision=choice(amp, bf16)" in json.loads(parent.data.tags["sweep_axes"])
     assert f"jobs: 3, failed: {len(failed)}" in proc.stdout
-    every = next(line for line in proc.stdout.splitlines() if line.startswith("every job: "))
+    every = every_job_line(proc.stdout)
     assert "compile.options={}" in every and "trainer.optimizer.fused=" in text + every
     assert "| trainer.batch_size |" in summary and "| trainer.optimizer.fused |" in summary
     assert "float-castable" not in text and "\x1b[" not in text and "Study name" not in text
