@@ -4,10 +4,11 @@
 
 Configurations are matched by their pool hash (the whole config but the sweep's bookkeeping and the
 repeat index), falling back to the run name. For each match: the ratio B / A of the sweep's objective
-with its 95% interval (on the log scale, from both intervals), and a flag: `regression` or
-`improvement` when the interval excludes 1 and the change exceeds the smallest effect that counts
-(`sweep.min_effect_pct`), `same` when the interval is inside that band, `undecided` otherwise (noisy
-jobs never decide). What changed between the sweeps' environments (torch, triton, CUDA, driver, GPU)
+with its 95% interval (on the log scale, from both intervals), and a flag decided by the verdict's own
+rule (pipeline/sweep/verdict.py `compare`, docs/verdicts.md): `regression` or `improvement` when the
+figures stand apart by more than the smallest effect that counts (`sweep.min_effect_pct`), a noisy
+figure's interval widened by the host's slowing, `same` when they lie within that band, `undecided`
+otherwise. What changed between the sweeps' environments (torch, triton, CUDA, driver, GPU)
 is listed beside. A ratio whose interval spans more than a factor of 3 is shown as `undetermined`
 (pipeline/measure/stats.py), as the summary shows such figures. Torch-free.
 """
