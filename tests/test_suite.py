@@ -28,7 +28,8 @@ def test_each_model_is_classed_by_its_paired_speedups_interval():
 
 
 def test_the_aggregates_count_outcomes_and_show_an_interval_only_over_five_models():
-    def boot(values: list[float]) -> tuple[float, float]:
+    def boot(values: list[float], intervals: list[tuple[float, float]]) -> tuple[float, float]:
+        assert len(intervals) == len(values)  # each model's own interval goes along
         return min(values), max(values)
 
     few = answer([outcome("a", 2.0, 1.9, 2.1), outcome("b", 0.5, 0.45, 0.55)], bootstrap=boot)

@@ -633,16 +633,28 @@ def test_the_suites_name_enough_models_that_exist(suite: str, at_least: int):
 
 
 @pytest.mark.slow
-def test_the_tiny_suite_counts_passes_and_classifies_its_failure(tmp_path: Path, store: str):
-    proc = run_cli(["sweep=tiny_suite"], tmp_path, store, multirun=True)
+def test_the_tiny_suite_answers_per_model_and_ranks_no_model_against_another(tmp_path: Path, store: str):
+    """A suite (sweep.kind=suite): each model's compiled job against its own eager copy, counted by
+    outcome in the summary and the parent's tags; no cross-model verdict; the columns every job shares
+    once above the table; the terminal table within COLUMNS=80."""
+    proc = run_cli(["sweep=tiny_suite"], tmp_path, store, multirun=True, env={"COLUMNS": "80"})
     assert proc.returncode == 1, output(proc)  # one entry fails on purpose
     parent, kids = parent_and_children(store)
+    tags = parent.data.tags
     assert len(kids) == 5 and parent.data.metrics["sweep/pass_rate"] == pytest.approx(0.8)
-    assert "failures by class: 1 compile error" in proc.stdout
-    # Four passing compiled jobs: too few for a bootstrap interval, and the summary says why.
-    assert "sweep/geomean_speedup_ci95_low" not in parent.data.metrics
-    assert "[no interval: 4 job(s)]" in proc.stdout
-    assert parent.data.tags["objective"] == "throughput/samples_per_s"  # image and token models: samples/s
+    assert "verdict" not in tags and "fastest_config" not in tags  # models are not ranked
+    assert tags["suite_models"] == "5" and tags["suite_failed"] == "1"
+    counted = sum(int(tags[f"suite_{k}"]) for k in ("faster", "slower", "no_difference", "inconclusive"))
+    assert counted == 4
+    assert "suite: 5 models compiled against their own eager copies" in proc.stdout
+    assert "failed by class: compile error 1" in proc.stdout
+    summary = (tmp_path / "multirun" / "summary.md").read_text()
+    assert "no interval over 4 models: 5 at least" in summary  # too few for a bootstrap interval
+    header = next(line for line in summary.splitlines() if line.startswith("| model"))
+    assert "| outcome |" in header and "| loss |" not in header and "every job: loss=ce" in summary
+    table_start = next(i for i, line in enumerate(proc.stdout.splitlines()) if "outcome" in line)
+    table = proc.stdout.splitlines()[table_start : table_start + 7]
+    assert all(len(line) <= 80 for line in table), table
 
 
 def test_two_compiled_configurations_of_one_base_compare_on_their_paired_speedups():

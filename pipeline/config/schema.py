@@ -373,6 +373,13 @@ class SweepConfig:
         "a figure whose 95% interval is wider than this (half-width, % of the figure) cannot decide a verdict: it is inconclusive",
         gt=0,
     )
+    kind: str = doc(
+        "compare",
+        "`compare`: the summary ranks the configurations (fastest, tie or inconclusive); `suite`: one compile "
+        "configuration over many models, answered per model (compiled against its own eager copy: faster, slower, "
+        "no difference, inconclusive, failed) with no model ranked against another (sweep=timm_suite, hf_suite, tiny_suite)",
+        choices=("compare", "suite"),
+    )
     objective: str | None = doc(
         None,
         "a metric the job returns to a search sweeper (sweep=compile_search, sweep=throughput_search: Optuna), e.g. step/p50_ms or throughput/samples_per_s; a job that fails returns its outcome: a failed trial",

@@ -4,10 +4,11 @@
 
 Configurations are matched by their pool hash (the whole config but the sweep's bookkeeping and the
 repeat index), falling back to the run name. For each match: the ratio B / A of the sweep's objective
-with its 95% interval (on the log scale, from both intervals), and a flag: `regression` or
-`improvement` when the interval excludes 1 and the change exceeds the smallest effect that counts
-(`sweep.min_effect_pct`), `same` when the interval is inside that band, `undecided` otherwise (noisy
-jobs never decide). What changed between the sweeps' environments (torch, triton, CUDA, driver, GPU)
+with its 95% interval (on the log scale, from both intervals), and a flag decided by the verdict's own
+rule (pipeline/sweep/verdict.py `compare`, docs/verdicts.md): `regression` or `improvement` when the
+figures stand apart by more than the smallest effect that counts (`sweep.min_effect_pct`), a noisy
+figure's interval widened by the host's slowing, `same` when they lie within that band, `undecided`
+otherwise. What changed between the sweeps' environments (torch, triton, CUDA, driver, GPU)
 is listed beside. A ratio whose interval spans more than a factor of 3 is shown as `undetermined`
 (pipeline/measure/stats.py), as the summary shows such figures. Torch-free.
 """
@@ -15,13 +16,14 @@ is listed beside. A ratio whose interval spans more than a factor of 3 is shown 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.measure.stats import undetermined
 from pipeline.sweep.summary import Configuration, Summary
-from pipeline.sweep.verdict import Z95, Estimate, Rule
+from pipeline.sweep.verdict import Z95, Estimate, Rule, compare
 
 REGRESSION, IMPROVEMENT, SAME, UNDECIDED = "regression", "improvement", "same", "undecided"
 ENVIRONMENT_KEYS = (
@@ -76,20 +78,20 @@ class SweepComparison:
 
 
 def change(a: Estimate, b: Estimate, rule: Rule, *, higher_is_better: bool) -> Change:
+    """One configuration in sweep A and in sweep B, judged by the verdict's own rule (docs/verdicts.md):
+    a noisy figure widens by the host's slowing rather than vetoing; `improvement` when B is better."""
     ratio = b.value / a.value
     half = Z95 * math.hypot(a.log_se, b.log_se)
     low, high = ratio * math.exp(-half), ratio * math.exp(half)
-    band = math.log1p(rule.min_effect_pct / 100)
-    if a.noisy or b.noisy:
-        flag = UNDECIDED
-    elif low > 1 and math.log(ratio) > band:
-        flag = IMPROVEMENT if higher_is_better else REGRESSION
-    elif high < 1 and -math.log(ratio) > band:
-        flag = REGRESSION if higher_is_better else IMPROVEMENT
-    elif math.log(high) < band and -math.log(low) < band:
-        flag = SAME
-    else:
-        flag = UNDECIDED
+    alone = {"eager_name": None, "speedup": None, "base": None}  # two sweeps: no shared paired baseline
+    result = compare(
+        dataclasses.replace(a, name="A", **alone),
+        dataclasses.replace(b, name="B", **alone),
+        dataclasses.replace(rule, higher_is_better=higher_is_better),
+    )
+    flag = {"B": IMPROVEMENT, "A": REGRESSION}.get(
+        result.better or "", SAME if result.reason == "tie" else UNDECIDED
+    )
     return Change(name=b.name, a=a, b=b, ratio=ratio, low=low, high=high, flag=flag)
 
 

@@ -40,7 +40,16 @@ def build_summary(tracker: Tracker, sweep_id: str) -> Summary:
     rows = [row_from_run(run, varied) for run in runs]
     for row, key in zip(rows, job_keys(runs), strict=True):
         row.config_hash = key
-    return summarize(sweep_id, rows, varied=varied, rule=rule, configured=tags.get("sweep_objective"))
+    kind = tags.get("sweep_kind") or _kind_of_jobs(tracker, sweep_id)
+    return summarize(
+        sweep_id, rows, varied=varied, rule=rule, configured=tags.get("sweep_objective"), kind=kind
+    )
+
+
+def _kind_of_jobs(tracker: Tracker, sweep_id: str) -> str:
+    """`sweep.kind` as the sweep's jobs logged it (a parent from before the tag existed)."""
+    kinds = {run.params.get("sweep.kind") for run in tracker.sweep_children(sweep_id)} - {None}
+    return kinds.pop() if len(kinds) == 1 else "compare"
 
 
 def job_keys(runs: list[RunRecord]) -> list[str]:
@@ -85,6 +94,7 @@ def publish(tracker: Tracker, parent_run_id: str, summary: Summary, out_dir: Pat
         "jobs_failed": int(summary.aggregates["jobs_failed"]),
         "mlflow.note.content": to_markdown(summary, compact=True),
         **verdict_tags(summary),
+        **(summary.suite.tags() if summary.suite is not None else {}),
     }
     stale = {"fastest_config", "fastest_run_id", "tied_configs"} - set(tags)
     tracker.delete_tags(parent_run_id, stale)  # a resumed sweep's earlier verdict

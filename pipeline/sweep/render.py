@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from pipeline.measure.stats import undetermined
 from pipeline.sweep.pareto import front_lines
 from pipeline.sweep.summary import Row, Summary
 
-TERMINAL_WIDTH = 120
+TERMINAL_WIDTH = 120  # at most; a narrower terminal (or COLUMNS) is respected
 DASH = "–"
 UNDETERMINED = "undetermined"  # an interval too wide to say anything (pipeline/measure/stats.py undetermined)
 MEASURE_COLUMNS = ("figure [95% interval]", "speedup", "compile s", "peak GiB", "graph breaks", "status")
@@ -52,20 +53,33 @@ def column_labels(keys: list[str]) -> list[str]:
 
 
 def constant_line(summary: Summary) -> str:
-    """The identity values every job shares (`model=vit_tiny, loss=ce, ...`), swept keys whole
-    (`trainer.optimizer.fused=true`)."""
+    """The identity values and measure columns every job shares (`model=vit_tiny, loss=ce, ...`), swept
+    keys whole (`trainer.optimizer.fused=true`)."""
     shown = identity_columns(summary, compact=True)
-    rows = [r for r in summary.rows if r.config] or summary.rows
+    configured = [r for r in summary.rows if r.config] or summary.rows
     same = [
-        f"{k}={rows[0].config.get(k, DASH)}"
+        f"{k}={configured[0].config.get(k, DASH)}"
         for k in [*TABLE_KEYS, *summary.varied]
-        if k not in shown and rows
+        if k not in shown and configured
     ]
+    header, rows = _table(summary, compact=False)
+    measures = header[len(header) - len(MEASURE_COLUMNS) :]
+    for i, name in enumerate(measures):
+        values = {row[len(header) - len(MEASURE_COLUMNS) + i] for row in rows}
+        if len(rows) > 1 and len(values) == 1 and name in CONSTANT_WHEN_EQUAL:
+            same.append(f"{name}={values.pop()}")
     return "every job: " + ", ".join(same) if same else ""
 
 
+# Measure columns the compact table leaves out (to the line above it) when every job has the same value.
+CONSTANT_WHEN_EQUAL = ("speedup", "compile s", "peak GiB", "graph breaks", "status")
+
+
 def sorted_rows(summary: Summary) -> list[Row]:
-    """Passing jobs by the objective (best first), then the rest."""
+    """Passing jobs by the objective (best first), then the rest; a suite's by outcome, then model."""
+    if summary.suite is not None:
+        order = {o.run_name: i for i, o in enumerate(summary.suite.outcomes)}
+        return sorted(summary.rows, key=lambda r: (order.get(r.name, len(order)), r.name))
     objective = summary.objective
     passing = [r for r in summary.rows if r.passing and objective.metric in r.metrics]
     passing.sort(key=lambda r: r.metrics[objective.metric], reverse=objective.higher_is_better)
@@ -117,9 +131,25 @@ def _status(row: Row) -> str:
 
 
 def table(summary: Summary, *, compact: bool) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of the configuration table."""
+    """(header, rows) of the configuration table; compact: the measure columns every job shares left
+    out (they are on the line above the table)."""
+    header, rows = _table(summary, compact=compact)
+    if not compact or len(rows) < 2:
+        return header, rows
+    first = len(header) - len(MEASURE_COLUMNS)
+    keep = [
+        i
+        for i, name in enumerate(header)
+        if i < first or name not in CONSTANT_WHEN_EQUAL or len({row[i] for row in rows}) > 1
+    ]
+    return [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
+
+
+def _table(summary: Summary, *, compact: bool) -> tuple[list[str], list[list[str]]]:
     keys = identity_columns(summary, compact=compact)
-    header = [*(column_labels(keys) if compact else keys), *MEASURE_COLUMNS]
+    outcomes = {o.run_name: o.outcome for o in summary.suite.outcomes} if summary.suite else None
+    labels = column_labels(keys) if compact else keys
+    header = [*labels, *(["outcome"] if outcomes is not None else []), *MEASURE_COLUMNS]
     out = []
     for row in sorted_rows(summary):
         m = row.metrics
@@ -132,6 +162,7 @@ def table(summary: Summary, *, compact: bool) -> tuple[list[str], list[list[str]
         out.append(
             [
                 *cells,
+                *([outcomes.get(row.name, DASH)] if outcomes is not None else []),
                 _figure(summary, row),
                 _speedup(row),
                 _fmt(m.get("compile/total_s"), 1),
@@ -149,6 +180,8 @@ def table_rows(summary: Summary) -> list[list[str]]:
 
 def verdict_lines(summary: Summary) -> list[str]:
     lines = [summary.verdict.line()] if summary.verdict else []
+    if summary.suite is not None:
+        return summary.suite.lines()  # its failures by class included
     if summary.failure_classes:
         classes = ", ".join(f"{n} {kind}" for kind, n in sorted(summary.failure_classes.items()))
         lines.append(f"failures by class: {classes}")
@@ -160,9 +193,9 @@ def aggregate_lines(summary: Summary) -> list[str]:
     lines = [f"jobs: {int(a['jobs'])}, failed: {int(a['jobs_failed'])}"]
     if "sweep/wall_s" in a:
         lines[0] += f", sweep wall time {a['sweep/wall_s']:.1f} s"
-    if "sweep/pass_rate" in a:
+    if "sweep/pass_rate" in a and summary.suite is None:  # a suite says it per model, above
         lines.append(f"pass rate (finished, loss parity within tolerance): {a['sweep/pass_rate']:.0%}")
-    if "sweep/geomean_speedup" in a:
+    if "sweep/geomean_speedup" in a and summary.suite is None:
         if "sweep/geomean_speedup_ci95_low" not in a:
             interval = f" [no interval: {summary.geomean_jobs} job(s)]"
         elif undetermined(a["sweep/geomean_speedup_ci95_low"], a["sweep/geomean_speedup_ci95_high"]):
@@ -212,10 +245,10 @@ def to_markdown(summary: Summary, *, compact: bool = False) -> str:
     out = io.StringIO()
     out.write(f"# Sweep {summary.sweep_id}\n\n")
     for line in verdict_lines(summary):
-        out.write(f"**{line}**\n\n" if line.startswith("verdict") else f"{line}\n\n")
-    if compact and constant_line(summary):
+        out.write(f"**{line}**\n\n" if line.startswith(("verdict", "suite")) else f"{line}\n\n")
+    if constant_line(summary):  # the columns every job shares, once (summary.csv holds them all)
         out.write(constant_line(summary) + "\n\n")
-    out.write(markdown_table(*table(summary, compact=compact)) + "\n\n")
+    out.write(markdown_table(*table(summary, compact=True)) + "\n\n")
     out.write("\n".join(f"- {line}" for line in aggregate_lines(summary)) + "\n\n")
     out.write(HOW.format(objective=summary.objective.label) + "\n")
     if compact:
@@ -260,6 +293,27 @@ def write_csv(summary: Summary, path: Path) -> None:
             )
 
 
+# Columns a narrow terminal drops first (they stay in summary.md and summary.csv).
+DROP_FIRST = ("graph breaks", "peak GiB", "compile s", "status")
+
+
+def fit(header: list[str], rows: list[list[str]], width: int) -> tuple[list[str], list[list[str]], list[str]]:
+    """The table without its least telling columns until each column fits its widest cell in `width`
+    (two spaces between columns), so that no cell folds; and the columns dropped."""
+
+    def needed(cols: list[int]) -> int:
+        return sum(max(len(header[i]), *(len(r[i]) for r in rows)) + 2 for i in cols)
+
+    cols = list(range(len(header)))
+    dropped = []
+    for name in DROP_FIRST:
+        if needed(cols) <= width or name not in header:
+            continue
+        cols.remove(header.index(name))
+        dropped.append(name)
+    return [header[i] for i in cols], [[r[i] for i in cols] for r in rows], dropped
+
+
 def print_table(summary: Summary) -> None:
     """The compact table and the lines around it; rich on a terminal, plain text in logs, never wider
     than TERMINAL_WIDTH (wider tables go to the files only)."""
@@ -267,17 +321,20 @@ def print_table(summary: Summary) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    console = Console(width=TERMINAL_WIDTH, no_color=not sys.stdout.isatty())
+    width = min(TERMINAL_WIDTH, shutil.get_terminal_size((TERMINAL_WIDTH, 24)).columns)  # COLUMNS too
+    console = Console(width=width, no_color=not sys.stdout.isatty())
     for line in verdict_lines(summary):
         console.print(line, markup=False, highlight=False)
     if constant_line(summary):
         console.print(constant_line(summary), markup=False, highlight=False)
-    header, rows = table(summary, compact=True)
+    header, rows, dropped = fit(*table(summary, compact=True), width)
     view = Table(title=f"sweep {summary.sweep_id}: {summary.objective.label}", show_lines=False, box=None)
     for col in header:
         view.add_column(col, overflow="fold")
     for row in rows:
         view.add_row(*(Text(cell) for cell in row))  # plain text: `[undetermined]` is no markup tag
     console.print(view)
+    if dropped:
+        console.print(f"({', '.join(dropped)}: in summary.md, too wide for {width} columns)", markup=False)
     for line in aggregate_lines(summary):
         console.print(line, markup=False, highlight=False, soft_wrap=False)

@@ -109,21 +109,24 @@ class SuiteAnswer:
         return out
 
 
-def answer(
-    outcomes: list[ModelOutcome], *, bootstrap: Callable[[list[float]], tuple[float, float]]
-) -> SuiteAnswer:
-    """The suite's answer from its models' outcomes; `bootstrap(speedups)` gives the geometric mean's
-    95% interval over models (pipeline.sweep.summary's)."""
+Bootstrap = Callable[[list[float], list[tuple[float, float]]], tuple[float, float]]
+
+
+def answer(outcomes: list[ModelOutcome], *, bootstrap: Bootstrap) -> SuiteAnswer:
+    """The suite's answer from its models' outcomes; `bootstrap(speedups, intervals)` gives the geometric
+    mean's 95% interval over models, each model's own interval carried (pipeline.sweep.summary's)."""
     result = SuiteAnswer(outcomes=sorted(outcomes, key=lambda o: (OUTCOMES.index(o.outcome), o.model)))
     result.counts = dict(Counter(o.outcome for o in outcomes))
     result.failures = dict(Counter(o.failure.split(":", 1)[0] for o in outcomes if o.outcome == FAILED))
     if outcomes:
         result.pass_rate = sum(o.outcome != FAILED for o in outcomes) / len(outcomes)
-    speedups = [o.speedup for o in outcomes if o.outcome != FAILED and o.speedup]
+    passing = [o for o in outcomes if o.outcome != FAILED and o.speedup]
+    speedups = [o.speedup for o in passing if o.speedup]
     if speedups:
         result.geomean = math.exp(statistics.fmean(math.log(s) for s in speedups))
         if len(speedups) >= MIN_MODELS_FOR_INTERVAL:
-            result.geomean_ci = bootstrap(speedups)
+            intervals = [(o.low or o.speedup, o.high or o.speedup) for o in passing]
+            result.geomean_ci = bootstrap(speedups, intervals)  # type: ignore[arg-type]
         else:
             result.geomean_note = (
                 f"no interval over {len(speedups)} models: {MIN_MODELS_FOR_INTERVAL} at least"

@@ -33,7 +33,9 @@ from pipeline.jobdir import JobDir
 from pipeline.measure.objective import OBJECTIVES, SAMPLES, STEP_TIME, TOKENS, Objective, Work, choose
 from pipeline.measure.stats import t975
 from pipeline.status import FINISHED
+from pipeline.sweep import suite
 from pipeline.sweep.pareto import ParetoFront, pareto_front
+from pipeline.sweep.suite import SuiteAnswer
 from pipeline.sweep.verdict import SEVERE_SLOWDOWN, Z95, Estimate, Rule, Verdict, decide, severe_job
 from pipeline.sweep_context import SweepContext
 from pipeline.tracking import RunRecord
@@ -41,6 +43,7 @@ from pipeline.tracking import RunRecord
 AMP_PRECISIONS = ("amp", "amp_fp16")
 FP32_PRECISIONS = ("fp32",)
 COMPILE_KEYS = ("mode", "backend", "fullgraph", "dynamic", "scope")
+SUITE = "suite"  # sweep.kind of a suite: one compile configuration over many models
 BOOTSTRAP_SAMPLES = 2000
 # A bootstrap over fewer jobs than this resamples too few values to say how far their mean could be.
 MIN_BOOTSTRAP_JOBS = 5
@@ -157,6 +160,7 @@ class Summary:
         SEVERE_SLOWDOWN  # the verdict's limit of severe interference (Rule.severe_slowdown)
     )
     pareto: ParetoFront | None = None  # ranked by throughput: its front against compile time and memory
+    suite: SuiteAnswer | None = None  # sweep.kind=suite: the answer per model (no cross-model verdict)
 
     @property
     def failures(self) -> list[Row]:
@@ -423,8 +427,10 @@ def summarize(
     varied: list[str] | tuple[str, ...] = (),
     rule: Rule | None = None,
     configured: str | None = None,
+    kind: str = "compare",
 ) -> Summary:
-    """The summary of a sweep's jobs; `configured`: the sweep's `sweep.objective`, if it names one."""
+    """The summary of a sweep's jobs; `configured`: the sweep's `sweep.objective`, if it names one;
+    `kind`: `suite` answers per model (pipeline/sweep/suite.py) and ranks no model against another."""
     summary = Summary(sweep_id=sweep_id, rows=latest_per_config(rows), varied=extra_keys(varied))
     passing = [r for r in summary.rows if r.passing]
     summary.objective = choose([r.work for r in passing], configured)
@@ -434,12 +440,34 @@ def summarize(
     rule = dataclasses.replace(rule, higher_is_better=summary.objective.higher_is_better)
     summary.verdict = decide([c.estimate for c in summary.configurations], rule, summary.objective.label)
     summary.severe_slowdown = rule.severe_slowdown
-    if summary.objective.higher_is_better:
+    if kind == SUITE:
+        summary.verdict = None  # models are not ranked against each other
+        summary.suite = suite_answer(summary.rows, rule.min_effect_pct)
+    if summary.objective.higher_is_better and summary.suite is None:
         summary.pareto = pareto_front(summary.rows, summary.objective.metric)
     _aggregates(summary)
     _notes(summary)
     summary.scaling = scaling_efficiencies(summary.rows)
     return summary
+
+
+def suite_answer(rows: list[Row], min_effect_pct: float) -> SuiteAnswer:
+    """Each compiled job (a model, with whatever else the suite varies) against its own eager copy."""
+    outcomes = [
+        suite.classify(
+            model=row.config.get("model", row.name),
+            run_name=row.name,
+            status=row.status,
+            metrics=row.metrics,
+            failure=f"{failure_class(row)}: {row.error}" if failure_class(row) else "",
+            min_effect_pct=min_effect_pct,
+        )
+        for row in rows
+        if row.compiled or row.status != FINISHED
+    ]
+    return suite.answer(
+        outcomes, bootstrap=lambda speedups, intervals: bootstrap_geomean(speedups, intervals)
+    )
 
 
 def _aggregates(summary: Summary) -> None:
@@ -464,7 +492,7 @@ def _aggregates(summary: Summary) -> None:
             intervals = [pooled_speedup([r])[1:] for r in with_speedup]
             low, high = bootstrap_geomean(speedups, intervals)  # type: ignore[arg-type]
             agg["sweep/geomean_speedup_ci95_low"], agg["sweep/geomean_speedup_ci95_high"] = low, high
-        else:
+        elif summary.suite is None:  # a suite's own line says it
             summary.notes.append(
                 f"the geometric-mean speedup has no interval: {len(speedups)} passing compiled job(s), fewer than "
                 f"{MIN_BOOTSTRAP_JOBS}; a bootstrap over so few resamples too few values to say how far their mean could be"
@@ -489,6 +517,8 @@ def _notes(summary: Summary) -> None:
             "the verdict allows for the host having slowed them (a noisy configuration may be as fast as its "
             "fastest step divided by p90 / p10 of its steps); compiled-vs-eager is judged on the paired speedup"
         )
+    if summary.suite is not None:  # the rest is about ranking configurations, which a suite does not
+        return
     limit = summary.severe_slowdown
     worst = severe_job([c.estimate for c in summary.configurations], Rule(severe_slowdown=limit))
     if worst is not None:
@@ -504,7 +534,10 @@ def _notes(summary: Summary) -> None:
         summary.notes.append(
             f"jobs differ in the work per unit (batch size, sequence length): ranked by {summary.objective.label}, not by step time"
         )
-    if len({(r.config.get("model"), r.config.get("loss")) for r in summary.rows if r.passing}) > 1:
+    if (
+        summary.suite is None
+        and len({(r.config.get("model"), r.config.get("loss")) for r in summary.rows if r.passing}) > 1
+    ):
         summary.notes.append(
             "the verdict ranks different models or losses against each other; compare within one model in the table"
         )
