@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import getpass
 import json
+import logging
+import os
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,25 @@ from pipeline.tracking.http import check_reachable
 from pipeline.tracking.payload import TAG_LIMIT, RunPayload, redacted_copy
 from pipeline.tracking.queries import SweepQueries
 from pipeline.tracking.store import default_artifact_location, mlflow_client
+
+# The experiment's type in MLflow 3's UI: `custom_model_development` ("Machine learning": runs, not
+# traces). MLflow 3.17 reads it where the UI asks the experiment its type; which page an experiment
+# opens on it decides by the browser's workflow switch (the sidebar's "GenAI | Model training",
+# remembered per browser), so the description also links the runs table.
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+DESCRIPTION_TAG = "mlflow.note.content"
+
+
+def experiment_description(experiment_id: str) -> str:
+    """The experiment's description (markdown), shown above every page of the experiment."""
+    runs = f"#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    return (
+        "torch.compile measured by compile-sweeps: one run per job, nested under its sweep's run, which "
+        f"holds the sweep's verdict and summary. **[The runs table]({runs})** (MLflow opens experiments "
+        'on its GenAI pages unless the sidebar\'s "Model training" was chosen once in this browser). Each '
+        "sweep prints the link to its own view (its runs ranked, the verdict and the intervals beside "
+        'them), kept under "Views" at the runs table\'s top right.'
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,7 +70,8 @@ class Tracker(SweepQueries):
         self.uri, self.experiment_name = tracking_uri, experiment
         self.artifact_location = artifact_location or default_artifact_location(tracking_uri)
         check_reachable(tracking_uri)
-        self._client = mlflow_client(tracking_uri)
+        with quiet_store_setup():
+            self._client = mlflow_client(tracking_uri)
         self._experiment_id: str | None = None
 
     @classmethod
@@ -58,9 +80,11 @@ class Tracker(SweepQueries):
 
     @property
     def experiment_id(self) -> str:
-        """Get or create the experiment (created once, by the sweep callback, before any job runs)."""
+        """Get or create the experiment (created once, by the sweep callback, before any job runs),
+        with its type and description (`describe_experiment`)."""
         if self._experiment_id is None:
             exp = self._client.get_experiment_by_name(self.experiment_name)
+            tags: dict[str, str] = {}
             if exp is None:
                 try:
                     self._experiment_id = self._client.create_experiment(
@@ -70,10 +94,22 @@ class Tracker(SweepQueries):
                     exp = self._client.get_experiment_by_name(self.experiment_name)
                     if exp is None:
                         raise
-                    self._experiment_id = exp.experiment_id
+                    self._experiment_id, tags = exp.experiment_id, dict(exp.tags)
             else:
-                self._experiment_id = exp.experiment_id
+                self._experiment_id, tags = exp.experiment_id, dict(exp.tags)
+            self.describe_experiment(tags)
         return self._experiment_id
+
+    def describe_experiment(self, tags: dict[str, str]) -> None:
+        """The experiment's type (runs, not traces) and description, where it has none: a user's own
+        stay. One request for an experiment that has both (the common case: none)."""
+        assert self._experiment_id is not None
+        key, kind = EXPERIMENT_KIND
+        wanted = {key: kind, DESCRIPTION_TAG: experiment_description(self._experiment_id)}
+        for name, value in wanted.items():
+            if name not in tags:
+                with contextlib.suppress(Exception):  # a read-only store: the runs matter, not this
+                    self._client.set_experiment_tag(self._experiment_id, name, value)
 
     def runs_url(self, view_id: str | None = None) -> str:
         """Where the UI shows this experiment's runs table (MLflow 3 opens experiments on its GenAI
@@ -241,6 +277,29 @@ def _record(run: Any) -> RunRecord:
         metrics=dict(run.data.metrics),
         params=dict(run.data.params),
     )
+
+
+# MLflow's INFO lines as it sets up or migrates a sqlite store ("Creating initial MLflow database tables...",
+# "Updating database tables"): nothing a user acts on, printed by every job that opens a new store.
+STORE_SETUP_LOGGERS = ("mlflow.store.db.utils", "alembic.runtime.migration")
+
+
+@contextlib.contextmanager
+def quiet_store_setup() -> Iterator[None]:
+    """MLflow's store set-up without its INFO lines (warnings and errors still show); as they are when
+    the user sets MLFLOW_LOGGING_LEVEL."""
+    if os.environ.get("MLFLOW_LOGGING_LEVEL"):
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in STORE_SETUP_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(max(logger.getEffectiveLevel(), logging.WARNING))
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def standard_tags() -> dict[str, str]:
