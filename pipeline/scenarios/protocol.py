@@ -402,16 +402,21 @@ class Scenario:
         return report
 
     def compile_applies(self) -> set[str]:
-        """What compilation can involve for this device and mode (pipeline.diagnose.compile_stats)."""
+        """What compilation can involve for this device, backend and settings
+        (pipeline.diagnose.compile_stats)."""
         settings, cuda = self.cfg.compile, self.device.type == "cuda"
         inductor = settings.backend == "inductor"
         applies = {"inductor"} if inductor else set()
+        if settings.backend != "eager":  # Dynamo alone hands its graphs to no AOTAutograd
+            applies.add("aot_autograd")
         if cuda and inductor:
             applies.add("triton")
         if inductor and settings.mode.startswith("max-autotune"):
             applies.add("autotune")
         if cuda and settings.uses_cudagraphs:
             applies.add("cudagraphs")
+        if self.cfg.parallel.distributed and self.cfg.parallel.optimize_ddp == "compiled_autograd":
+            applies.add("compiled_autograd")
         return applies
 
     def explain(self) -> None:
