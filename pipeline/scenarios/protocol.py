@@ -233,7 +233,7 @@ class Scenario:
         self.info["precision_flags"] = self.precision.apply_backend_flags()
         import_model_library(self.cfg.model._target_)
         timeline.mark("model_library")
-        with CompileLogRecorder() as recorder, self.measuring():
+        with CompileLogRecorder(verbose=self.cfg.verbose) as recorder, self.measuring():
             self.head = self.prepare()
             timeline.mark("build")
             flops = self.count_flops()
