@@ -76,6 +76,13 @@ def classify_error(exc: BaseException, cfg: Config) -> tuple[str, str]:
     return name, str(exc)
 
 
+def how_started() -> str:
+    """`template` in a worker forked from its sweep's template process (which hands it a lifeline pipe),
+    `spawn` in a fresh interpreter (the parent's `worker_start` tag says the same, from its side)."""
+    template, spawn = WORKER_STARTS
+    return template if os.environ.get(lifeline.LIFELINE_FD_ENV) else spawn
+
+
 def rank_of_this_process(cfg: Config) -> int:
     """This worker's rank in a distributed job (torchrun's RANK), 0 otherwise (whatever RANK says)."""
     return int(os.environ.get("RANK", "0")) if cfg.parallel.distributed else 0
@@ -137,6 +144,7 @@ def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
             out_dir=out_dir,
             timeline=timeline,
             settings_at_start=settings_at_start,
+            worker_start=how_started(),
         )
         scenario = scenario_type(cfg, ctx)
         result.work = dataclasses.asdict(scenario.work)  # what a unit did and what it is judged on

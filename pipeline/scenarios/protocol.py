@@ -72,6 +72,7 @@ class WorkerContext:
     settings_at_start: dict[str, str] = field(
         default_factory=dict
     )  # pipeline.measure.settings, as the worker began
+    worker_start: str = "spawn"  # how the worker started: `template` (forked from the sweep's) or `spawn`
 
 
 class HasMetrics(Protocol):
@@ -225,6 +226,7 @@ class Scenario:
             parallel=self.cfg.parallel.strategy,
             world_size=self.ranks.world_size,
             unit=self.timed_unit,
+            worker_start=self.ctx.worker_start,
         )
         return "\n".join([*self.method_lines(), protocol])
 
