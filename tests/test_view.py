@@ -87,12 +87,12 @@ def test_the_columns_answer_the_verdict_the_figure_and_the_speedup_with_their_in
 
 
 def test_the_names_column_fits_the_runs_names_up_to_a_cap():
-    assert name_width_for([]) == 230
-    short = name_width_for(["vit_tiny·amp·eager"])
-    assert short == 230  # the default already holds it
-    long = "llama_tiny·bf16·reduce-overhead·inductor·step"
-    assert 6.5 * len(long) < name_width_for([long, "x"]) <= 420  # the whole of the longest
-    assert name_width_for(["x" * 200]) == 420  # the figures stay on a laptop's screen
+    """MLflow 3.17 writes a run's name at ~5.2 px a character after a 32 px dot (measured in Chromium)."""
+    assert name_width_for([]) == 200
+    assert name_width_for(["vit_tiny·amp·eager"]) == 200  # the default already holds it
+    long = "llama_tiny·bf16·reduce-overhead·inductor·step·generate"
+    assert 5.2 * len(long) + 32 < name_width_for([long, "x"]) <= 400  # the whole of the longest
+    assert name_width_for(["x" * 200]) == 400  # the figures stay on a laptop's screen
 
 
 def test_a_sweeps_label_says_its_scenario_its_models_and_what_it_varies():
@@ -132,11 +132,17 @@ def test_a_view_is_the_json_mlflow_3_17_reads():
         "All Runs",
     )
     assert state["selectedColumns"] == view.columns
-    assert state["columnOrder"] == ["attributes.`Run Name`", *view.columns]  # widths apply to listed columns
+    # Widths apply to listed columns: the names, MLflow's Created column, then the view's.
+    assert state["columnOrder"] == ["attributes.`Run Name`", "runDateAndNestInfo", *view.columns]
     assert set(state["columnWidths"]) == set(state["columnOrder"])
-    # A header is never cut: wider than its text at ~7 px a character.
+    # A header is never cut: wider than its text at ~6.5 px a character (measured in Chromium).
     for column, width in state["columnWidths"].items():
-        assert width >= 7 * len(column.split("`")[1]), column
+        if "`" in column:
+            assert width >= 6.5 * len(column.split("`")[1]) + 24, column
+    # At 1600 px the answer is in view beside MLflow's sidebar (~300 px): the names, Created, the
+    # verdict, the objective and the speedup with their intervals.
+    answer = state["columnOrder"][: state["columnOrder"].index("metrics.`speedup/ci95_high`") + 1]
+    assert 300 + sum(state["columnWidths"][c] for c in answer) <= 1600
     # The chart view: sections by concern, most telling first (MLflow sorts them alphabetically unless
     # told the order is the user's), each opening with the charts of the table's metrics.
     assert state["isAccordionReordered"] is True

@@ -45,7 +45,6 @@ CURVES = ("curve/step_ms", "curve/eager_step_ms")
 SECTIONS = (
     "step",
     "latency",
-    "generate",
     "speedup",
     "compile",
     "memory",
@@ -58,10 +57,19 @@ SECTIONS = (
     "loss",
 )
 RUN_NAME = "attributes.`Run Name`"
-# Columns whose width is not their header's, in px; a metric's full value (17 digits) takes ~150.
-WIDTHS = {RUN_NAME: 230, "tags.`verdict`": 120, "tags.`noisy`": 70, "tags.`fastest_config`": 260}
-FULL_VALUE = 150
-NAME_CHAR_PX, NAME_PADDING_PX, MAX_NAME_PX = 6.5, 60, 420  # the runs' names whole, up to a point
+CREATED = "runDateAndNestInfo"  # MLflow's own column, always shown: when (a check mark and "2 minutes ago")
+# Columns whose width is not their header's, in px. At 1600 px the verdict, the objective and the speedup
+# with their intervals fit beside MLflow's sidebar, the names and the Created column; the costs follow.
+WIDTHS = {
+    RUN_NAME: 200,
+    CREATED: 120,
+    "tags.`verdict`": 100,
+    "tags.`noisy`": 70,
+    "tags.`fastest_config`": 260,
+}
+HEADER_CHAR_PX, HEADER_PADDING_PX, SORT_ARROW_PX = 6.5, 28, 16  # MLflow 3.17's header font, measured
+VALUE_PX = 120  # a figure's value: 9 significant digits whole, longer ones end in an ellipsis
+NAME_CHAR_PX, NAME_PADDING_PX, MAX_NAME_PX = 5.4, 50, 400  # the runs' names whole, up to a point
 
 
 def metric_column(name: str) -> str:
@@ -89,10 +97,11 @@ class RunsView:
         return VIEW_TAG_PREFIX + self.view_id
 
     def state(self) -> dict[str, object]:
-        order = [RUN_NAME, *self.columns]  # the run name's width applies only when it is listed here
+        order = [RUN_NAME, CREATED, *self.columns]  # a width applies only to a column listed here
         sort_key = metric_column(self.objective.metric)
         widths = {c: column_width(c, sorted_by=c == sort_key) for c in order}
         widths[RUN_NAME] = self.name_width
+        widths[CREATED] = WIDTHS[CREATED]
         return {
             "searchFilter": self.search_filter,
             "orderByKey": sort_key,
@@ -220,12 +229,14 @@ def sections_for(objective: Objective, *, logged: set[str] | None = None) -> lis
 
 
 def column_width(column: str, *, sorted_by: bool = False) -> int:
-    """Pixels for the whole header (MLflow cuts headers, never wraps them) and a full value."""
+    """Pixels for the whole header (MLflow cuts headers, never wraps them) and, for a figure, its value;
+    an interval's end is as wide as its header."""
     if column in WIDTHS:
         return WIDTHS[column]
     name = column.split("`")[1] if "`" in column else column
-    header = math.ceil(6.5 * len(name)) + 30  # ~6.5 px a character in the UI's header font, and padding
-    return max(FULL_VALUE, header) + (20 if sorted_by else 0)  # the sort arrow
+    header = math.ceil(HEADER_CHAR_PX * len(name)) + HEADER_PADDING_PX
+    width = header if "ci95" in name else max(VALUE_PX, header)
+    return width + (SORT_ARROW_PX if sorted_by else 0)
 
 
 def name_width_for(names: list[str]) -> int:
