@@ -30,22 +30,23 @@ from pipeline.tracking.queries import SweepQueries
 from pipeline.tracking.store import default_artifact_location, mlflow_client
 
 # The experiment's type in MLflow 3's UI: `custom_model_development` ("Machine learning": runs, not
-# traces). MLflow 3.17 reads it where the UI asks the experiment its type; which page an experiment
-# opens on it decides by the browser's workflow switch (the sidebar's "GenAI | Model training",
-# remembered per browser), so the description also links the runs table.
+# traces). MLflow 3.0-3.x opened an experiment on the page its type named; 3.17 derives the type from
+# the browser's workflow switch (the sidebar's "GenAI | Model training", remembered per browser, GenAI
+# at first) and only writes this tag, so the description says how to reach the runs table.
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 DESCRIPTION_TAG = "mlflow.note.content"
 
 
 def experiment_description(experiment_id: str) -> str:
-    """The experiment's description (markdown), shown above every page of the experiment."""
+    """The experiment's description (markdown), shown above every page of the experiment, collapsed to
+    its first line: how to reach the runs table first."""
     runs = f"#/experiments/{experiment_id}/runs?workflowType=machine_learning"
     return (
-        "torch.compile measured by compile-sweeps: one run per job, nested under its sweep's run, which "
-        f"holds the sweep's verdict and summary. **[The runs table]({runs})** (MLflow opens experiments "
-        'on its GenAI pages unless the sidebar\'s "Model training" was chosen once in this browser). Each '
-        "sweep prints the link to its own view (its runs ranked, the verdict and the intervals beside "
-        'them), kept under "Views" at the runs table\'s top right.'
+        f"**Runs: [open the runs table]({runs})**, or choose **Model training** at the top of the sidebar "
+        "(once in a browser: until then MLflow opens experiments on its GenAI pages). torch.compile measured "
+        "by compile-sweeps: one run per job, nested under its sweep's run, which holds the sweep's verdict and "
+        "summary; each sweep prints the link to its own view (its runs ranked, the verdict and the intervals "
+        'beside the figures), kept under "Views" at the runs table\'s top right.'
     )
 
 
@@ -218,6 +219,36 @@ class Tracker(SweepQueries):
         self.log_artifacts(run_id, payload.files, secrets=payload.secrets)
         self.log_artifacts(run_id, [folder for folder in payload.folders if folder.is_dir()])
         self.end_run(run_id, payload.status)
+
+    @contextlib.contextmanager
+    def system_metrics(self, run_id: str, *, interval_s: float = 10.0) -> Iterator[None]:
+        """MLflow's own system metrics of this machine into the run while the block runs (`system/*`:
+        CPU and memory utilization, disk, network; per GPU its utilization, memory and power through
+        NVML), one sample every `interval_s`, by MLflow's SystemMetricsMonitor on a thread of this
+        process (a job's parent, which idles while its worker measures). It needs psutil.
+
+        Its cost, measured on the 2-core CPU host with a sqlite store: 29 ms of CPU a sample at the
+        default 10 s (0.3% of one core; 13 ms a sample at 1 s), and beside a 10.4 ms CPU step timed in
+        another process, six alternating 20 s blocks with and without a monitor sampling every second
+        (ten times the default) gave the same median (10.39 ms), p90 (10.57 / 10.59 ms) and p99
+        (22.2 / 22.4 ms), the paired blocks' median ratio 0.992-1.003 (geometric mean 0.9998): nothing a
+        step time shows. A monitor that cannot start says so in a warning and leaves the job alone."""
+        if not os.environ.get("MLFLOW_LOGGING_LEVEL"):  # its start and stop INFO lines: not the job's
+            logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
+        try:
+            from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+            monitor = SystemMetricsMonitor(run_id, sampling_interval=interval_s, tracking_uri=self.uri)
+            monitor.start()
+        except Exception as exc:  # no psutil, a store that refuses: the job goes on without them
+            logging.getLogger(__name__).warning("system metrics are off for this run: %s", exc)
+            yield
+            return
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                monitor.finish()
 
     def clear_error(self, run_id: str) -> None:
         """Drop the `error_type` / `error_message` tags of a run completed after all."""
