@@ -48,11 +48,11 @@ slurm-up: ## a single-node SLURM test cluster from Debian packages (root; no sys
 slurm-down: ## stop the test cluster's daemons
 	./scripts/slurm-down.sh
 
-# One worker process and no job runner (GenAI evaluation jobs, trace maintenance: 8 more processes
-# that this project does not use): up in seconds, and one Ctrl-C or SIGTERM stops all of it.
+# One worker process, no job runner (GenAI evaluation jobs, trace maintenance: 8 more processes that
+# this project does not use), no access log: up in seconds, quiet, and one Ctrl-C stops all of it
+# (scripts/ui.sh says why each).
 ui: $(STAMP) ## the MLflow UI over the default store (http://127.0.0.1:5000; UI_PORT=..., UI_STORE=...)
-	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false MLFLOW_DISABLE_TELEMETRY=true $(PY) -m mlflow server --workers 1 \
-	  --backend-store-uri $(UI_STORE) --artifacts-destination $(UI_ARTIFACTS) --host 127.0.0.1 --port $(UI_PORT)
+	@UI_PORT=$(UI_PORT) UI_STORE=$(UI_STORE) UI_ARTIFACTS=$(UI_ARTIFACTS) VENV=$(VENV) ./scripts/ui.sh
 
 # Without root or sudo Chromium cannot be installed: outside CI the UI tests are then skipped, saying why.
 browser: ## headless Chromium for the UI tests (Debian's chromium; does nothing when it is there)

@@ -14,7 +14,7 @@ from typing import Any
 
 from pipeline.config.schema import Config, to_dict
 from pipeline.redaction import MASK, looks_secret
-from pipeline.scenarios import default_name
+from pipeline.scenarios import config_class, default_name
 
 IDENTITY_KEYS = (
     "model",
@@ -118,6 +118,53 @@ def run_name(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> str:
     labels = short_labels(keys)
     parts.extend(f"{labels[key]}={ident[key]}" for key in keys)
     return "·".join(parts)
+
+
+def sweep_label(config: Any, axes: list[str] | tuple[str, ...], sweep_id: str) -> str:
+    """What a sweep is, for its parent run's and its view's names: its scenario and model, then what
+    it varies (`train vit_tiny: mode=eager,default`); a named sweep's name first and its axes left out
+    (`compile_search: train resnet50`); a swept scenario or model is said by its axis
+    (`inference: model=resnet50,vit_b16`); the id when nothing else says it.
+
+    `config` is the sweep's composed config (a DictConfig or a mapping: `sweep.name`, `scenario`,
+    `model.id`), `axes` its varied keys as `key=v1,v2` (pipeline.sweep.state.swept)."""
+    keys = [axis.split("=", 1)[0].lstrip("+~") for axis in axes]
+    what = []
+    if "scenario" not in keys:
+        what.append(_scenario_name(_get(config, "scenario")))
+    if "model" not in keys and _get(_get(config, "model"), "id"):
+        what.append(str(_get(_get(config, "model"), "id")))
+    head = " ".join(w for w in what if w)
+    name = _get(_get(config, "sweep"), "name")
+    if name:
+        return f"{name}: {head}" if head else str(name)
+    labels = short_labels(keys)
+    varied = " ".join(
+        f"{labels[key]}={axis.split('=', 1)[1]}" for key, axis in zip(keys, axes, strict=True) if "=" in axis
+    )
+    if varied:
+        return f"{head}: {varied}" if head else varied
+    return f"{head} {sweep_id}" if head else sweep_id
+
+
+def _get(node: Any, key: str) -> Any:
+    """`node[key]` of a DictConfig, a mapping or an object; None where it has none."""
+    if node is None:
+        return None
+    try:
+        return node.get(key) if hasattr(node, "get") else getattr(node, key, None)
+    except Exception:
+        return None
+
+
+def _scenario_name(node: Any) -> str:
+    """The scenario's name (its config class's), from its node or typed config."""
+    if hasattr(node, "name") and isinstance(getattr(type(node), "name", None), str):
+        return str(node.name)
+    try:
+        return config_class(_get(node, "_target_")).name
+    except Exception:
+        return default_name()
 
 
 def short_labels(keys: list[str]) -> dict[str, str]:

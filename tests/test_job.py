@@ -74,12 +74,22 @@ def check_finished_run(store: str, run, mode: str) -> None:
         and params["model.name"] == "vit_tiny_patch16_224"
     )
     assert params["mlflow.tracking_uri"].startswith("sqlite:///")
+    # Only the keys that apply: an image model's input, cross-entropy without distillation knobs, one
+    # device, generated batches; the sweep's settings are its parent's.
+    assert params["model.input.height"] == "32" and "model.input.vocab_size" not in params
+    assert "loss.alpha" not in params and "loss.kind" not in params
+    assert params["parallel.strategy"] == "none" and "parallel.nproc" not in params
+    assert "data.num_workers" not in params and not any(key.startswith("sweep.") for key in params)
+    assert ("compile.backend" in params) == (mode != "eager")
     tags = run.data.tags
     assert (tags["model"], tags["precision"], tags["mode"]) == ("vit_tiny", "amp", mode)
     # The description leads with the job's own result, then says how it was measured.
     note = tags["mlflow.note.content"]
     assert note.startswith(f"**FINISHED**: step {metrics['step/p50_ms']:.2f} ms (p50), "), note
     assert note.index("How it was measured") < note.index("warm-up")
+    isolation = {"spawn": "a fresh spawned Python process", "template": "forked from its sweep's template"}
+    assert isolation[tags["worker_start"]] in note  # how the worker really started, as the tag says
+    assert "diagnose/compiled_autograd_captures" not in metrics  # no compiled autograd here
     # Tags a user filters on; the environment and the job's internals are in run_info.json.
     assert set(tags) - {k for k in tags if k.startswith("mlflow.")} <= FILTER_TAGS, set(tags) - FILTER_TAGS
     assert (tags["unit"], tags["samples_per_unit"], tags["objective"]) == (
@@ -195,6 +205,10 @@ def test_one_inductor_job_reports_compile_time_apart_from_step_time(tmp_path: Pa
     assert m["diagnose/frames_compiled"] >= 1 and m["diagnose/recompiles_after_warmup"] == 0
     assert {"speedup/vs_eager", "eager/p50_ms", "parity/max_rel", "parity/ok"} <= set(m)
     assert m["parity/ok"] == 1.0
+    assert m["compile/backward_s"] > 0  # a training step compiles its backward
+    # Inductor's perf hints stay off the job's output (verbose=true shows them), kept in its diagnostics.
+    assert "__perf_hints" not in proc.stdout + proc.stderr
+    assert "perf_hints" in json.loads((tmp_path / "run" / "diagnostics.json").read_text())
 
 
 @pytest.mark.slow
@@ -291,3 +305,27 @@ def test_an_unwritable_output_folder_is_refused_in_one_line_before_anything_star
         (line,) = one_line_errors(proc, "config error:")
         assert line.startswith(f"config error: {key}=") and "is not writable" in line, line
     assert runs(store) == []
+
+
+def test_system_metrics_go_to_the_run_or_say_why_not(tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    """MLflow's own system metrics (Tracker.system_metrics) into a run opened by an explicit client;
+    without psutil the block runs all the same and a warning says why there are none."""
+    import importlib.util
+    import time
+
+    from pipeline.tracking import Tracker
+    from tests.conftest import sqlite_uri
+
+    tracker = Tracker(sqlite_uri(tmp_path / "mlflow.db"), "system")
+    run_id = tracker.start_run("r", {})
+    ran = False
+    with tracker.system_metrics(run_id, interval_s=0.5):
+        time.sleep(1.5)
+        ran = True
+    tracker.end_run(run_id, "FINISHED")
+    logged = set(tracker.get_run(run_id).metrics)
+    assert ran
+    if importlib.util.find_spec("psutil") is None:
+        assert not logged and "system metrics are off for this run" in caplog.text
+    else:
+        assert "system/cpu_utilization_percentage" in logged

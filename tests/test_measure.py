@@ -117,7 +117,7 @@ def test_loss_parity_is_judged_on_the_first_steps():
     assert out.ok and out.max_rel == pytest.approx(0.01 / 6.8)
     assert out.onset_step == 3  # reported where the curves part, not judged
     assert out.metrics()["parity/ok"] == 1.0 and out.metrics()["parity/onset_step"] == 3
-    assert parity.loss_divergence(eager, eager, rtol=0.05, parity_steps=3).onset_step == -1
+    assert parity.loss_divergence(eager, eager, rtol=0.05, parity_steps=3).onset_step is None
     broken = [7.0, 8.0, 9.0, 9.0, 9.0, 9.0]
     assert not parity.loss_divergence(broken, eager, rtol=0.05, parity_steps=3).ok
     assert (

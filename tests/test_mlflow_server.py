@@ -70,9 +70,15 @@ def ui_recipe(port: int, base: Path) -> str:
     return dry.stdout
 
 
-def session_processes(sid: int) -> list[str]:
-    ps = subprocess.run(["ps", "-o", "pid=,args=", "-s", str(sid)], capture_output=True, text=True)
-    return [line.strip() for line in ps.stdout.splitlines() if line.strip()]
+def server_processes(port: int) -> list[str]:
+    """The processes serving `port` (`mlflow server` and uvicorn: scripts/ui.sh starts them in a session
+    of their own), by their command lines."""
+    ps = subprocess.run(["ps", "-eww", "-o", "pid=,args="], capture_output=True, text=True)
+    return [
+        line.strip()
+        for line in ps.stdout.splitlines()
+        if f"--port {port}" in line and ("mlflow" in line or "uvicorn" in line)
+    ]
 
 
 def wait_for_health(url: str, proc: subprocess.Popen, timeout_s: float) -> float:
@@ -86,33 +92,88 @@ def wait_for_health(url: str, proc: subprocess.Popen, timeout_s: float) -> float
     raise AssertionError(f"{url}/health did not answer within {timeout_s} s")
 
 
+def start_ui(port: int, base: Path) -> subprocess.Popen:
+    """`make ui`'s command, run as make runs it (bash -c), in a session of its own as a terminal's
+    foreground group (SIGINT at its default: a shell that started pytest in the background may ignore it)."""
+    recipe = ui_recipe(port, base)
+    assert "scripts/ui.sh" in recipe
+    with open(base / "ui.log", "w") as log:
+        return subprocess.Popen(
+            ["bash", "-c", recipe],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+
+
+def stop_leftovers(port: int) -> None:
+    for line in server_processes(port):
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
 @pytest.mark.integration
 def test_make_ui_answers_in_seconds_and_one_sigterm_stops_all_of_it(tmp_path: Path):
-    """`make ui`'s command, run as make runs it (bash -c, which execs it; make passes on SIGTERM, and a
-    terminal's Ctrl-C reaches the whole group): one server process with one worker, no job runner, and
-    nothing left after one SIGTERM."""
+    """`make ui` (scripts/ui.sh): one server process with one worker, no job runner, and nothing left
+    after one SIGTERM (make passes it on)."""
+    script = (ROOT / "scripts" / "ui.sh").read_text()
+    assert "MLFLOW_SERVER_ENABLE_JOB_EXECUTION:-false" in script and "--workers 1" in script
     port = free_port()
-    recipe = ui_recipe(port, tmp_path)
-    assert "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false" in recipe and "--workers 1" in recipe
-    with open(tmp_path / "ui.log", "w") as log:
-        proc = subprocess.Popen(
-            ["bash", "-c", recipe], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+    proc = start_ui(port, tmp_path)
     try:
         up_s = wait_for_health(f"http://127.0.0.1:{port}", proc, timeout_s=120)
-        processes = session_processes(proc.pid)
+        processes = server_processes(port)
         assert len(processes) <= 2, processes  # `mlflow server` and uvicorn: no huey job consumers
         signalled = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
         stop_s = time.monotonic() - signalled
         deadline = time.monotonic() + 10
-        while session_processes(proc.pid) and time.monotonic() < deadline:
+        while server_processes(port) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert session_processes(proc.pid) == [], (tmp_path / "ui.log").read_text()[-3000:]
+        assert server_processes(port) == [], (tmp_path / "ui.log").read_text()[-3000:]
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+        stop_leftovers(port)
     print(
         f"\nmake ui: /health answered after {up_s:.1f} s ({len(processes)} processes); one SIGTERM stopped it in {stop_s:.1f} s"
+    )
+
+
+@pytest.mark.integration
+def test_make_ui_is_quiet_and_one_ctrl_c_stops_it_cleanly(tmp_path: Path):
+    """A terminal's Ctrl-C (SIGINT to the whole foreground group) after the UI served pages: the
+    output is the address and the stop, with no access-log line per request, no deprecation warning, no
+    database set-up lines and no traceback."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = start_ui(port, tmp_path)
+    try:
+        up_s = wait_for_health(url, proc, timeout_s=120)
+        started = time.monotonic()
+        for _ in range(5):
+            for path in ("/", "/ajax-api/2.0/mlflow/experiments/search?max_results=10"):
+                with urllib.request.urlopen(url + path, timeout=30) as response:
+                    assert response.status == 200
+        served_s = (time.monotonic() - started) / 10
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        deadline = time.monotonic() + 10
+        while server_processes(port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert server_processes(port) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        stop_leftovers(port)
+    output = (tmp_path / "ui.log").read_text()
+    assert f"ui: {url} " in output and "Ctrl-C stops it" in output, output
+    for noise in ("GET /", '" 200', "Deprecat", "Traceback", "CancelledError", "database tables"):
+        assert noise not in output, f"{noise!r} in make ui's output:\n{output}"
+    assert len(output.splitlines()) <= 4, output
+    print(
+        f"\nmake ui: up in {up_s:.1f} s, a request answered in {served_s * 1000:.0f} ms on average; output:\n{output}"
     )

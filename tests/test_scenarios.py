@@ -60,6 +60,15 @@ def test_an_inference_sweep_over_modes_gives_latency_speedup_and_output_parity(t
     assert m["speedup/vs_eager"] == pytest.approx(m["eager/latency_p50_ms"] / m["latency/p50_ms"])
     assert m["speedup/back_to_back_vs_eager"] == pytest.approx(m["eager/p50_ms"] / m["step/p50_ms"])
     assert compiled.data.tags["objective"] == "latency/p50_ms"
+    for run in (compiled, eager):  # inference on a CPU: no backward, no loss, no allocator
+        assert_only_what_applies(run.data.metrics, run.data.params, scenario_trains=False)
+    assert not {"compile/cache_hits", "compile/inductor_s"} & set(m)  # aot_eager: no inductor
+    assert "compile.backend" not in eager.data.params and eager.data.params["compile.mode"] == "eager"
+    assert compiled.data.params["scenario.batch_size"] == "2"
+    # Its own words: a call's latency (p50, p99) and the back-to-back throughput.
+    note = compiled.data.tags["mlflow.note.content"]
+    assert note.startswith(f"**FINISHED**: call latency {m['latency/p50_ms']:.2f} ms (p50, p99 "), note
+    assert " samples/s back to back" in note.split("\n")[0] and "measured calls after" in note
     parent = next(r for r in runs(store) if r.data.tags.get("sweep_parent") == "true")
     assert parent.data.tags["objective"] == "latency/p50_ms"  # the summary ranks by it
     assert "the latency one request sees" in compiled.data.tags["mlflow.note.content"]
@@ -96,6 +105,66 @@ def test_without_dynamic_shapes_each_batch_size_gets_its_own_graph(tmp_path: Pat
     assert proc.returncode == 0, output(proc)
     (run,) = runs(store)
     assert run.data.metrics["diagnose/unique_graphs"] == 4
+
+
+def test_a_generation_with_no_overrides_fits_the_tiny_model_and_logs_only_what_applies(
+    tmp_path: Path, store: str
+):
+    """`scenario=generate model=llama_tiny` as a new user types it: its prompt and new tokens (128 and 64
+    by default) fitted to the model's 32 positions, compiled by inductor; its params and metrics are
+    those of a generation on a CPU (no backward, no loss, no allocator), its counts logged as numbers,
+    its output the job's own lines (no inductor perf hints, no library deprecation warnings)."""
+    proc = run_cli(["scenario=generate", "model=llama_tiny"], tmp_path, store)
+    assert proc.returncode == 0, output(proc)
+    (run,) = runs(store)
+    m, params = run.data.metrics, run.data.params
+    assert (
+        params["scenario.prompt_len"],
+        params["scenario.new_tokens"],
+        params["scenario.parity_tokens"],
+    ) == (
+        "22",
+        "10",
+        "8",
+    )
+    assert m["generate/prompt_tokens"] == 22 and m["generate/new_tokens"] == 10
+    assert m["parity/ok"] == 1.0 and not unregistered(m)
+    assert_only_what_applies(m, params, scenario_trains=False)
+    assert "compile/cache_misses" in m  # inductor's caches (not aot_eager's)
+    assert not any(key.startswith(("loss.", "trainer.optimizer")) for key in params)
+    assert "model.input.channels" not in params and params["model.input.vocab_size"] == "1000"
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("llama_tiny·bf16·default·inductor·step·generate: FINISHED: decode step "), last
+    assert " tokens/s, first token " in last
+    assert (
+        "__perf_hints" not in proc.stdout + proc.stderr and "FutureWarning" not in proc.stdout + proc.stderr
+    )
+    note = run.data.tags["mlflow.note.content"]
+    assert note.startswith("**FINISHED**: decode step ") and "measured generations after" in note
+
+
+NOT_ON_A_CPU = (
+    "memory/peak_",
+    "memory/job_peak_",
+    "memory/nvml",
+    "compile/triton_s",
+    "compile/cudagraph",
+    "flops/mfu",
+)
+
+
+def assert_only_what_applies(metrics: dict, params: dict, *, scenario_trains: bool) -> None:
+    """Nothing logged that does not apply to the run's scenario and device (a CPU): no allocator or GPU
+    figures, no compiled autograd without it, no backward's compile time or loss figures without a
+    backward, no parity onset that never happened, no other scenario's knobs."""
+    logged = set(metrics)
+    assert not [name for name in logged if name.startswith(NOT_ON_A_CPU)], sorted(logged)
+    assert "diagnose/compiled_autograd_captures" not in logged
+    assert "parity/onset_step" not in logged or metrics["parity/onset_step"] >= 0
+    if not scenario_trains:
+        assert not {"compile/backward_s", "loss/first", "loss/final", "parity/max_rel"} & logged
+        assert not {"benchmark.parity_steps", "precision.grad_scaler", "compile.optimizer"} & set(params)
+    assert not [key for key in params if key.startswith(("sweep.", "parallel.bucket", "parallel.reshard"))]
 
 
 def test_generation_measures_prefill_and_decode_and_greedy_tokens_agree(tmp_path: Path, store: str):
@@ -142,7 +211,21 @@ def test_generation_measures_prefill_and_decode_and_greedy_tokens_agree(tmp_path
             "precision.autocast_dtype",
             "weights' dtype",
         ),
-        (["scenario=generate", "model=llama_tiny"], "scenario.new_tokens", "model.input.seq_len=32"),
+        (
+            ["scenario=generate", "model=llama_tiny", "scenario.new_tokens=64"],
+            "scenario.new_tokens",
+            "model.input.seq_len=32 (the KV cache's length): e.g. scenario.prompt_len=22 scenario.new_tokens=10",
+        ),
+        (
+            ["scenario=generate", "model=llama_tiny", "scenario.prompt_len=16", "scenario.new_tokens=20"],
+            "scenario.new_tokens",
+            "e.g. scenario.prompt_len=12, or leave both null",
+        ),
+        (
+            ["scenario=generate", "model=llama_tiny", "scenario.new_tokens=4", "scenario.parity_tokens=6"],
+            "scenario.parity_tokens",
+            "<= scenario.new_tokens=4",
+        ),
         (["model=vit_tiny", "precision=fp16"], "precision.param_dtype", "not for training"),
         (["scenario=inference", "model=vit_tiny", "scenario.batch_size=0"], "scenario.batch_size", "> 0"),
     ],

@@ -5,8 +5,11 @@ Needs Debian's Chromium (`scripts/install-browser.sh`); skipped without it outsi
 
 What MLflow 3.17's UI looks like (the selectors below):
 - The experiment page opens in the "GenAI" workflow (an Overview of traces) unless the URL says
-  `?workflowType=machine_learning` (or the sidebar's "Model training" toggle was used): then
-  `#/experiments/<id>/runs` is the runs table, an AG Grid (`div.ag-row[row-id=<run id>]`).
+  `?workflowType=machine_learning` (or the sidebar's "Model training" toggle was used in this browser):
+  then `#/experiments/<id>/runs` is the runs table, an AG Grid (`div.ag-row[row-id=<run id>]`). The
+  experiment's tag `mlflow.experimentKind` no longer decides it (3.17 derives an experiment's kind from
+  that toggle); the experiment's description (markdown, shown above its pages) links the runs table.
+- The home page (`#/`) lists recent experiments as links `a[href="#/experiments/<id>"]`.
 - A run's name is a link `a[href="#/experiments/<id>/runs/<run id>"]` in the `Run Name` cell. A parent
   run's cell starts with an icon-only expand button (no label; the first `button` of the cell); its
   children are collapsed at first and, once expanded, come right after it as rows of their own whose
@@ -29,6 +32,7 @@ child run, the sweep's parent run) are written there too: `UI_SCREENSHOTS=docs/i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -59,9 +63,12 @@ TIMEOUT_MS = 180_000  # a 2-core machine renders the UI's first page in tens of 
 LOADED_MS = 15_000  # for what is on a page once it has rendered
 SHOTS = ROOT / "outputs"
 PUBLISHED = os.environ.get("UI_SCREENSHOTS")  # a folder for the README's screenshots (docs/img)
-SWEEP_ARGS = [*TINY, "compile.mode=eager,default", "compile.backend=aot_eager"]
+SWEEP_ARGS = [*TINY, "compile.mode=eager,default"]  # inductor: what a user runs, its perf hints included
 # The sweep's view: what a user compares without clicking (pipeline/sweep/view.py).
 AT_A_GLANCE = ("step/p50_ms", "speedup/vs_eager", "compile/total_s")
+INTERVALS = ("step/p50_ci95_low_ms", "step/p50_ci95_high_ms", "speedup/ci95_low", "speedup/ci95_high")
+# A second sweep over the same axes, of another scenario (its name must differ from the first's).
+OTHER_SCENARIO_ARGS = [*TINY, "scenario=inference", "compile.mode=eager,default", "compile.backend=aot_eager"]
 
 
 def _require_browser() -> None:
@@ -101,8 +108,10 @@ def sweep(server: Server, tmp_path_factory: pytest.TempPathFactory) -> dict:
     runs = client.search_runs([exp.experiment_id], max_results=100)
     (parent,) = [r for r in runs if r.data.tags.get("sweep_parent") == "true"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert {r.info.run_name for r in children} == {"vit_tiny·amp·eager", "vit_tiny·amp·default·aot_eager"}
+    assert {r.info.run_name for r in children} == {"vit_tiny·amp·eager", "vit_tiny·amp·default·inductor"}
     assert all(r.info.status == "FINISHED" for r in children)
+    # The sweep's output is the project's own lines: no inductor perf hint (kept in diagnostics.json).
+    assert "__perf_hints" not in proc.stdout + proc.stderr, output(proc)
     views = [
         line.removeprefix("browse: ") for line in proc.stdout.splitlines() if line.startswith("browse: ")
     ]
@@ -165,7 +174,58 @@ def context_for(page, server: Server) -> str:
     return f"url {page.url}; failed responses {HTTP_ERRORS[-10:]}\n--- server log\n{server.log_tail(30)}"
 
 
+def open_runs_table_from_home(page, server: Server, experiment_id: str) -> None:
+    """As a user of a fresh browser: the home page, the experiment's link, then (MLflow 3.17 opens it on
+    its GenAI overview, a "Detect Issues" guidance over it) what its description says: "Model training"
+    at the top of the sidebar, which the browser remembers."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{server.url}/#/")
+    page.locator(f'a[href$="#/experiments/{experiment_id}"]').first.click()
+    try:
+        expect(page.get_by_role("link", name="open the runs table").first).to_be_attached(timeout=TIMEOUT_MS)
+    except AssertionError as err:
+        screenshot(page, "ui-home-failed.png")
+        raise AssertionError(
+            f"the experiment's page never showed its description's link; {context_for(page, server)}"
+        ) from err
+    # The overview's "Detect Issues" guidance comes up a moment after the page and blocks every click.
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    with contextlib.suppress(PlaywrightTimeout):
+        page.get_by_role("button", name="Got it").first.click(timeout=LOADED_MS)
+    page.get_by_text("Model training", exact=True).first.click()
+
+
 # --------------------------------------------------------------------------------------------- tests
+def test_from_the_home_page_the_experiment_opens_on_its_runs_table(page, server: Server, sweep: dict):
+    """Home page, the experiment: MLflow 3.17 opens it on the workflow of the browser's sidebar switch
+    (GenAI at first), not on its type (`mlflow.experimentKind`, set to runs all the same). Its
+    description says how to reach the runs table (a link, or the switch); once the switch says "Model
+    training", the experiment opens from the home page on its runs table, the sweep's run in it."""
+    from mlflow.tracking import MlflowClient
+    from playwright.sync_api import expect
+
+    experiment = MlflowClient(server.url).get_experiment(sweep["experiment_id"])
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    runs_link = f"#/experiments/{sweep['experiment_id']}/runs?workflowType=machine_learning"
+    started = time.monotonic()
+    open_runs_table_from_home(page, server, sweep["experiment_id"])
+    link = page.get_by_role("link", name="open the runs table").first
+    assert link.get_attribute("href") == runs_link
+    parent = page.locator(f'.ag-row a[href$="/runs/{sweep["parent"].info.run_id}"]')
+    expect(parent).to_be_visible(timeout=TIMEOUT_MS)
+    first_s = time.monotonic() - started
+    # From now on this browser opens the experiment on its runs table, from the home page.
+    page.goto(f"{server.url}/#/")
+    page.locator(f'a[href$="#/experiments/{sweep["experiment_id"]}"]').first.click()
+    expect(parent).to_be_visible(timeout=TIMEOUT_MS)
+    assert f"/experiments/{sweep['experiment_id']}/runs" in page.url
+    close_assistant_panel(page)
+    shot = screenshot(page, "ui-home-to-runs.png")
+    print(f"\nhome page -> runs table in {first_s:.1f} s, then in one click: {shot}")
+
+
 def test_experiment_page_nests_the_sweeps_runs_under_its_parent(page, server: Server, sweep: dict):
     from playwright.sync_api import expect
 
@@ -186,7 +246,7 @@ def test_experiment_page_nests_the_sweeps_runs_under_its_parent(page, server: Se
         ) from err
     print(f"\nruns table up in {time.monotonic() - started:.1f} s")
     close_assistant_panel(page)
-    expect(parent_link).to_have_text(re.compile(r"^sweep \S+$"))
+    expect(parent_link).to_have_text(re.compile(r"^sweep \S"))
     assert parent_link.inner_text() == parent.info.run_name
 
     # Collapsed at first: the parent row stands for the sweep, its jobs hidden under it.
@@ -213,8 +273,9 @@ def test_experiment_page_nests_the_sweeps_runs_under_its_parent(page, server: Se
 
 
 def test_the_sweeps_view_ranks_its_runs_with_the_figures_that_matter(page, server: Server, sweep: dict):
-    """The URL the sweep printed opens its saved view: the sweep's runs, fastest first, with step time,
-    speedup and compile time in view, headers whole, values as the store has them."""
+    """The URL the sweep printed opens its saved view: the sweep's runs, fastest first, the answer in
+    view at 1600 px (the verdict on the sweep's row, the step time and the speedup, each with its 95%
+    interval), then compile time and memory; headers and run names whole, values as the store has them."""
     from playwright.sync_api import expect
 
     children = sorted(sweep["children"], key=lambda r: r.data.metrics["step/p50_ms"])
@@ -231,15 +292,24 @@ def test_the_sweeps_view_ranks_its_runs_with_the_figures_that_matter(page, serve
     close_assistant_panel(page)
 
     viewport = page.viewport_size["width"]
-    for metric in AT_A_GLANCE:
+    for metric in (*AT_A_GLANCE, *INTERVALS):
         header = page.locator(f'.ag-header-cell[col-id="metrics.`{metric}`"]')
-        expect(header).to_be_visible()
-        box = header.bounding_box()
-        assert box["x"] + box["width"] <= viewport, f"{metric} is off screen at x={box['x']:.0f}"
+        expect(header).to_be_attached()
         label = header.locator(f'[data-testid="sort-header-{metric}"]')
         assert label.inner_text(timeout=LOADED_MS) == metric
         cut = label.evaluate("e => e.parentElement.scrollWidth > e.parentElement.clientWidth")
         assert not cut, f"the {metric} header is cut"
+    # The answer in view: the verdict (on the parent's row), the figure and the speedup with their intervals.
+    for col_id in ["tags.`verdict`", *(f"metrics.`{m}`" for m in (*AT_A_GLANCE[:2], *INTERVALS))]:
+        header = page.locator(f'.ag-header-cell[col-id="{col_id}"]')
+        expect(header).to_be_visible()
+        box = header.bounding_box()
+        assert box["x"] + box["width"] <= viewport, f"{col_id} is off screen at x={box['x']:.0f}"
+    parent = sweep["parent"]
+    verdict = page.locator(
+        f'.ag-center-cols-container .ag-row[row-id="{parent.info.run_id}"] [col-id="tags.`verdict`"]'
+    )
+    expect(verdict).to_have_text(parent.data.tags["verdict"])
     sorted_by = page.locator(f'.ag-header-cell[col-id="metrics.`{AT_A_GLANCE[0]}`"] .is-ordered-by')
     expect(sorted_by).to_have_count(1, timeout=LOADED_MS)
 
@@ -252,14 +322,20 @@ def test_the_sweeps_view_ranks_its_runs_with_the_figures_that_matter(page, serve
         "the sweep's own run (no step time) goes last"
     )
     for child in children:
-        row = page.locator(f'.ag-center-cols-container .ag-row[row-id="{child.info.run_id}"]')
-        for metric in AT_A_GLANCE:
+        name = page.locator(f'.ag-row a[href$="/runs/{child.info.run_id}"]')
+        cut = name.evaluate("e => e.scrollWidth > e.clientWidth")
+        assert not cut, f"the run name {child.info.run_name} is cut"
+    for metric in (*AT_A_GLANCE, *INTERVALS):
+        page.locator(f'.ag-header-cell[col-id="metrics.`{metric}`"]').scroll_into_view_if_needed()
+        for child in children:
+            row = page.locator(f'.ag-center-cols-container .ag-row[row-id="{child.info.run_id}"]')
             shown = row.locator(f'[col-id="metrics.`{metric}`"]').inner_text().strip()
             stored = child.data.metrics.get(metric)
             if stored is None:
                 assert shown == "-", f"{child.info.run_name} {metric}: {shown}"
             else:
                 assert float(shown) == pytest.approx(stored, rel=1e-5), f"{child.info.run_name} {metric}"
+    page.locator('.ag-header-cell[col-id="tags.`verdict`"]').scroll_into_view_if_needed()
     shot = screenshot(page, "ui-view.png", publish=True)
     print(f"\nthe sweep's view: {shot}")
 
@@ -289,11 +365,15 @@ def test_child_run_page_leads_with_its_result(page, server: Server, sweep: dict)
     expect(first).to_be_visible()
     expected = (
         f"FINISHED: step {metrics['step/p50_ms']:.2f} ms (p50), compile {metrics['compile/total_s']:.1f} s, "
-        f"{metrics['speedup/vs_eager']:.2f}x vs eager, peak RSS {metrics['memory/cpu_rss_peak_gib']:.2f} GiB"
+        f"{metrics['speedup/vs_eager']:.2f}x vs eager [{metrics['speedup/ci95_low']:.2f}, "
+        f"{metrics['speedup/ci95_high']:.2f}], peak RSS {metrics['memory/cpu_rss_peak_gib']:.2f} GiB"
     )
     assert first.inner_text().startswith(expected), first.inner_text()
     assert ("Noisy: p10-p90" in first.inner_text()) == bool(metrics["step/noisy"])
-    assert description.inner_text().index("How it was measured") > len(first.inner_text())
+    text = description.inner_text()
+    assert text.index("How it was measured") > len(first.inner_text())
+    started = {"template": "forked from its sweep's template", "spawn": "a fresh spawned Python process"}
+    assert started[child.data.tags["worker_start"]] in text  # as the tag says
     shot = screenshot(page, "ui-child-run.png", publish=True)
 
     page.get_by_placeholder("Search metrics").fill("step/p50_ms")
@@ -332,6 +412,12 @@ def test_chart_view_groups_metrics_by_concern(page, server: Server, sweep: dict)
     assert sections[:4] == expected, sections  # the most telling first, not alphabetical
     first_chart = page.locator("h4[title]").first  # chart titles, in page order
     assert first_chart.get_attribute("title", timeout=LOADED_MS) == AT_A_GLANCE[0]
+    # Compiled and eager per-unit times on one chart (one line chart of both curves; charts render when
+    # their section is in view).
+    headers.filter(has_text=re.compile(r"^\s*curve")).first.scroll_into_view_if_needed()
+    curves = page.locator('h4[title="curve/step_ms vs curve/eager_step_ms"]')
+    expect(curves).to_have_count(1, timeout=LOADED_MS)
+    assert page.locator('h4[title="curve/eager_step_ms"]').count() == 0
     shot = screenshot(page, "ui-charts.png")
     print(f"\nchart sections: {shot}")
 
@@ -365,3 +451,40 @@ def test_artifacts_went_through_the_server(server: Server, sweep: dict):
     for child in sweep["children"]:
         assert child.info.artifact_uri.startswith("mlflow-artifacts:/"), child.info.artifact_uri
         assert list(server.artifacts.rglob(f"{child.info.run_id}/artifacts/result.json")), child.info.run_name
+
+
+@pytest.fixture(scope="module")
+def other_sweep(server: Server, sweep: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A second sweep over the same axes (compile.mode=eager,default), of the inference scenario."""
+    from mlflow.tracking import MlflowClient
+
+    proc = run_cli(OTHER_SCENARIO_ARGS, tmp_path_factory.mktemp("other"), server.url, multirun=True)
+    assert proc.returncode == 0, output(proc) + "\n--- server log\n" + server.log_tail()
+    runs = MlflowClient(server.url).search_runs([sweep["experiment_id"]], max_results=100)
+    parents = [r for r in runs if r.data.tags.get("sweep_parent") == "true"]
+    (parent,) = [r for r in parents if r.info.run_id != sweep["parent"].info.run_id]
+    return {"parent": parent}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the parent run's name comes from pipeline/sweep/callbacks.py `_label`, which must call "
+    "pipeline.identity.sweep_label (another engineer's file): until then both read 'sweep mode=eager,default'",
+)
+def test_two_sweeps_of_different_scenarios_have_different_names(
+    page, server: Server, sweep: dict, other_sweep: dict
+):
+    """From the home page, the runs table lists the two sweeps' runs under names that tell them apart
+    (scenario, model and axes: pipeline.identity.sweep_label)."""
+    from playwright.sync_api import expect
+
+    open_runs_table_from_home(page, server, sweep["experiment_id"])
+    names = []
+    for parent in (sweep["parent"], other_sweep["parent"]):
+        link = page.locator(f'.ag-row a[href$="/runs/{parent.info.run_id}"]')
+        expect(link).to_be_visible(timeout=TIMEOUT_MS)
+        names.append(link.inner_text())
+    close_assistant_panel(page)
+    screenshot(page, "ui-two-sweeps.png")
+    assert names[0] != names[1], names
+    assert "train" in names[0] and "inference" in names[1], names

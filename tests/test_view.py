@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.measure.objective import STEP_TIME, Work, choose
+from pipeline.measure.objective import STEP_TIME, Work, choose, objective_named
 from pipeline.sweep.view import (
     KEEP_VIEWS,
     VIEW_TAG_PREFIX,
     columns_for,
     filter_literal,
+    name_width_for,
     publish_sweep_view,
     sweep_view,
 )
@@ -38,32 +39,82 @@ def test_the_objective_is_step_time_unless_the_work_per_unit_differs_or_the_swee
     assert not choose([], configured="speedup/vs_eager").ascending
 
 
-def test_the_columns_answer_how_fast_by_how_much_at_what_cost_then_the_interval():
+def test_the_columns_answer_the_verdict_the_figure_and_the_speedup_with_their_intervals_then_the_cost():
     objective = STEP_TIME
     before = columns_for(objective)  # at the sweep's start: every candidate, both memory figures
     assert before == [
+        "tags.`verdict`",
         "metrics.`step/p50_ms`",
+        "metrics.`step/p50_ci95_low_ms`",
+        "metrics.`step/p50_ci95_high_ms`",
         "metrics.`speedup/vs_eager`",
+        "metrics.`speedup/ci95_low`",
+        "metrics.`speedup/ci95_high`",
         "metrics.`compile/total_s`",
         "metrics.`memory/peak_reserved_gib`",
         "metrics.`memory/cpu_rss_peak_gib`",
         "metrics.`diagnose/graph_breaks`",
-        "tags.`verdict`",
         "tags.`noisy`",
-        "metrics.`step/p50_ci95_low_ms`",
-        "metrics.`step/p50_ci95_high_ms`",
+        "tags.`fastest_config`",
     ]
     # At its end, only what some run has: a CPU sweep has no allocator peaks, nothing was noisy.
     logged = {"step/p50_ms", "step/p50_ci95_low_ms", "step/p50_ci95_high_ms", "memory/cpu_rss_peak_gib"}
-    after = columns_for(objective, logged=logged, tags={"mode", "model"})
+    after = columns_for(objective, logged=logged, tags={"mode", "model", "verdict"})
     assert after == [
+        "tags.`verdict`",
         "metrics.`step/p50_ms`",
+        "metrics.`step/p50_ci95_low_ms`",
+        "metrics.`step/p50_ci95_high_ms`",
         "metrics.`memory/cpu_rss_peak_gib`",
+    ]
+    # A rate's interval is its latency's turned over: the latency and its interval follow it.
+    throughput = columns_for(choose([work(8), work(16)]))
+    assert throughput[:5] == [
+        "tags.`verdict`",
+        "metrics.`throughput/samples_per_s`",
+        "metrics.`step/p50_ms`",
         "metrics.`step/p50_ci95_low_ms`",
         "metrics.`step/p50_ci95_high_ms`",
     ]
-    throughput = columns_for(choose([work(8), work(16)]))
-    assert throughput[:2] == ["metrics.`throughput/samples_per_s`", "metrics.`step/p50_ms`"]
+    # Inference is judged on a request's latency, with its own interval; the back-to-back step time follows.
+    latency = columns_for(objective_named("latency/p50_ms"))
+    assert latency[1:4] == [
+        "metrics.`latency/p50_ms`",
+        "metrics.`latency/p50_ci95_low_ms`",
+        "metrics.`latency/p50_ci95_high_ms`",
+    ]
+    assert latency.index("metrics.`step/p50_ms`") > latency.index("metrics.`speedup/ci95_high`")
+
+
+def test_the_names_column_fits_the_runs_names_up_to_a_cap():
+    """MLflow 3.17 writes a run's name at ~5.2 px a character after a 32 px dot (measured in Chromium)."""
+    assert name_width_for([]) == 200
+    assert name_width_for(["vit_tiny·amp·eager"]) == 200  # the default already holds it
+    long = "llama_tiny·bf16·reduce-overhead·inductor·step·generate"
+    assert 5.2 * len(long) + 32 < name_width_for([long, "x"]) <= 400  # the whole of the longest
+    assert name_width_for(["x" * 200]) == 400  # the figures stay on a laptop's screen
+
+
+def test_a_sweeps_label_says_its_scenario_its_models_and_what_it_varies():
+    """Two sweeps over the same axes of different scenarios or models are told apart by their names
+    (the parent run's and the view's: pipeline/sweep/callbacks.py names them with this label)."""
+    from pipeline.identity import sweep_label
+    from tests.conftest import compose
+
+    modes = ["compile.mode=eager,default,reduce-overhead"]
+    train = sweep_label(compose(["model=vit_tiny"]), modes, "s1")
+    generate = sweep_label(compose(["scenario=generate", "model=llama_tiny"]), modes, "s2")
+    assert train == "train vit_tiny: mode=eager,default,reduce-overhead"
+    assert generate == "generate llama_tiny: mode=eager,default,reduce-overhead"
+    swept = sweep_label(compose([]), ["model=resnet50,vit_b16", "precision=amp,fp32"], "s3")
+    assert swept == "train: model=resnet50,vit_b16 precision=amp,fp32"  # a swept model is its axis
+    named = sweep_label(
+        compose(["sweep=compile_search", "model=resnet50"]), ["compile.mode=choice(a,b)"], "s4"
+    )
+    assert named == "compile_search: train resnet50"
+    assert sweep_label(compose(["model=vit_tiny"]), [], "s5") == "train vit_tiny s5"  # nothing varied
+    ambiguous = sweep_label(compose(["model=vit_tiny"]), ["trainer.seed=0,1", "data.seed=0,1"], "s6")
+    assert ambiguous == "train vit_tiny: trainer.seed=0,1 data.seed=0,1"  # keys ending alike stay whole
 
 
 def test_a_view_is_the_json_mlflow_3_17_reads():
@@ -81,22 +132,39 @@ def test_a_view_is_the_json_mlflow_3_17_reads():
         "All Runs",
     )
     assert state["selectedColumns"] == view.columns
-    assert state["columnOrder"] == ["attributes.`Run Name`", *view.columns]  # widths apply to listed columns
+    # Widths apply to listed columns: the names, MLflow's Created column, then the view's.
+    assert state["columnOrder"] == ["attributes.`Run Name`", "runDateAndNestInfo", *view.columns]
     assert set(state["columnWidths"]) == set(state["columnOrder"])
-    # A header is never cut: wider than its text at ~7 px a character.
+    # A header is never cut: wider than its text at ~6.5 px a character (measured in Chromium).
     for column, width in state["columnWidths"].items():
-        assert width >= 7 * len(column.split("`")[1]), column
+        if "`" in column:
+            assert width >= 6.5 * len(column.split("`")[1]) + 24, column
+    # At 1600 px the answer is in view beside MLflow's sidebar (~300 px): the names, Created, the
+    # verdict, the objective and the speedup with their intervals.
+    answer = state["columnOrder"][: state["columnOrder"].index("metrics.`speedup/ci95_high`") + 1]
+    assert 300 + sum(state["columnWidths"][c] for c in answer) <= 1600
     # The chart view: sections by concern, most telling first (MLflow sorts them alphabetically unless
     # told the order is the user's), each opening with the charts of the table's metrics.
     assert state["isAccordionReordered"] is True
-    assert [s["name"] for s in state["compareRunSections"]][:4] == ["step", "speedup", "compile", "memory"]
+    sections = [s["name"] for s in state["compareRunSections"]]
+    assert sections[0] == "step"  # the objective's
+    assert (
+        sections.index("speedup")
+        < sections.index("compile")
+        < sections.index("memory")
+        < sections.index("curve")
+    )
     assert all(s["isReordered"] and s["uuid"] == f"autogen-{s['name']}" for s in state["compareRunSections"])
     charts = state["compareRunCharts"]
     assert [c["metricKey"] for c in charts][:3] == ["step/p50_ms", "speedup/vs_eager", "compile/total_s"]
-    assert all(
-        c["type"] == "BAR" and c["metricSectionId"] == f"autogen-{c['metricKey'].split('/')[0]}"
-        for c in charts
-    )
+    assert not any("ci95" in c["metricKey"] for c in charts)  # the intervals are the table's, not charts
+    bars = [c for c in charts if c["type"] == "BAR"]
+    assert all(c["metricSectionId"] == f"autogen-{c['metricKey'].split('/')[0]}" for c in bars)
+    # Compiled and eager per-unit times on one line chart; the eager curve's own chart left out.
+    (line,) = [c for c in charts if c["type"] == "LINE" and not c["deleted"]]
+    assert line["selectedMetricKeys"] == ["curve/step_ms", "curve/eager_step_ms"]
+    assert line["uuid"] == "autogen-curve/step_ms" and line["xAxisKey"] == "step"
+    assert [c["uuid"] for c in charts if c["deleted"]] == ["autogen-curve/eager_step_ms"]
 
 
 def test_odd_sweep_ids_make_safe_view_ids_and_quoted_filters():
@@ -143,6 +211,26 @@ def test_a_published_view_lands_in_the_experiment_and_fits_the_sweeps_runs(tmp_p
         "tags.`noisy`",
     ]
     assert [s["name"] for s in state["compareRunSections"]] == ["step", "memory"]
+    # The sweep's parent (its verdict), looked up in the store: the verdict is the first column.
+    tracker.start_run("sweep a", {"sweep_id": "s1", "sweep_parent": "true", "verdict": "inconclusive"})
+    publish_sweep_view(tracker, sweep_id="s1", label="sweep a", objective=objective, runs=runs)
+    state = json.loads(json.loads(tracker.experiment_tags()[VIEW_TAG_PREFIX + "sweep-s1"])["state"])
+    assert state["selectedColumns"][:2] == ["tags.`verdict`", "metrics.`step/p50_ms`"]
+
+
+def test_the_experiment_says_what_it_holds_and_opens_as_machine_learning(tmp_path: Path):
+    """MLflow 3's experiment type (`mlflow.experimentKind`: runs, not GenAI traces) and a description
+    that links the runs table, set once; a user's own are kept."""
+    from pipeline.tracking.client import DESCRIPTION_TAG, EXPERIMENT_KIND
+
+    tracker = Tracker(sqlite_uri(tmp_path / "mlflow.db"), "views")
+    tags = tracker.experiment_tags()
+    assert tags[EXPERIMENT_KIND[0]] == "custom_model_development"
+    runs_table = f"#/experiments/{tracker.experiment_id}/runs?workflowType=machine_learning"
+    assert f"]({runs_table})" in tags[DESCRIPTION_TAG]
+    tracker.set_experiment_tag(DESCRIPTION_TAG, "mine")
+    again = Tracker(sqlite_uri(tmp_path / "mlflow.db"), "views")
+    assert again.experiment_tags()[DESCRIPTION_TAG] == "mine"
 
 
 def test_only_this_projects_oldest_views_are_dropped(tmp_path: Path):

@@ -474,6 +474,11 @@ class Config:
     data: DataConfig = doc(DataConfig, "fake data")
     device: str = doc("auto", "`auto` (cuda if present, else cpu), `cuda` or `cpu`", choices=DEVICES)
     profile: bool = doc(False, "record a torch.profiler trace of a few steps after warm-up")
+    verbose: bool = doc(
+        False,
+        "show the libraries' own chatter on the job's output (inductor's perf hints, deprecation and future "
+        "warnings); false: they are kept in the job's diagnostics.json, its output shows the job's own lines",
+    )
     gpu_pool: Any = doc(
         None,
         "GPUs that concurrent jobs on one machine share, one per job at a time: `all` or a list of indices like `[0,1]` "

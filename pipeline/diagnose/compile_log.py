@@ -1,5 +1,10 @@
 """torch's own graph-break, recompile and perf-hint (CUDA-graph skip) log records, collected while
-compilation happens in the warm-up."""
+compilation happens in the warm-up.
+
+Inductor's perf hints ("Skip comprehensive padding on CPU", "Using FallbackKernel: ...") are INFO
+lines for the compiler's developers: unless `verbose`, torch's console handlers leave them out of the
+job's output and they are kept whole in its diagnostics (`perf_hints` in diagnostics.json); graph
+breaks and recompiles, which change what a job measures, still show."""
 
 from __future__ import annotations
 
@@ -13,13 +18,16 @@ _BREAK_AT = re.compile(r"Graph break.*? in user code at (?P<loc>\S+:\d+)")
 
 class CompileLogRecorder(logging.Handler):
     """Collects torch's own graph-break, recompile and perf-hint (CUDA-graph skip) log records while
-    compilation happens. torch also prints them to the worker log, like `TORCH_LOGS=graph_breaks`."""
+    compilation happens. torch also prints them to the worker log, like `TORCH_LOGS=graph_breaks`, the
+    perf hints only when `verbose` (the module's docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, verbose: bool = False) -> None:
         super().__init__(level=logging.DEBUG)
+        self.verbose = verbose
         self.breaks: list[dict[str, str]] = []
         self.recompiles: list[str] = []
         self.perf_hints: list[str] = []
+        self._quieted: list[logging.Handler] = []
 
     def clear(self) -> None:
         """Forget the records so far (an analysis' own, before the job compiles for real)."""
@@ -29,13 +37,21 @@ class CompileLogRecorder(logging.Handler):
         import torch._logging
 
         torch._logging.set_logs(graph_breaks=True, recompiles=True, perf_hints=True)
-        for name in ("torch._dynamo", "torch._inductor"):
-            logging.getLogger(name).addHandler(self)
+        for name in LOGGERS:
+            logger = logging.getLogger(name)
+            if not self.verbose:  # torch's own console handlers: not its perf hints
+                for handler in logger.handlers:
+                    handler.addFilter(not_a_perf_hint)
+                    self._quieted.append(handler)
+            logger.addHandler(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        for name in ("torch._dynamo", "torch._inductor"):
+        for name in LOGGERS:
             logging.getLogger(name).removeHandler(self)
+        for handler in self._quieted:
+            handler.removeFilter(not_a_perf_hint)
+        self._quieted = []
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -64,4 +80,13 @@ class CompileLogRecorder(logging.Handler):
             ],
             "recompiles": self.recompiles,
             "cudagraph_skips": [h for h in self.perf_hints if "cudagraph" in h.lower()],
+            "perf_hints": list(dict.fromkeys(self.perf_hints)),
         }
+
+
+LOGGERS = ("torch._dynamo", "torch._inductor")  # torch's compile loggers (they do not propagate to `torch`)
+
+
+def not_a_perf_hint(record: logging.LogRecord) -> bool:
+    """A console handler's filter: every record but inductor's perf hints."""
+    return not record.name.endswith("__perf_hints")

@@ -56,17 +56,22 @@ class CompileDiagnosis:
     cache: CacheState
     logged: dict[str, Any]  # graph breaks with lines, recompiles, CUDA-graph skips (CompileLogRecorder)
     failed: list[dict[str, str]]
+    applies: frozenset[str] = frozenset()  # what this job can have (`collect`)
 
     @classmethod
     def collect(
         cls, *, after_warmup: CompileStats, logged: dict[str, Any], applies: set[str]
     ) -> CompileDiagnosis:
-        """`applies`: what this job's device and mode can have (`triton`, `autotune`, `cudagraphs`);
-        the phases and counts of the others are left out rather than logged as zeros."""
+        """`applies`: what this job's device, backend and settings can have (`inductor`, `aot_autograd`,
+        `triton`, `autotune`, `cudagraphs`, `compiled_autograd`); the phases and counts of the others are
+        left out rather than logged as zeros, and so is a backward's compile time where nothing compiled
+        a backward (inference, generation)."""
         phases = compile_phases()
         for phase, needs in PHASE_NEEDS.items():
             if needs not in applies:
                 phases.pop(phase, None)
+        if not compiled_a_backward():
+            phases.pop("compile/backward_s", None)
         return cls(
             after_warmup=after_warmup,
             final=CompileStats.now(),
@@ -74,24 +79,28 @@ class CompileDiagnosis:
             cache=CacheState.now(),
             logged=logged,
             failed=frames_failed(),
+            applies=frozenset(applies),
         )
 
     def metrics(self) -> dict[str, float]:
-        return {
+        m = {
             "compile/torch_total_s": self.after_warmup.torch_compile_time_s,
             "diagnose/graph_breaks": self.final.graph_breaks,
             "diagnose/unique_graphs": self.final.unique_graphs,
-            "diagnose/backend_graphs": self.final.backend_graphs,
-            "diagnose/compiled_autograd_captures": self.final.compiled_autograd_captures,
             "diagnose/frames_compiled": self.final.frames_compiled,
             "diagnose/recompiles_after_warmup": self.final.frames_compiled
             - self.after_warmup.frames_compiled,
             **self.phases,
-            "compile/cache_hits": self.cache.hits,
-            "compile/cache_misses": self.cache.misses,
             "diagnose/frames_failed": len(self.failed),
             **self.cudagraph_metrics(),
         }
+        if "aot_autograd" in self.applies:
+            m["diagnose/backend_graphs"] = self.final.backend_graphs
+        if "compiled_autograd" in self.applies:
+            m["diagnose/compiled_autograd_captures"] = self.final.compiled_autograd_captures
+        if "inductor" in self.applies:  # the FX-graph and AOTAutograd caches are inductor's
+            m["compile/cache_hits"], m["compile/cache_misses"] = self.cache.hits, self.cache.misses
+        return m
 
     def cudagraph_metrics(self) -> dict[str, float]:
         if "compile/cudagraph_record_s" not in self.phases:  # a mode without CUDA graphs
@@ -107,9 +116,10 @@ class CompileDiagnosis:
         }
 
 
-# Phases that only some jobs can have: inductor's (not aot_eager's), Triton kernels (CUDA), autotuning (max-autotune modes), CUDA-graph
-# recording (modes with CUDA graphs).
+# Phases that only some jobs can have: AOTAutograd's (every backend but Dynamo-only `eager`), inductor's (not
+# aot_eager's), Triton kernels (CUDA), autotuning (max-autotune modes), CUDA-graph recording (modes with CUDA graphs).
 PHASE_NEEDS = {
+    "compile/aot_autograd_s": "aot_autograd",
     "compile/inductor_s": "inductor",
     "compile/codegen_s": "inductor",
     "compile/triton_s": "triton",
@@ -150,6 +160,13 @@ def compile_phases() -> dict[str, float]:
         "compile/backward_s": total("backward_cumulative_compile_time_us", False) / 1e6,
         "compile/cudagraph_record_s": total("runtime_cudagraphify_time_us") / 1e6,
     }
+
+
+def compiled_a_backward() -> bool:
+    """Whether anything compiled a backward graph in this process (AOTAutograd's lazy backward)."""
+    from torch._dynamo.utils import get_compilation_metrics
+
+    return any(getattr(e, "is_forward", True) is False for e in get_compilation_metrics())
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,7 +6,9 @@ else the worker knows goes to `run_info.json` beside the result.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 from pipeline.config.schema import Config, to_dict
 from pipeline.job.result import JobResult
@@ -34,14 +36,37 @@ def failure(result: JobResult) -> str:
     return f"{result.status}: {result.error.type}: {result.error.message}"
 
 
+# What a result's first words call its unit (the work's unit, as the scenario states it).
+UNIT_WORDS = {"training step": "step", "forward call": "call"}
+
+
 def result_phrases(result: JobResult) -> list[str]:
-    """`step 12.34 ms (p50)`, `compile 41.2 s`, `1.31x vs eager`, peak memory, graph breaks."""
+    """The job's figures in its own unit: `step 12.34 ms (p50)` (a training step), `call latency 0.70 ms
+    (p50, p99 0.95 ms)` and its back-to-back throughput (calls timed one at a time as a request sees
+    them), `decode step 1.23 ms (p50), 812 tokens/s, first token 5.10 ms` (a generation); then compile
+    time, the speedup over the paired eager copy with its 95% interval, peak memory, graph breaks."""
     m = result.metrics
-    parts = [f"step {m['step/p50_ms']:.2f} ms (p50)"]
+    work = Work.from_dict(result.work)
+    unit = work.unit if work is not None else "training step"
+    word = UNIT_WORDS.get(unit, unit)
+    if "latency/p50_ms" in m:  # synchronized calls: the latency one request sees
+        tail = f", p99 {ms(m['latency/p99_ms'])}" if "latency/p99_ms" in m else ""
+        parts = [f"{word} latency {ms(m['latency/p50_ms'])} (p50{tail})"]
+        if "throughput/samples_per_s" in m:
+            parts.append(f"{rate(m['throughput/samples_per_s'])} samples/s back to back")
+    else:
+        parts = [f"{word} {ms(m['step/p50_ms'])} (p50)"]
+    if "generate/ttft_p50_ms" in m:  # a generation: its rate and its first token
+        if "throughput/tokens_per_s" in m:
+            parts.append(f"{rate(m['throughput/tokens_per_s'])} tokens/s")
+        parts.append(f"first token {ms(m['generate/ttft_p50_ms'])}")
     if "compile/total_s" in m:
         parts.append(f"compile {m['compile/total_s']:.1f} s")
     if "speedup/vs_eager" in m:
-        parts.append(f"{m['speedup/vs_eager']:.2f}x vs eager")
+        interval = ""
+        if "speedup/ci95_low" in m and "speedup/ci95_high" in m:
+            interval = f" [{m['speedup/ci95_low']:.2f}, {m['speedup/ci95_high']:.2f}]"
+        parts.append(f"{m['speedup/vs_eager']:.2f}x vs eager{interval}")
     if "memory/peak_reserved_gib" in m:
         parts.append(
             f"peak {m['memory/peak_reserved_gib']:.2f} GiB reserved ({m['memory/peak_allocated_gib']:.2f} allocated)"
@@ -52,6 +77,16 @@ def result_phrases(result: JobResult) -> list[str]:
         breaks = result.diagnostics.get("graph_breaks") or []
         parts.append(graph_break_note(int(m["diagnose/graph_breaks"]), breaks))
     return parts
+
+
+def ms(value: float) -> str:
+    """Milliseconds as people read them: two decimals, three significant digits below 0.1 ms."""
+    return f"{value:.2f} ms" if value >= 0.1 else f"{value:.2g} ms"
+
+
+def rate(value: float) -> str:
+    """A rate rounded to what it can mean: whole numbers from 100 up, three significant digits below."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def brief_noise(result: JobResult) -> str:
@@ -119,7 +154,7 @@ def run_payload(cfg: Config, result: JobResult, job_dir: Path) -> RunPayload:
         tags["error_message"] = scrub(result.error.message, secrets)
     folder = JobDir(job_dir)
     return RunPayload(
-        params=flatten(to_dict(cfg)),
+        params=flatten(applicable(cfg)),
         metrics=dict(result.metrics),
         series=series_points(cfg, result),
         tags=tags,
@@ -129,6 +164,72 @@ def run_payload(cfg: Config, result: JobResult, job_dir: Path) -> RunPayload:
         folders=folder.artifact_folders(),
         secrets=secrets,
     )
+
+
+# Keys that only some jobs use, by what makes them apply (checked against the config in `applicable`).
+IMAGE_INPUT = ("channels", "height", "width")
+TOKEN_INPUT = ("vocab_size", "seq_len")
+DISTILLATION = ("kind", "temperature", "alpha", "teacher")
+KL_ONLY = ("temperature", "alpha")
+DDP_ONLY = ("bucket_cap_mb", "optimize_ddp")
+FSDP_ONLY = ("reshard_after_forward", "param_dtype", "reduce_dtype")
+LOADER_ONLY = ("num_workers", "pin_memory", "non_blocking")
+PAIRED_ONLY = ("rounds", "loss_rtol", "parity_steps")
+INDUCTOR_ONLY = ("cache_dir", "cold_cache")
+TRAINING_PRECISION = ("grad_scaler", "float8")  # a loss to scale, linear layers trained in float8
+
+
+def applicable(cfg: Config) -> dict[str, Any]:
+    """The config as the job's run's params: only the keys that apply to this job, the scenario's nulls
+    filled in as it runs them. Left out: the input spec's keys of the other kind of model, the
+    distillation knobs under cross-entropy, the loss, optimizer, loss parity and training-only precision
+    settings of a scenario that does not train,
+    every compile setting but the mode of an eager job, the other strategy's and any strategy's knobs
+    of a job on one device, the DataLoader's knobs without one (and the rotated batches' count with
+    one), the paired baseline's without it, the inductor cache's without inductor, the model's default
+    batch size (trainer.batch_size or the scenario's says the one used) and the sweep's settings (its
+    parent run's)."""
+    data = to_dict(dataclasses.replace(cfg, scenario=cfg.scenario.resolved(cfg)))
+    scenario = cfg.scenario
+    spec = cfg.model.input
+    model = data["model"]
+    model.pop("batch_size", None)
+    drop(model["input"], TOKEN_INPUT if spec.kind == "image" else IMAGE_INPUT)
+    if spec.kind != "image" and spec.target != "class":
+        model["input"].pop("num_classes", None)
+    if not scenario.trains:
+        data.pop("loss", None)
+        data["trainer"].pop("optimizer", None)
+        data["compile"].pop("optimizer", None)
+        data["benchmark"].pop("parity_steps", None)
+        drop(data["precision"], TRAINING_PRECISION)
+    elif cfg.loss.teacher is None:
+        drop(data["loss"], DISTILLATION)
+    elif cfg.loss.kind != "kl":
+        drop(data["loss"], KL_ONLY)
+    if getattr(scenario.resolved(cfg), "batch_size", None) is not None:
+        data["trainer"].pop("batch_size", None)  # the scenario's batch is the one used
+    if not cfg.compile.compiled:
+        data["compile"] = {"mode": cfg.compile.mode}
+    elif cfg.compile.backend != "inductor":
+        data["compile"].pop("options", None)
+    if cfg.compile.backend != "inductor" or not cfg.compile.compiled:
+        drop(data["diagnose"], INDUCTOR_ONLY)
+    strategy = cfg.parallel.strategy
+    if strategy == "none":
+        data["parallel"] = {"strategy": strategy}
+    else:
+        drop(data["parallel"], FSDP_ONLY if strategy == "ddp" else DDP_ONLY)
+    drop(data["data"], ("num_batches",) if cfg.data.loader else LOADER_ONLY)
+    if not cfg.paired:
+        drop(data["benchmark"], PAIRED_ONLY)
+    data.pop("sweep", None)
+    return data
+
+
+def drop(section: dict[str, Any], keys: tuple[str, ...]) -> None:
+    for key in keys:
+        section.pop(key, None)
 
 
 def series_points(cfg: Config, result: JobResult) -> dict[str, list[tuple[int, float]]]:

@@ -19,13 +19,14 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any
 
 STARTED_AT = time.time()  # the interpreter reached this module (spawn + interpreter start are before it)
 
 from pipeline.config.errors import ConfigError  # noqa: E402 - after STARTED_AT; no torch here
-from pipeline.config.schema import Config, from_dict  # noqa: E402
+from pipeline.config.schema import WORKER_STARTS, Config, from_dict  # noqa: E402
 from pipeline.job import lifeline  # noqa: E402
 from pipeline.job.result import JobResult, write_timeout  # noqa: E402
 from pipeline.jobdir import JobDir  # noqa: E402
@@ -73,6 +74,13 @@ def classify_error(exc: BaseException, cfg: Config) -> tuple[str, str]:
     if module.startswith(("torch._dynamo", "torch._inductor")):
         return f"CompileError.{name}", str(exc)
     return name, str(exc)
+
+
+def how_started() -> str:
+    """`template` in a worker forked from its sweep's template process (which hands it a lifeline pipe),
+    `spawn` in a fresh interpreter (the parent's `worker_start` tag says the same, from its side)."""
+    template, spawn = WORKER_STARTS
+    return template if os.environ.get(lifeline.LIFELINE_FD_ENV) else spawn
 
 
 def rank_of_this_process(cfg: Config) -> int:
@@ -136,6 +144,7 @@ def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
             out_dir=out_dir,
             timeline=timeline,
             settings_at_start=settings_at_start,
+            worker_start=how_started(),
         )
         scenario = scenario_type(cfg, ctx)
         result.work = dataclasses.asdict(scenario.work)  # what a unit did and what it is judged on
@@ -175,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         timeout_s=cfg.trainer.timeout_s,
         on_timeout=lambda why: write_timeout(result_path, why, worker_pid=os.getpid()),
     )
+    library_warnings = keep_library_warnings(verbose=cfg.verbose)
     result = JobResult()
     result.info["worker_pid"] = os.getpid()
     if cfg.parallel.distributed:
@@ -197,10 +207,37 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not lifeline.parent_alive():  # its job is gone (a failure writing to it is no result)
             os._exit(1)
+        if library_warnings:
+            result.diagnostics["library_warnings"] = library_warnings
         result.write(result_path)
     if result.error:  # a finished job's result is the parent's last line; a failure is also in worker.log
         print(f"worker: {result.status} ({result.error.type}: {result.error.message})", flush=True)
     return 0 if result.status == FINISHED else 1
+
+
+# Warnings a library gives about its own future (deprecations): the job's output is not where to act on them.
+LIBRARY_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
+
+
+def keep_library_warnings(*, verbose: bool) -> list[str]:
+    """Unless `verbose`, the libraries' deprecation and future warnings (transformers' renamed
+    arguments, torch's deprecated APIs) are kept, once each, in the list returned (the job's
+    diagnostics.json: `library_warnings`) instead of printed on the job's output; other warnings print."""
+    kept: list[str] = []
+    if verbose:
+        return kept
+    show = warnings.showwarning
+
+    def keep(message: Any, category: type[Warning], filename: str, lineno: int, *args: Any) -> None:
+        if not issubclass(category, LIBRARY_WARNINGS):
+            show(message, category, filename, lineno, *args)
+            return
+        text = f"{category.__name__}: {message} ({filename}:{lineno})"
+        if text not in kept:
+            kept.append(text)
+
+    warnings.showwarning = keep
+    return kept
 
 
 def over_compile_budget(cfg: Config, result: JobResult) -> None:

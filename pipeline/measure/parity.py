@@ -13,7 +13,7 @@ import torch
 class LossParity:
     max_rel: float  # largest relative gap over the judged steps
     final_rel: float | None  # gap between the means of the last 10% of steps (not judged)
-    onset_step: int | None  # first step whose gap exceeds the tolerance, -1 if none (not judged)
+    onset_step: int | None  # first step whose gap exceeds the tolerance, None if none (not judged)
     ok: bool
 
     def metrics(self) -> dict[str, float]:
@@ -42,7 +42,7 @@ def loss_divergence(compiled: list[float], eager: list[float], rtol: float, pari
     return LossParity(
         max_rel=worst,
         final_rel=abs(end_c - end_e) / max(abs(end_e), 1e-12),
-        onset_step=next((i for i, g in enumerate(gaps) if g > rtol), -1),
+        onset_step=next((i for i, g in enumerate(gaps) if g > rtol), None),
         ok=worst <= rtol,
     )
 

@@ -125,7 +125,7 @@ METRICS: dict[str, Metric] = {
     ),
     "diagnose/compiled_autograd_captures": Metric(
         "count",
-        "backward graphs compiled autograd captured (0 unless parallel.optimize_ddp=compiled_autograd)",
+        "backward graphs compiled autograd captured (logged with parallel.optimize_ddp=compiled_autograd only)",
     ),
     "diagnose/frames_compiled": Metric("count", "Dynamo frame compilations (first compiles and recompiles)"),
     "diagnose/recompiles_after_warmup": Metric("count", "frame compilations during the measured steps"),
@@ -140,15 +140,21 @@ METRICS: dict[str, Metric] = {
         "count", "host-device syncs in one training step (torch.cuda.set_sync_debug_mode)"
     ),
     "compile/dynamo_s": Metric("s", "compile phase: Dynamo bytecode tracing"),
-    "compile/aot_autograd_s": Metric("s", "compile phase: AOTAutograd (joint graph, partitioning)"),
+    "compile/aot_autograd_s": Metric(
+        "s", "compile phase: AOTAutograd (joint graph, partitioning; backends other than `eager`)"
+    ),
     "compile/inductor_s": Metric("s", "compile phase: inductor, forward and backward"),
     "compile/codegen_s": Metric("s", "of which inductor code generation"),
     "compile/triton_s": Metric("s", "of which Triton kernel compilation"),
     "compile/autotune_s": Metric("s", "autotuning (max-autotune), at compile time and at run time"),
-    "compile/backward_s": Metric("s", "backward graph compilation (lazily, at the first backward)"),
+    "compile/backward_s": Metric(
+        "s", "backward graph compilation (lazily, at the first backward; jobs that compile a backward only)"
+    ),
     "compile/cudagraph_record_s": Metric("s", "CUDA-graph recording"),
-    "compile/cache_hits": Metric("count", "FX-graph and AOTAutograd cache hits (a warm cache)"),
-    "compile/cache_misses": Metric("count", "FX-graph and AOTAutograd cache misses"),
+    "compile/cache_hits": Metric(
+        "count", "FX-graph and AOTAutograd cache hits (a warm cache; inductor only)"
+    ),
+    "compile/cache_misses": Metric("count", "FX-graph and AOTAutograd cache misses (inductor only)"),
     "diagnose/cudagraph_skips": Metric(
         "count", "graphs that did not get CUDA graphs (reasons in diagnostics.json)"
     ),
@@ -186,7 +192,8 @@ METRICS: dict[str, Metric] = {
         "ratio", "gap between the mean losses of the last 10% of steps (not judged: chaotic)"
     ),
     "parity/onset_step": Metric(
-        "step", "first step whose relative loss gap exceeds benchmark.loss_rtol, -1 if none (not judged)"
+        "step",
+        "first step whose relative loss gap exceeds benchmark.loss_rtol (not judged; not logged when none does)",
     ),
     "parity/logits_max_abs": Metric(
         "logit", "inference: max |compiled - eager| logit on one batch, same weights"

@@ -73,6 +73,11 @@ class ScenarioConfig:
                 f"scenario={self.name} runs on one device: parallel=none",
             )
 
+    def resolved(self, cfg: Config) -> ScenarioConfig:
+        """This config with the nulls its scenario fills from the rest of the config filled in: what the
+        job runs (its run's params say it). Scenarios with such keys override it."""
+        return self
+
     def samples_per_unit(self, cfg: Config) -> float:
         """Samples one unit processes on one rank (a training step's batch, by default)."""
         return float(cfg.trainer.batch_size)

@@ -72,6 +72,7 @@ class WorkerContext:
     settings_at_start: dict[str, str] = field(
         default_factory=dict
     )  # pipeline.measure.settings, as the worker began
+    worker_start: str = "spawn"  # how the worker started: `template` (forked from the sweep's) or `spawn`
 
 
 class HasMetrics(Protocol):
@@ -225,6 +226,7 @@ class Scenario:
             parallel=self.cfg.parallel.strategy,
             world_size=self.ranks.world_size,
             unit=self.timed_unit,
+            worker_start=self.ctx.worker_start,
         )
         return "\n".join([*self.method_lines(), protocol])
 
@@ -233,7 +235,7 @@ class Scenario:
         self.info["precision_flags"] = self.precision.apply_backend_flags()
         import_model_library(self.cfg.model._target_)
         timeline.mark("model_library")
-        with CompileLogRecorder() as recorder, self.measuring():
+        with CompileLogRecorder(verbose=self.cfg.verbose) as recorder, self.measuring():
             self.head = self.prepare()
             timeline.mark("build")
             flops = self.count_flops()
@@ -402,16 +404,21 @@ class Scenario:
         return report
 
     def compile_applies(self) -> set[str]:
-        """What compilation can involve for this device and mode (pipeline.diagnose.compile_stats)."""
+        """What compilation can involve for this device, backend and settings
+        (pipeline.diagnose.compile_stats)."""
         settings, cuda = self.cfg.compile, self.device.type == "cuda"
         inductor = settings.backend == "inductor"
         applies = {"inductor"} if inductor else set()
+        if settings.backend != "eager":  # Dynamo alone hands its graphs to no AOTAutograd
+            applies.add("aot_autograd")
         if cuda and inductor:
             applies.add("triton")
         if inductor and settings.mode.startswith("max-autotune"):
             applies.add("autotune")
         if cuda and settings.uses_cudagraphs:
             applies.add("cudagraphs")
+        if self.cfg.parallel.distributed and self.cfg.parallel.optimize_ddp == "compiled_autograd":
+            applies.add("compiled_autograd")
         return applies
 
     def explain(self) -> None:

@@ -1,9 +1,14 @@
 """`scenario=generate`, torch-free: a prefill of `prompt_len` tokens (time to first token), then greedy
 decode with a static KV cache, for causal LMs that list it in their config's `scenarios`. A unit of its
-headline figure is one decode step: one new token for each of the batch's sequences."""
+headline figure is one decode step: one new token for each of the batch's sequences.
+
+The prompt and the generation fit the model's sequence length (the static KV cache's): left null, they
+are 128 and 64 tokens where the model takes 192, and fitted to a shorter model (two thirds prompt, a
+third new tokens: 22 + 10 for a 32-token model); set, they must fit, and the error says what would."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
@@ -16,15 +21,29 @@ if TYPE_CHECKING:
     from pipeline.config.schema import Config
 
 HF_FACTORY = "models.hf.create"  # a generation needs an HF causal LM (its cache, its generate-style call)
+PROMPT_LEN, NEW_TOKENS, PARITY_TOKENS = 128, 64, 8  # what null means, where the model's sequence takes them
 
 
 @dataclass(kw_only=True)
 class GenerateConfig(ScenarioConfig):
     batch_size: int | None = doc(None, "sequences per generation; null: trainer.batch_size", gt=0)
-    prompt_len: int = doc(128, "prompt tokens, processed by the prefill", gt=0)
-    new_tokens: int = doc(64, "tokens per generation (the first from the prefill, the rest decoded)", gt=1)
-    parity_tokens: int = doc(
-        8, "the first this many greedy tokens of compiled and eager decode must agree", gt=0
+    prompt_len: int | None = doc(
+        None,
+        f"prompt tokens, processed by the prefill; null: {PROMPT_LEN}, or two thirds of model.input.seq_len "
+        "when that is shorter than the prompt and the new tokens",
+        gt=0,
+    )
+    new_tokens: int | None = doc(
+        None,
+        f"tokens per generation (the first from the prefill, the rest decoded); null: {NEW_TOKENS}, or what "
+        "model.input.seq_len leaves after the prompt",
+        gt=1,
+    )
+    parity_tokens: int | None = doc(
+        None,
+        f"the first this many greedy tokens of compiled and eager decode must agree; null: {PARITY_TOKENS}, or the new "
+        "tokens when fewer",
+        gt=0,
     )
 
     name: ClassVar[str] = "generate"
@@ -33,10 +52,41 @@ class GenerateConfig(ScenarioConfig):
     opt_in: ClassVar[bool] = True
 
     def check(self, at: str) -> Iterator[ConfigError]:
-        if self.parity_tokens > self.new_tokens:
+        if (
+            self.parity_tokens is not None
+            and self.new_tokens is not None
+            and self.parity_tokens > self.new_tokens
+        ):
             yield ConfigError(
                 f"{at}.parity_tokens", self.parity_tokens, f"must be <= scenario.new_tokens={self.new_tokens}"
             )
+
+    def lengths(self, cfg: Config) -> tuple[int, int]:
+        """(prompt tokens, new tokens) of a generation: as set, nulls fitted to the model's sequence
+        length (the module's docstring)."""
+        seq, prompt, new = cfg.model.input.seq_len, self.prompt_len, self.new_tokens
+        if prompt is None and new is None:
+            if seq >= PROMPT_LEN + NEW_TOKENS:
+                return PROMPT_LEN, NEW_TOKENS
+            new = max(2, seq // 3)
+            return max(1, seq - new), new
+        if prompt is None:
+            assert new is not None
+            return max(1, min(PROMPT_LEN, seq - new)), new
+        if new is None:
+            return prompt, max(2, min(NEW_TOKENS, seq - prompt))
+        return prompt, new
+
+    def resolved(self, cfg: Config) -> GenerateConfig:
+        prompt, new = self.lengths(cfg)
+        parity = self.parity_tokens if self.parity_tokens is not None else min(PARITY_TOKENS, new)
+        return dataclasses.replace(
+            self,
+            batch_size=int(self.samples_per_unit(cfg)),
+            prompt_len=prompt,
+            new_tokens=new,
+            parity_tokens=parity,
+        )
 
     def fits(self, cfg: Config) -> Iterator[ConfigError]:
         errors = list(super().fits(cfg))
@@ -55,13 +105,32 @@ class GenerateConfig(ScenarioConfig):
                 self.name,
                 f"needs a causal LM built by {HF_FACTORY} (model.input.target=next_token)",
             )
-        need = self.prompt_len + self.new_tokens
-        if need > cfg.model.input.seq_len:
+        seq = cfg.model.input.seq_len
+        prompt, new = self.lengths(cfg)
+        if prompt + new > seq:
+            key = "scenario.new_tokens" if self.new_tokens is not None else "scenario.prompt_len"
             yield ConfigError(
-                "scenario.new_tokens",
-                self.new_tokens,
-                f"prompt_len + new_tokens = {need} must be <= model.input.seq_len={cfg.model.input.seq_len} (the KV cache's length)",
+                key,
+                self.new_tokens if self.new_tokens is not None else self.prompt_len,
+                f"prompt_len + new_tokens = {prompt} + {new} must be <= model.input.seq_len={seq} (the KV "
+                f"cache's length): {self.fitting(seq)}",
             )
+            return
+        parity = self.resolved(cfg).parity_tokens
+        if parity is not None and parity > new:
+            yield ConfigError(
+                "scenario.parity_tokens", parity, f"must be <= the {new} new tokens of a generation"
+            )
+
+    def fitting(self, seq: int) -> str:
+        """The overrides that make a generation fit a model of `seq` positions (for an error's end)."""
+        if self.new_tokens is not None and self.new_tokens < seq:
+            return f"e.g. scenario.prompt_len={seq - self.new_tokens}, or leave both null to fit the model"
+        new = max(2, seq // 3)
+        return (
+            f"e.g. scenario.prompt_len={max(1, seq - new)} scenario.new_tokens={new}, or leave both null "
+            "to fit the model"
+        )
 
     def samples_per_unit(self, cfg: Config) -> float:
         return float(self.batch_size or cfg.trainer.batch_size)

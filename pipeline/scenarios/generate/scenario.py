@@ -20,6 +20,7 @@ picks the other of two equal candidates (`parity/near_tie`).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import statistics
 import time
 from dataclasses import dataclass
@@ -103,6 +104,7 @@ class GenerationVariant(Variant):
             prompt,
             new_tokens,
         )
+        self.cache_arg = cache_keyword(lm)
         self.marks_per_unit = (
             new_tokens + 2
         )  # the unit's start, the prefill, the decode's start, each decode step
@@ -118,14 +120,14 @@ class GenerationVariant(Variant):
             synchronize(device)
         mark(None)
         token = self.compiled.forward(
-            {"inputs": {"input_ids": prompt, "position_ids": positions, "past_key_values": self.cache}}
+            {"inputs": {"input_ids": prompt, "position_ids": positions, self.cache_arg: self.cache}}
         )
         mark(TTFT)
         tokens = [token.clone()]
         position = torch.full((batch, 1), length, dtype=torch.long, device=device)
         mark(None)
         for _ in range(self.new_tokens - 1):
-            inputs = {"input_ids": token, "position_ids": position, "past_key_values": self.cache}
+            inputs = {"input_ids": token, "position_ids": position, self.cache_arg: self.cache}
             token = self.compiled.step({"inputs": inputs}).clone()  # a CUDA-graph replay reuses its output
             position += 1  # in place: the same input tensor, no recompile
             mark(DECODE)
@@ -136,6 +138,12 @@ class GenerationVariant(Variant):
 
     def release(self) -> None:
         self.lm = self.compiled = self.cache = None  # type: ignore[assignment]
+
+
+def cache_keyword(lm: nn.Module) -> str:
+    """The keyword a causal LM takes its KV cache by: `cache` (transformers 5.x, where the old one warns
+    that it is deprecated) or `past_key_values`."""
+    return "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
 
 
 def _no_mark(label: str | None) -> None:
@@ -187,9 +195,10 @@ class GenerateScenario(Scenario):
 
     def __init__(self, cfg: Config, ctx: WorkerContext):
         super().__init__(cfg, ctx)
-        scenario = cfg.scenario
+        scenario = cfg.scenario.resolved(cfg)  # prompt and new tokens fitted to the model where null
         self.batch_size = int(scenario.samples_per_unit(cfg))
         self.prompt_len, self.new_tokens = scenario.prompt_len, scenario.new_tokens
+        self.parity_tokens = scenario.parity_tokens
         self.info["batch_size"] = self.batch_size
 
     def method_lines(self) -> list[str]:
@@ -202,7 +211,7 @@ class GenerateScenario(Scenario):
             f"What is compiled: compile.scope={scope} ({'the decode step; the prefill runs eager' if scope == 'step' else 'the model, for prefill and decode'}).",
         ] + (
             [
-                f"Token parity: the first {self.cfg.scenario.parity_tokens} greedy tokens of the compiled and the eager copy must agree."
+                f"Token parity: the first {self.parity_tokens} greedy tokens of the compiled and the eager copy must agree."
             ]
             if self.cfg.paired
             else []
@@ -282,9 +291,7 @@ class GenerateScenario(Scenario):
             assert main.tokens is not None and eager.tokens is not None
             agree = leading_agreement(main.tokens, eager.tokens)
             tie = agree < self.new_tokens and self.parts_at_a_tie(eager.lm, eager.tokens, agree)
-            report.records.append(
-                TokenParity(agree=agree, near_tie=tie, required=self.cfg.scenario.parity_tokens)
-            )
+            report.records.append(TokenParity(agree=agree, near_tie=tie, required=self.parity_tokens))
         self.info["ttft_ms"] = [round(ms, 4) for ms in main.laps[TTFT]]
         per_generation = self.new_tokens - 1
         decode = main.laps[DECODE]

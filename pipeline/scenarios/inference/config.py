@@ -46,6 +46,12 @@ class InferenceConfig(ScenarioConfig):
     def samples_per_unit(self, cfg: Config) -> float:
         return statistics.fmean(self.sizes(cfg))
 
+    def resolved(self, cfg: Config) -> InferenceConfig:
+        """The batch of a call where one size serves them all (cycling sizes say theirs)."""
+        if self.batch_sizes or self.batch_size is not None:
+            return self
+        return dataclasses.replace(self, batch_size=cfg.trainer.batch_size)
+
     def work(self, cfg: Config) -> Work:
         """Judged on the latency one call takes as a request (`sweep.objective` can pick throughput)."""
         return dataclasses.replace(super().work(cfg), objective="latency/p50_ms")
