@@ -29,8 +29,3 @@ def build_model(model: ModelConfig) -> Any:
         kwargs["input_spec"] = dataclasses.asdict(model.input)
     return factory(**kwargs)
 
-
-def ensure_torchvision_importable() -> None:
-    """Does nothing: torchvision is installed beside its own torch build (scripts/install.sh), so it
-    imports as it is. Kept only while pipeline/scenarios/protocol.py still calls it; remove with that
-    call."""

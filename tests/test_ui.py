@@ -466,11 +466,6 @@ def other_sweep(server: Server, sweep: dict, tmp_path_factory: pytest.TempPathFa
     return {"parent": parent}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the parent run's name comes from pipeline/sweep/callbacks.py `_label`, which must call "
-    "pipeline.identity.sweep_label (another engineer's file): until then both read 'sweep mode=eager,default'",
-)
 def test_two_sweeps_of_different_scenarios_have_different_names(
     page, server: Server, sweep: dict, other_sweep: dict
 ):

@@ -453,7 +453,4 @@ def import_model_library(target: str) -> None:
     breakdown shows it apart from building the model."""
     from hydra.utils import get_method
 
-    from models import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
     get_method(target)

@@ -27,6 +27,7 @@ from pipeline.config.checks import check, raise_first
 from pipeline.config.compose import describe_compose_error, printable
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import MlflowConfig
+from pipeline.identity import sweep_label
 from pipeline.job.gpu_pool import pool_indices
 from pipeline.job.preflight import float8_errors, host_errors, validate, visible_gpus
 from pipeline.job.result import refuse_overwrite, unsynced_results
@@ -439,10 +440,8 @@ def _wall_so_far(tracker: Tracker, parent: RunRecord) -> float:
 
 
 def _label(config: DictConfig, sweep_id: str) -> str:
-    """The sweep's name, or its axes (`mode=eager,default precision=amp,fp32`), or its id."""
-    axes = swept(config.hydra)
-    short = " ".join(a.split("=", 1)[0].rsplit(".", 1)[-1] + "=" + a.split("=", 1)[1] for a in axes)
-    return config.sweep.name or short or sweep_id
+    """The sweep's name in MLflow (pipeline.identity.sweep_label: scenario, model, what it varies)."""
+    return sweep_label(config, swept(config.hydra), sweep_id)
 
 
 def _parent_tags(config: DictConfig, sweep_id: str, dirs: list[str]) -> dict[str, str]:
@@ -455,6 +454,7 @@ def _parent_tags(config: DictConfig, sweep_id: str, dirs: list[str]) -> dict[str
         "command": command_line(),
         "min_effect_pct": str(config.sweep.min_effect_pct),
         "max_interval_pct": str(config.sweep.max_interval_pct),
+        "sweep_kind": str(config.sweep.kind),
     }
     if config.sweep.objective:
         tags["sweep_objective"] = str(config.sweep.objective)
