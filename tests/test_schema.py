@@ -241,3 +241,14 @@ def test_no_config_file_adds_a_key_the_schema_lacks():
                 with open_dict(cfg):
                     cfg.pop("hydra", None)
                 assert unknown_keys(cfg) == [], f"{group}={option}"
+
+
+def test_a_compiled_optimizer_step_beside_fused_adam_is_refused_in_one_line():
+    """torch.compile does not trace Adam's fused kernel (torch disables it: the step graph-breaks and runs
+    eagerly), so compile.optimizer=true with trainer.optimizer.fused=true would be measured as something
+    it is not; the foreach step compiles, and fused Adam alone runs."""
+    with pytest.raises(ConfigError) as err:
+        validate(compose(["model=vit_tiny", "compile.optimizer=true", "trainer.optimizer.fused=true"]))
+    assert "compile.optimizer" in str(err.value) and "trainer.optimizer.fused=false" in str(err.value)
+    validate(compose(["model=vit_tiny", "compile.optimizer=true", "trainer.optimizer.fused=false"]))
+    validate(compose(["model=vit_tiny", "compile.optimizer=false", "trainer.optimizer.fused=true"]))
