@@ -65,7 +65,6 @@ def test_the_axes_tag_keeps_choice_values_whole_and_old_space_joined_tags_still_
         "compile.mode",
         "compile.scope",
         "compile.optimizer",
-        "trainer.optimizer.fused",
     ]
     assert axis_keys(axes_from_tag("compile.mode=eager,default precision=amp,fp32")) == [
         "compile.mode",
@@ -82,7 +81,6 @@ def test_the_swept_keys_are_what_the_config_sets_and_a_fixed_value_leaves_the_se
         "compile.scope",
         "trainer.batch_size",
         "trainer.optimizer.fused",
-        "compile.optimizer",
         "compile.options",
     ]
     assert "trainer.batch_size=choice(2,4)" in swept(cfg.hydra)  # the command line's own space

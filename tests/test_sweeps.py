@@ -362,8 +362,7 @@ def test_optuna_search_records_failed_trials_and_goes_on(tmp_path: Path, store: 
     assert len(said) == len(failed) and "float-castable" not in text and "\x1b[" not in text
     every = every_job_line(proc.stdout)
     assert (
-        "compile.optimizer=" in every
-        and "trainer.optimizer.fused=" in every
+        "trainer.batch_size=2" in every  # a swept key the finished trials share, whole
         and "reduce-overhead," not in text
     )
     best_value = float(best.split("best_value:")[1].split()[0])
