@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -93,3 +94,106 @@ def test_local_gpus_launcher_runs_jobs_at_once_one_gpu_each(tmp_path: Path, stor
     # Jobs ran concurrently: some pair of workers overlapped in time (on different GPUs).
     assert any(s1 < e2 and s2 < e1 for (_, s1, e1), (_, s2, e2) in itertools.combinations(spans, 2))
     assert {r["environment"]["cuda_visible_devices"] for r in results} == {"0", "1"}
+
+
+def test_overlap_puts_two_jobs_on_a_gpu_each_on_its_own_cores_and_a_third_waits(tmp_path: Path):
+    """benchmark.overlap: a GPU takes two jobs (one compiles while the other measures), each with its own
+    slot, half of the CPU cores and the GPU's one measure lock; a third job waits for a slot."""
+    held: list[dict[str, str]] = []
+    waits: list[str] = []
+    spans: list[tuple[str, float, float]] = []
+
+    def job() -> None:
+        with gpu_slot([0], tmp_path, poll_s=0.05, on_wait=waits.append, per_gpu=2) as env:
+            start = time.monotonic()
+            held.append(env)
+            time.sleep(0.5)
+            spans.append((env["PIPELINE_GPU_SLOT"], start, time.monotonic()))
+
+    threads = [threading.Thread(target=job) for _ in range(3)]
+    for t in threads:
+        t.start()
+        time.sleep(0.05)
+    for t in threads:
+        t.join()
+    assert {env["CUDA_VISIBLE_DEVICES"] for env in held} == {"0"}
+    assert {env["PIPELINE_MEASURE_LOCK"] for env in held} == {str(tmp_path / "gpu0.measure.lock")}
+    first, second = held[0], held[1]
+    assert {first["PIPELINE_GPU_SLOT"], second["PIPELINE_GPU_SLOT"]} == {"0", "1"}
+    cores = [set(map(int, env["PIPELINE_CPUS"].split(","))) for env in (first, second)]
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert not cores[0] & cores[1]  # the compiling job's compiler never runs on the measuring job's cores
+    assert waits and "all taken" in waits[0]  # the third job waited for a slot
+    for (a, s1, e1), (b, s2, e2) in itertools.combinations(spans, 2):
+        assert a != b or e1 <= s2 or e2 <= s1  # one slot is never held by two jobs at once
+
+
+def test_the_measure_gate_lets_one_process_measure_at_a_time(tmp_path: Path):
+    """Two processes ask for the measure lock at once: the second holds it only after the first let go."""
+    import multiprocessing
+
+    lock = tmp_path / "gpu0.measure.lock"
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        records = pool.starmap(_hold_the_gate, [(str(lock), 0.4)] * 2)
+    (a,), (b,) = records
+    first, second = sorted((a, b), key=lambda s: s["held_from"])
+    assert first["held_to"] <= second["held_from"]
+    assert second["waited_s"] > 0.2  # it asked while the other held the lock
+
+
+def _hold_the_gate(path: str, hold_s: float) -> list[dict]:
+    from pipeline.measure.gate import MeasureGate
+
+    gate = MeasureGate(Path(path))
+    with gate.hold("measure"):
+        time.sleep(hold_s)
+    return gate.spans
+
+
+@pytest.mark.slow
+def test_overlapping_jobs_never_measure_at_once(tmp_path: Path, store: str):
+    """`benchmark.overlap=true hydra/launcher=local_gpus` on the CPU (a pretend GPU 0): three compiled jobs
+    start at once, two hold the GPU's slots, and every job's measured work (the eager probe, warm-up after
+    its compilation, timed rounds, diagnostics) runs under the GPU's measure lock: no two jobs' held spans
+    overlap, while the jobs themselves ran at once."""
+    args = [
+        *TINY,
+        "compile.backend=aot_eager",
+        "device=cpu",
+        "gpu_pool=[0]",
+        "trainer.steps=12",
+        "trainer.warmup_steps=2",
+        "hydra/launcher=local_gpus",
+        "benchmark.overlap=true",
+        "trainer.seed=0,1,2",
+    ]
+    proc = run_cli(
+        args, tmp_path, store, multirun=True, env={"PIPELINE_GPU_LOCK_DIR": str(tmp_path / "locks")}
+    )
+    assert proc.returncode == 0, output(proc)
+    results = [json.loads(p.read_text()) for p in (tmp_path / "multirun").glob("*/result.json")]
+    assert len(results) == 3 and all(r["status"] == "FINISHED" for r in results)
+    held = [
+        (r["info"]["worker_pid"], s["held_from"], s["held_to"])
+        for r in results
+        for s in r["info"]["measure_gate"]["spans"]
+    ]
+    assert len(held) >= 6  # each job: its eager probe, then everything after its compilation
+    for (a, s1, e1), (b, s2, e2) in itertools.combinations(held, 2):
+        assert a == b or e1 <= s2 or e2 <= s1, "two jobs measured at once"
+    lives = [(r["info"]["worker_started_at"], r["info"]["worker_ended_at"]) for r in results]
+    assert any(
+        s1 < e2 and s2 < e1 for (s1, e1), (s2, e2) in itertools.combinations(lives, 2)
+    )  # they ran at once
+    assert all(len(r["info"]["overlap"]["cpus"]) >= 1 for r in results)
+    # while one job measured, another's worker was alive (compiling, or waiting for the lock)
+    alive = {
+        r["info"]["worker_pid"]: (r["info"]["worker_started_at"], r["info"]["worker_ended_at"])
+        for r in results
+    }
+    assert any(
+        pid != other and alive[other][0] < end and start < alive[other][1]
+        for pid, start, end in held
+        for other in alive
+    )

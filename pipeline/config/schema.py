@@ -341,6 +341,12 @@ class BenchmarkConfig:
         "A single run always spawns; a job that cannot fork (SLURM task, no Linux, a template that touched CUDA) spawns and says why",
         choices=WORKER_STARTS,
     )
+    overlap: bool = doc(
+        False,
+        "compile the next job while this one measures: two jobs share a GPU (hydra/launcher=local_gpus), one "
+        "compiling, one measuring, each pinned to its own half of the CPU cores; a machine-wide lock lets one job "
+        "at a time run anything on the device after its compilation (pipeline/measure/gate.py). One-GPU jobs only",
+    )
     noisy_spread_pct: float = doc(
         10.0,
         "flag a job as noisy (`step/noisy`, a warning in its last line) when the p10-p90 spread of its measured steps exceeds this percentage of the median",
@@ -513,6 +519,20 @@ class Config:
             yield from _teacher_fits_student(self.model.input, self.loss.teacher.input)
         yield from self.scenario.fits(self)
         yield from _parallel_fits(self)
+        if self.benchmark.overlap and self.parallel.distributed:
+            yield ConfigError(
+                "benchmark.overlap",
+                True,
+                "false with parallel=ddp/fsdp: overlap shares one GPU between two one-GPU jobs",
+            )
+        if self.compile.optimizer and self.trainer.optimizer.fused:
+            yield ConfigError(
+                "compile.optimizer",
+                True,
+                "false with trainer.optimizer.fused=true: torch.compile does not trace Adam's fused kernel (torch "
+                "disables it: graph breaks, and the step runs eagerly as with compile.optimizer=false); for a compiled "
+                "optimizer step set trainer.optimizer.fused=false (the foreach kernels)",
+            )
 
 
 def _parallel_fits(cfg: Config) -> Iterator[ConfigError]:

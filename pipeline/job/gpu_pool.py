@@ -7,6 +7,11 @@ is taken. The worker then sees only that GPU:
 `CUDA_VISIBLE_DEVICES=<its index>` with `CUDA_DEVICE_ORDER=PCI_BUS_ID`, so the index means what
 `nvidia-smi` and NVML say. The lock goes with the job's process, so a crashed job frees its GPU.
 The job's own process never initializes CUDA; the GPUs are counted through NVML.
+
+With `benchmark.overlap` each GPU takes two jobs (`per_gpu=2`, a lock per slot): one compiles while the
+other measures, and the worker's measure lock (pipeline.measure.gate, PIPELINE_MEASURE_LOCK, one per
+GPU) lets only one of them measure at a time. Each slot gets its own share of this process's CPU
+cores (PIPELINE_CPUS), so that the compiling job's compiler never runs on the measuring job's cores.
 """
 
 from __future__ import annotations
@@ -46,9 +51,11 @@ def gpu_slot(
     poll_s: float = 0.2,
     on_wait: object = print,
     count: int = 1,
+    per_gpu: int = 1,
 ) -> Iterator[dict[str, str]]:
     """Hold `count` GPUs of the pool (a distributed job's `parallel.nproc`; all at once, never some
-    while waiting for the rest) for the duration; yields the environment the worker needs."""
+    while waiting for the rest) for the duration; yields the environment the worker needs. With
+    `per_gpu=2` (benchmark.overlap, one GPU per job) a GPU takes a second job once every GPU has one."""
     indices = pool_indices(spec)
     if not indices:
         raise ValueError(f"gpu_pool={spec!r} holds no GPU (NVML sees none, or the list is empty)")
@@ -57,15 +64,31 @@ def gpu_slot(
     lock_dir.mkdir(parents=True, exist_ok=True)
     waited = False
     while True:
-        held = _take(indices, lock_dir, count)
+        held = _take(indices, lock_dir, count) if per_gpu == 1 else _take_slot(indices, lock_dir, per_gpu)
         if held:
             try:
                 taken = ",".join(str(i) for i, _ in held)
-                yield {
+                env = {
                     "CUDA_VISIBLE_DEVICES": taken,
                     "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
                     "PIPELINE_GPU_INDEX": taken,
                 }
+                if per_gpu > 1:
+                    ((index, handle),) = held
+                    slot = int(
+                        Path(handle.name).stem.partition(".slot")[2] or 0
+                    )  # gpu0.lock: 0, gpu0.slot1.lock: 1
+                    group = slot * len(indices) + indices.index(index)
+                    env.update(
+                        {
+                            "PIPELINE_GPU_SLOT": str(slot),
+                            "PIPELINE_MEASURE_LOCK": str(lock_dir / f"gpu{index}.measure.lock"),
+                            "PIPELINE_CPUS": ",".join(
+                                str(c) for c in core_group(group, per_gpu * len(indices))
+                            ),
+                        }
+                    )
+                yield env
             finally:
                 _release(held)
             return
@@ -94,6 +117,34 @@ def _take(indices: list[int], lock_dir: Path, count: int) -> list[tuple[int, Any
             return held
     _release(held)
     return []
+
+
+def _take_slot(indices: list[int], lock_dir: Path, per_gpu: int) -> list[tuple[int, Any]]:
+    """One slot of one GPU, locked: every GPU's first slot before any GPU's second (slot 0's lock is
+    the GPU's own lock, so a job without overlap on the same machine still sees the GPU taken)."""
+    for slot in range(per_gpu):
+        for index in indices:
+            name = f"gpu{index}.lock" if slot == 0 else f"gpu{index}.slot{slot}.lock"
+            handle = open(lock_dir / name, "w")  # noqa: SIM115 - held until the job ends
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            handle.write(str(os.getpid()))
+            handle.flush()
+            return [(index, handle)]
+    return []
+
+
+def core_group(group: int, groups: int) -> list[int]:
+    """The `group`-th of `groups` equal shares of this process's CPU cores (contiguous; with fewer
+    cores than groups, one core each, shared round-robin)."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < groups:
+        return [cores[group % len(cores)]]
+    size = len(cores) // groups
+    return cores[group * size : (group + 1) * size]
 
 
 def _release(held: list[tuple[int, Any]]) -> None:

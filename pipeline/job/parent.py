@@ -220,8 +220,14 @@ class JobParent:
         if not pool:
             return run_worker(launch)
         nproc = self.config.parallel.nproc  # a distributed job's ranks, one GPU each
-        with gpu_slot(pool, pool_lock_dir(), on_wait=self.display.line, count=nproc) as env:
-            self.display.line(f"using GPU {env['PIPELINE_GPU_INDEX']} of gpu_pool={pool}")
+        per_gpu = 2 if self.config.benchmark.overlap else 1  # one compiles while the other measures
+        with gpu_slot(pool, pool_lock_dir(), on_wait=self.display.line, count=nproc, per_gpu=per_gpu) as env:
+            shared = (
+                f" (slot {env['PIPELINE_GPU_SLOT']} of 2, CPU cores {env['PIPELINE_CPUS']}: benchmark.overlap)"
+                if per_gpu > 1
+                else ""
+            )
+            self.display.line(f"using GPU {env['PIPELINE_GPU_INDEX']} of gpu_pool={pool}{shared}")
             launch.extra_env.update(env)
             result = run_worker(launch)
         indices = [int(i) for i in env["PIPELINE_GPU_INDEX"].split(",")]

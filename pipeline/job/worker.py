@@ -190,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.parallel.distributed:
         result.info["rank"] = rank
     result.info["worker_start_state"] = start_state()
+    pinned = pin_to_cpus(os.environ.get("PIPELINE_CPUS", ""))
+    if pinned:
+        result.info["overlap"] = {"cpus": pinned, "gpu_slot": os.environ.get("PIPELINE_GPU_SLOT")}
     try:
         run_job(cfg, result, Path(args.result).parent)
         result.status = FINISHED
@@ -213,6 +216,24 @@ def main(argv: list[str] | None = None) -> int:
     if result.error:  # a finished job's result is the parent's last line; a failure is also in worker.log
         print(f"worker: {result.status} ({result.error.type}: {result.error.message})", flush=True)
     return 0 if result.status == FINISHED else 1
+
+
+def pin_to_cpus(spec: str) -> list[int]:
+    """benchmark.overlap: this worker runs on its slot's CPU cores only (PIPELINE_CPUS, `0,1,2`), torch's
+    threads and inductor's compile workers as many as those cores, so that a job compiling beside a
+    measuring one never takes the measuring job's cores. Returns the cores ([] when not pinned)."""
+    cpus = [int(c) for c in spec.split(",") if c.strip()]
+    if not cpus:
+        return []
+    os.sched_setaffinity(0, cpus)
+    os.environ["OMP_NUM_THREADS"] = os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = str(len(cpus))
+    torch = sys.modules.get("torch")  # a worker forked from the template has torch imported already
+    if torch is not None:
+        torch.set_num_threads(len(cpus))
+        inductor_config = sys.modules.get("torch._inductor.config")
+        if inductor_config is not None:
+            inductor_config.compile_threads = len(cpus)
+    return cpus
 
 
 # Warnings a library gives about its own future (deprecations): the job's output is not where to act on them.

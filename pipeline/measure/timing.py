@@ -157,13 +157,23 @@ class Timer:
         self.measured_total = measured_total  # measured units per variant, over all rounds
         self.progress_every = progress_every or max(1, measured_total // 50)
 
-    def warm_up(self, variant: Variant, units: int, *, show: bool = True) -> None:
-        """Run warm-up units one at a time, each timed by a wall clock after a sync."""
+    def warm_up(
+        self,
+        variant: Variant,
+        units: int,
+        *,
+        show: bool = True,
+        after_first: Callable[[], None] | None = None,
+    ) -> None:
+        """Run warm-up units one at a time, each timed by a wall clock after a sync; `after_first` runs
+        after the first unit (its compilation) and outside every unit's time."""
         for i in range(units):
             start = time.perf_counter()
             variant.run_unit(None)
             synchronize(self.device)
             variant.warmup_s.append(time.perf_counter() - start)
+            if i == 0 and after_first is not None:
+                after_first()
             if show:
                 self.progress(variant.name, "warmup", i + 1, units)
 
@@ -199,12 +209,23 @@ class Timer:
         variant.add_round({LATENCY: times}, 0)
         return times
 
-    def solo_phase(self, variant: Variant, *, warmup: int, units: int, show: bool = True) -> None:
+    def solo_phase(
+        self,
+        variant: Variant,
+        *,
+        warmup: int,
+        units: int,
+        show: bool = True,
+        after_first: Callable[[], None] | None = None,
+    ) -> None:
         """Warm-up, then one timed round, with nothing else on the device: the variant's memory peaks
-        over the warm-up (compilation included) and over measured units are its own."""
+        over the warm-up (compilation included) and over measured units are its own. `after_first`
+        runs after the first warm-up unit (or before the round when there is no warm-up)."""
         memory, peaks = self.memory, variant.peaks
         memory.reset_peak()
-        self.warm_up(variant, warmup, show=show)
+        self.warm_up(variant, warmup, show=show, after_first=after_first)
+        if warmup == 0 and after_first is not None:
+            after_first()
         peaks.job_allocated, peaks.job_reserved = memory.peak_allocated(), memory.peak_reserved()
         memory.reset_peak()
         self.timed_round(variant, units, show=show)

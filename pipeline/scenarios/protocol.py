@@ -38,6 +38,7 @@ from pipeline.diagnose.flops import Mfu
 from pipeline.jobdir import JobDir
 from pipeline.measure import settings
 from pipeline.measure.compile_time import CompileTime, Warmup
+from pipeline.measure.gate import MeasureGate
 from pipeline.measure.memory import MemoryPeaks, cpu_rss_peak_gib, nvml_process_memory_gib
 from pipeline.measure.method import describe_method
 from pipeline.measure.noise import Noise, round_drift_pct
@@ -186,6 +187,7 @@ class Scenario:
         self.info: dict[str, Any] = {"rounds": self.rounds}
         self.head: nn.Module | None = None  # what turns the model's outputs into the unit's result; prepare()
         self.ranks = Ranks.from_env() if cfg.parallel.distributed else Ranks()  # rank 0 of 1 otherwise
+        self.gate = MeasureGate.from_env()  # benchmark.overlap: one job measures on the device at a time
 
     # ----------------------------------------------------------------------------- to implement
     def prepare(self) -> nn.Module:
@@ -235,19 +237,24 @@ class Scenario:
         self.info["precision_flags"] = self.precision.apply_backend_flags()
         import_model_library(self.cfg.model._target_)
         timeline.mark("model_library")
-        with CompileLogRecorder(verbose=self.cfg.verbose) as recorder, self.measuring():
-            self.head = self.prepare()
-            timeline.mark("build")
-            flops = self.count_flops()
-            timeline.mark("flops")
-            if self.cfg.diagnose.explain:
-                self.explain()
-                recorder.clear()  # forget the analysis' own log records
-                timeline.mark("explain")
-            measured = self.measure()
-            timeline.mark("variants_warmup_and_rounds")
-            report = self.report(measured, recorder.summary(), flops)
-            self.diagnose_units(measured.main, report)
+        try:
+            with CompileLogRecorder(verbose=self.cfg.verbose) as recorder, self.measuring():
+                self.head = self.prepare()
+                timeline.mark("build")
+                flops = self.count_flops()
+                timeline.mark("flops")
+                if self.cfg.diagnose.explain:
+                    self.explain()
+                    recorder.clear()  # forget the analysis' own log records
+                    timeline.mark("explain")
+                measured = self.measure()
+                timeline.mark("variants_warmup_and_rounds")
+                report = self.report(measured, recorder.summary(), flops)
+                self.diagnose_units(measured.main, report)
+        finally:
+            self.gate.release()  # held since the main variant's compilation: the device is this job's no more
+            if self.gate.active:
+                self.info["measure_gate"] = self.gate.record()
         timeline.mark("diagnostics")
         self.ctx.progress(measured.main.name, "done", 1, 1, force=True)
         return report
@@ -279,12 +286,16 @@ class Scenario:
         probe = leak = None
         if self.cfg.paired:
             baseline = timer.memory.allocated()
-            probe, _ = self.make_variant("eager", eager_settings)
-            timer.solo_phase(probe, warmup=self.warmup, units=self.rounds[0], show=False)
-            leak = timer.release(probe, baseline)
+            with self.gate.hold("eager memory probe"):
+                probe, _ = self.make_variant("eager", eager_settings)
+                timer.solo_phase(probe, warmup=self.warmup, units=self.rounds[0], show=False)
+                leak = timer.release(probe, baseline)
         main_name = "compiled" if self.cfg.compile.compiled else "eager"
         main, compiled = self.make_variant(main_name, self.cfg.compile)
-        timer.solo_phase(main, warmup=self.warmup, units=self.rounds[0])
+        # compiled in its first unit; from then on the device is this job's alone (benchmark.overlap)
+        timer.solo_phase(
+            main, warmup=self.warmup, units=self.rounds[0], after_first=lambda: self.gate.acquire("measure")
+        )
         now = (
             settings.snapshot()
         )  # as the units run: every flag that differs from the worker's start is recorded

@@ -107,6 +107,7 @@ class SweepCallback(Callback):
         quiet_framework_logs(verbose=is_verbose(config), optuna=search)
         try:
             refuse_gpu_launcher_without_gpus(config)
+            refuse_overlap_one_job_at_a_time(config)
             leave_out_what_cannot_run_here(config)
             ACTIVE_SWEEP = start_sweep(config)
             note = sweep_cpu_note(config)
@@ -622,6 +623,19 @@ def refuse_gpu_launcher_without_gpus(config: DictConfig) -> None:
         raise SweepStopped(
             f"config error: hydra/launcher=local_gpus gives each job one of this machine's GPUs, and NVML finds none "
             f"here ({why}): leave it out to run the jobs one at a time, or name GPUs with gpu_pool=[0,1]",
+            EXIT_BAD_INPUT,
+        )
+
+
+def refuse_overlap_one_job_at_a_time(config: DictConfig) -> None:
+    """benchmark.overlap compiles one job while another measures: with a launcher that runs the jobs
+    one at a time (Hydra's basic launcher) it would do nothing, so it is refused in one line."""
+    if OmegaConf.select(config, "benchmark.overlap", default=False) is not True:
+        return
+    if "LocalLauncher" not in str(config.hydra.launcher.get("_target_", "")):
+        raise SweepStopped(
+            "config error: benchmark.overlap=true compiles the next job while one measures, which needs jobs that "
+            "run at once: add hydra/launcher=local_gpus (each GPU then takes two jobs), or leave benchmark.overlap=false",
             EXIT_BAD_INPUT,
         )
 
