@@ -28,4 +28,3 @@ def build_model(model: ModelConfig) -> Any:
     if "input_spec" in inspect.signature(factory).parameters:
         kwargs["input_spec"] = dataclasses.asdict(model.input)
     return factory(**kwargs)
-

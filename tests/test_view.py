@@ -267,7 +267,9 @@ def test_summary_and_view_rank_a_batch_size_sweep_by_the_same_objective(tmp_path
     proc = run_cli(args, tmp_path, store, multirun=True)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     parent = next(r for r in runs(store) if r.data.tags.get("sweep_parent") == "true")
-    assert parent.data.tags["objective"] == "throughput/samples_per_s", proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert parent.data.tags["objective"] == "throughput/samples_per_s", (
+        proc.stdout[-4000:] + proc.stderr[-2000:]
+    )
     summary = (tmp_path / "multirun" / "summary.md").read_text()
     assert "throughput, samples/s" in summary
     experiment = client(store).get_experiment(parent.info.experiment_id)
