@@ -244,3 +244,50 @@ def test_only_torchs_sync_warning_counts_as_a_sync_not_the_modes_own_notice():
         "warnings.warn(syncs.SYNC_WARNING + TORCH_SUFFIX, stacklevel=1)  # second sync",
     ]
     assert [str(w.message) for w in passed_on] == [NOTICE + TORCH_SUFFIX]
+
+
+AUTOTUNE_REPORT = """Autotune Choices Stats:
+{"num_choices": 22, "num_triton_choices": 20, "best_kernel": "bias_addmm", "best_time": 0.07001599669456482}
+AUTOTUNE addmm(12608x2304, 12608x768, 768x2304)
+strides: [0, 1], [768, 1], [1, 768]
+dtypes: torch.bfloat16, torch.bfloat16, torch.bfloat16
+  bias_addmm 0.0700 ms 100.0%
+  triton_mm_29 0.0927 ms 75.6% ACC_TYPE='tl.float32', ALLOW_TF32=False, BLOCK_K=64, BLOCK_M=128, BLOCK_N=128
+SingleProcess AUTOTUNE benchmarking takes 0.4525 seconds and 0.0021 seconds precompiling for 13 choices"""
+
+
+def test_inductors_autotune_report_stays_off_the_jobs_output_unless_verbose(capsys):
+    """max-autotune writes its report straight to stderr (as the H100 modes sweep's log showed, hundreds
+    of lines a job): the worker's lines reach the terminal without it, and with it when verbose."""
+    from pipeline.job.progress import JobProgress
+
+    quiet, loud = JobProgress("job", terminal=False), JobProgress("job", terminal=False, verbose=True)
+    for line in [*AUTOTUNE_REPORT.splitlines(), "vit_b16·amp·max-autotune: FINISHED"]:
+        quiet.worker_line(line)
+    assert capsys.readouterr().out.splitlines() == ["vit_b16·amp·max-autotune: FINISHED"]
+    for line in AUTOTUNE_REPORT.splitlines():
+        loud.worker_line(line)
+    assert len(capsys.readouterr().out.splitlines()) == len(AUTOTUNE_REPORT.splitlines())
+
+
+def test_torchs_own_user_warnings_are_kept_in_diagnostics_not_printed():
+    import warnings
+
+    from pipeline.job.worker import keep_library_warnings
+
+    shown: list[str] = []
+    before = warnings.showwarning
+    warnings.showwarning = lambda message, *args, **kwargs: shown.append(str(message))
+    try:
+        kept = keep_library_warnings(verbose=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn(
+                "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled",
+                stacklevel=1,
+            )
+            warnings.warn("a user's own warning", stacklevel=1)
+    finally:
+        warnings.showwarning = before
+    assert len(kept) == 1 and "TensorFloat32" in kept[0]
+    assert shown == ["a user's own warning"]

@@ -73,7 +73,9 @@ def count_syncs(run_step: Callable[[], None], device: torch.device) -> dict[str,
     if device.type != "cuda":
         return {"note": "host-device syncs are counted on CUDA devices only"}
     torch.cuda.synchronize(device)
-    with recording_sync_warnings() as locations:
+    with warnings.catch_warnings(), recording_sync_warnings() as locations:
+        # torch says the debug mode is a prototype each time it is set: the job's output is not the place
+        warnings.filterwarnings("ignore", message="Synchronization debug mode is a prototype feature")
         torch.cuda.set_sync_debug_mode("warn")
         try:
             run_step()

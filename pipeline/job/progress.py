@@ -3,8 +3,8 @@
 
 On a terminal the job bar is a rich progress bar; otherwise (logs, CI, SLURM) plain lines at phase
 changes and every 10% of a phase, so log files stay readable. torch's own log records (Dynamo's graph
-breaks and recompiles, inductor's notes: hundreds of lines a job) stay in the job's worker.log and off
-the terminal unless `verbose=true`.
+breaks and recompiles, inductor's notes and its max-autotune reports: hundreds of lines a job) stay in
+the job's worker.log and off the terminal unless `verbose=true`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,13 @@ from pipeline.status import FINISHED, SKIPPED
 # torch's log format (torch/_logging/_internal.py TorchLogsFormatter), on every line of a record:
 # `[rank0]:W1125 08:38:47.901000 9167 torch/_dynamo/variables/tensor.py:1841] ...`
 TORCH_LOG_LINE = re.compile(r"^(\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ \S+:\d+\]")
+# inductor's autotuning report (max-autotune), written straight to stderr, not as log records:
+# `AUTOTUNE mm(8192x768, 768x3072)`, `  triton_mm_12 0.1007 ms 63.8% ACC_TYPE=...`, `strides: ...`,
+# `SingleProcess AUTOTUNE benchmarking takes 21.3 seconds and 0.0003 seconds precompiling for 21 choices`
+AUTOTUNE_LINE = re.compile(
+    r"^(AUTOTUNE \S+\(|(SingleProcess|SubProcess) AUTOTUNE |Autotune Choices Stats:|\{\"num_choices\": |"
+    r"strides: \[|dtypes: |  \S+ \d+\.\d+ ms \d+\.\d+%( |$))"
+)
 
 
 def is_terminal() -> bool:
@@ -68,7 +75,7 @@ class JobProgress:
 
     def worker_line(self, text: str) -> None:
         """A line the worker printed: torch's log records only when verbose (worker.log has them)."""
-        if not self.verbose and TORCH_LOG_LINE.match(text):
+        if not self.verbose and (TORCH_LOG_LINE.match(text) or AUTOTUNE_LINE.match(text)):
             self.torch_log_lines += 1
             return
         self.line(text)

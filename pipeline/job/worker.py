@@ -238,11 +238,17 @@ def pin_to_cpus(spec: str) -> list[int]:
 
 # Warnings a library gives about its own future (deprecations): the job's output is not where to act on them.
 LIBRARY_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
+# UserWarnings torch raises about its own internals or as a performance hint, seen on every GPU job
+# that reaches them (inductor's autotuner on TypedStorage; fp32 matmuls without TF32): kept the same way.
+LIBRARY_USER_WARNINGS = (
+    "TypedStorage is deprecated",
+    "TensorFloat32 tensor cores for float32 matrix multiplication",
+)
 
 
 def keep_library_warnings(*, verbose: bool) -> list[str]:
     """Unless `verbose`, the libraries' deprecation and future warnings (transformers' renamed
-    arguments, torch's deprecated APIs) are kept, once each, in the list returned (the job's
+    arguments, torch's deprecated APIs, LIBRARY_USER_WARNINGS) are kept, once each, in the list returned (the job's
     diagnostics.json: `library_warnings`) instead of printed on the job's output; other warnings print."""
     kept: list[str] = []
     if verbose:
@@ -250,7 +256,10 @@ def keep_library_warnings(*, verbose: bool) -> list[str]:
     show = warnings.showwarning
 
     def keep(message: Any, category: type[Warning], filename: str, lineno: int, *args: Any) -> None:
-        if not issubclass(category, LIBRARY_WARNINGS):
+        if not (
+            issubclass(category, LIBRARY_WARNINGS)
+            or (issubclass(category, UserWarning) and str(message).startswith(LIBRARY_USER_WARNINGS))
+        ):
             show(message, category, filename, lineno, *args)
             return
         text = f"{category.__name__}: {message} ({filename}:{lineno})"
