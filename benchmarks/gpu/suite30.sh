@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue 30 on one GPU, one queue, every compile cold (diagnose.cold_cache=true), amp, default mode:
+#   ab     the A/B: the same AB_MODELS as sweep=timm_suite one job at a time (Hydra's basic launcher), then
+#          with benchmark.overlap=true hydra/launcher=local_gpus (two jobs on the GPU, one compiling while
+#          the other measures); benchmarks/gpu/suite30_table.py compares them per model (step p50,
+#          speedup, compile time) and the two sweeps' wall times
+#   suite  SUITE_MODELS (20 of the 42) as sweep=timm_suite, with overlap when SUITE_OVERLAP=1
+# Each part has its own cap. SUITE_SMOKE=1: the same on a CPU with tiny models (a check of this script).
+# Usage on the GPU host: bash benchmarks/gpu/suite30.sh <out dir> [parts...]
+set -uo pipefail
+out=$(realpath -m "${1:?out dir}"); shift; mkdir -p "$out"
+parts=${*:-"ab suite"}
+source benchmarks/gpu/setup.sh > "$out/host.txt" 2>&1 || { cat "$out/host.txt"; exit 1; }
+head -4 "$out/host.txt"
+M="mlflow.tracking_uri=sqlite:///$out/mlflow.db"
+C=diagnose.cold_cache=true
+OVERLAP=(benchmark.overlap=true hydra/launcher=local_gpus)
+if [ "${SUITE_SMOKE:-0}" = 1 ]; then
+  BASE=(sweep=tiny_suite device=cpu compile.fullgraph=false trainer.steps=6 trainer.warmup_steps=2)
+  OVERLAP+=("gpu_pool=[0]")
+  AB_MODELS=vit_tiny,resnet_tiny,gpt2_tiny; SUITE_MODELS=vit_tiny,resnet_tiny,gpt2_tiny,llama_tiny; CAP=(300 300 300)
+else
+  BASE=(sweep=timm_suite precision=amp)
+  AB_MODELS=${AB_MODELS:-timm/resnet50,timm/convnext_tiny,timm/vit_base_patch16_224,timm/swin_tiny_patch4_window7_224,timm/resnet18,timm/mobilenetv3_large_100}
+  SUITE_MODELS=${SUITE_MODELS:-timm/resnet18,timm/resnet50,timm/resnet101,timm/resnext50_32x4d,timm/densenet121,timm/efficientnet_b0,timm/mobilenetv2_100,timm/mobilenetv3_large_100,timm/regnety_016,timm/convnext_tiny,timm/convnext_small,timm/vit_small_patch16_224,timm/vit_base_patch16_224,timm/deit_small_patch16_224,timm/swin_tiny_patch4_window7_224,timm/mixer_b16_224,timm/poolformer_s12,timm/ghostnet_100,timm/dla34,timm/inception_v3}
+  CAP=(${SUITE_CAPS:-720 720 1500})
+fi
+
+sweep() {  # <name> <cap s> <overrides...>: one multirun into $out/<name>
+  local name=$1 cap=$2; shift 2
+  local started=$(date +%s)
+  timeout --signal=INT --kill-after=30 "$cap" python3 -m pipeline.run -m "$@" "$M" "hydra.sweep.dir=$out/$name" \
+    > "$out/$name.log" 2>&1
+  echo "$name exit=$? in $(( $(date +%s) - started )) s"
+  grep -E "^[a-z_0-9/].*: (FINISHED|FAILED|KILLED)" "$out/$name.log" | cut -c1-220
+  sed -n '/^- /p' "$out/$name/summary.md" 2>/dev/null | cut -c1-300
+}
+
+for part in $parts; do
+  case $part in
+    ab)
+      sweep ab-off "${CAP[0]}" "${BASE[@]}" "model=$AB_MODELS" $C
+      sweep ab-on "${CAP[1]}" "${BASE[@]}" "model=$AB_MODELS" "${OVERLAP[@]}" $C
+      python3 benchmarks/gpu/suite30_table.py "$out/ab-off" "$out/ab-on" | tee "$out/ab.md" ;;
+    suite)
+      extra=(); [ "${SUITE_OVERLAP:-1}" = 1 ] && extra=("${OVERLAP[@]}")
+      sweep suite "${CAP[2]}" "${BASE[@]}" "model=$SUITE_MODELS" "${extra[@]}" $C ;;
+    *) echo "unknown part $part"; exit 2 ;;
+  esac
+done
+echo "suite30 done"

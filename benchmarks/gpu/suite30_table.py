@@ -1,0 +1,63 @@
+"""Issue 30's A/B: the same suite one job at a time (off) and with benchmark.overlap (on), per model.
+
+    python benchmarks/gpu/suite30_table.py <sweep dir, overlap off> <sweep dir, overlap on>
+
+Prints a markdown table (model, step p50 off/on and their ratio, paired speedup off/on, compile time
+off/on, noisy flags) and each sweep's wall time (first worker start to last worker end).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def jobs(sweep_dir: Path) -> dict[str, dict]:
+    """Each finished-or-not job of a sweep folder by model id: its metrics and info."""
+    found = {}
+    for path in sorted(sweep_dir.glob("*/result.json")):
+        config = json.loads((path.parent / "job_config.json").read_text())
+        found[config["model"]["id"]] = json.loads(path.read_text())
+    return found
+
+
+def wall_s(results: dict[str, dict]) -> float:
+    starts = [
+        r["info"]["worker_started_at"] for r in results.values() if "worker_started_at" in r.get("info", {})
+    ]
+    ends = [r["info"]["worker_ended_at"] for r in results.values() if "worker_ended_at" in r.get("info", {})]
+    return max(ends) - min(starts) if starts and ends else float("nan")
+
+
+def cell(metrics: dict, key: str, fmt: str = "{:.2f}") -> str:
+    return fmt.format(metrics[key]) if key in metrics else "–"
+
+
+def main() -> None:
+    off, on = (jobs(Path(d)) for d in sys.argv[1:3])
+    print(
+        "| model | off p50 ms | on p50 ms | on / off | off speedup | on speedup | off compile s | on compile s | noisy off/on |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    ratios = []
+    for model in sorted(set(off) | set(on)):
+        a, b = (off.get(model, {}).get("metrics", {}), on.get(model, {}).get("metrics", {}))
+        ratio = b["step/p50_ms"] / a["step/p50_ms"] if "step/p50_ms" in a and "step/p50_ms" in b else None
+        if ratio is not None:
+            ratios.append(ratio)
+        noisy = "/".join("yes" if m.get("step/noisy") else "no" for m in (a, b))
+        print(
+            f"| {model} | {cell(a, 'step/p50_ms')} | {cell(b, 'step/p50_ms')} | "
+            f"{'–' if ratio is None else f'{ratio:.3f}'} | {cell(a, 'speedup/vs_eager')} | {cell(b, 'speedup/vs_eager')} | "
+            f"{cell(a, 'compile/total_s', '{:.1f}')} | {cell(b, 'compile/total_s', '{:.1f}')} | {noisy} |"
+        )
+    within = sum(abs(r - 1) <= 0.01 for r in ratios)
+    print(
+        f"\nwall time: off {wall_s(off):.0f} s, on {wall_s(on):.0f} s; "
+        f"{within} of {len(ratios)} models within 1% (on / off step p50)"
+    )
+
+
+if __name__ == "__main__":
+    main()
