@@ -182,8 +182,13 @@ def open_runs_table_from_home(page, server: Server, experiment_id: str) -> None:
 
     page.goto(f"{server.url}/#/")
     page.locator(f'a[href$="#/experiments/{experiment_id}"]').first.click()
+    link = page.get_by_role("link", name="open the runs table").first
     try:
-        expect(page.get_by_role("link", name="open the runs table").first).to_be_attached(timeout=TIMEOUT_MS)
+        try:
+            expect(link).to_be_attached(timeout=TIMEOUT_MS // 2)
+        except AssertionError:  # on a loaded 2-core host the overview once rendered without it: once more
+            page.reload()
+            expect(link).to_be_attached(timeout=TIMEOUT_MS // 2)
     except AssertionError as err:
         screenshot(page, "ui-home-failed.png")
         raise AssertionError(

@@ -45,20 +45,12 @@ else
   MODES="default,max-autotune-no-cudagraphs"
 fi
 
-sweep() {  # <name> <cap s> <overrides...>: one multirun into $out/<name>
-  local name=$1 cap=$2; shift 2
-  local started=$(date +%s)
-  timeout --signal=INT --kill-after=30 "$cap" python3 -m pipeline.run -m "$@" "$M" "hydra.sweep.dir=$out/$name" \
-    > "$out/$name.log" 2>&1
-  echo "$name exit=$? in $(( $(date +%s) - started )) s"
-  grep -E "^[a-z_0-9].*: (FINISHED|FAILED|KILLED)" "$out/$name.log" | cut -c1-260
-  sed -n '/^- /p;/^| /p' "$out/$name/summary.md" 2>/dev/null | cut -c1-300
-}
+source benchmarks/gpu/capped_sweep.sh  # capped_sweep <name> <cap s> <overrides...>
 
 for part in $parts; do
   case $part in
-    vit) sweep vit "${CAP[0]}" sweep=throughput_search "${VIT[@]}" "hydra.sweeper.n_trials=$VT" "${VSPACE[@]}" "${S[@]}" $C ;;
-    llama) sweep llama "${CAP[2]}" sweep=throughput_search "${LLAMA[@]}" "hydra.sweeper.n_trials=$LT" "${LSPACE[@]}" "${S[@]}" $C ;;
+    vit) capped_sweep vit "${CAP[0]}" sweep=throughput_search "${VIT[@]}" "hydra.sweeper.n_trials=$VT" "${VSPACE[@]}" "${S[@]}" $C ;;
+    llama) capped_sweep llama "${CAP[2]}" sweep=throughput_search "${LLAMA[@]}" "hydra.sweeper.n_trials=$LT" "${LSPACE[@]}" "${S[@]}" $C ;;
     best)
       # SEARCH_BEST: the best trial's overrides from an earlier search (its cache is then cold)
       best=${SEARCH_BEST:-$(python3 benchmarks/gpu/best_trial.py "$out/vit")} || { echo "best: no finished ViT trial"; continue; }
@@ -69,11 +61,11 @@ for part in $parts; do
       # inductor cache is reused (these jobs are for throughput and loss curves: their compile times are warm)
       trial=$(python3 benchmarks/gpu/best_trial.py "$out/vit" --dir 2>/dev/null) && cache="diagnose.cache_dir=$trial/inductor_cache" || cache=$C
       # shellcheck disable=SC2086 # $others is a list of overrides
-      sweep best "${CAP[1]}" "${VIT[@]}" $others "precision=$precision,fp8" profile=true \
+      capped_sweep best "${CAP[1]}" "${VIT[@]}" $others "precision=$precision,fp8" profile=true \
         benchmark.paired_eager=false "sweep.objective=throughput/samples_per_s" "${LONG[@]}" "$cache"
       find "$out/best" -name '*.json' -size +4M -path '*profile*' -delete 2>/dev/null  # keep the kernel tables, not the traces
       find "$out/best" -path '*profile*' -name '*.txt' -exec sh -c 'echo "== $1"; head -n 30 "$1" | cut -c1-200' _ {} \; ;;
-    modes) sweep modes "${CAP[3]}" "${VIT[@]}" "compile.mode=$MODES" precision=amp,fp32 "${LONG[@]/trainer.steps=100/trainer.steps=40}" $C ;;
+    modes) capped_sweep modes "${CAP[3]}" "${VIT[@]}" "compile.mode=$MODES" precision=amp,fp32 "${LONG[@]/trainer.steps=100/trainer.steps=40}" $C ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac
 done

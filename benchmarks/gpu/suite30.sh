@@ -26,25 +26,17 @@ else
   CAP=(${SUITE_CAPS:-720 720 1500})
 fi
 
-sweep() {  # <name> <cap s> <overrides...>: one multirun into $out/<name>
-  local name=$1 cap=$2; shift 2
-  local started=$(date +%s)
-  timeout --signal=INT --kill-after=30 "$cap" python3 -m pipeline.run -m "$@" "$M" "hydra.sweep.dir=$out/$name" \
-    > "$out/$name.log" 2>&1
-  echo "$name exit=$? in $(( $(date +%s) - started )) s"
-  grep -E "^[a-z_0-9/].*: (FINISHED|FAILED|KILLED)" "$out/$name.log" | cut -c1-220
-  sed -n '/^- /p' "$out/$name/summary.md" 2>/dev/null | cut -c1-300
-}
+source benchmarks/gpu/capped_sweep.sh  # capped_sweep <name> <cap s> <overrides...>
 
 for part in $parts; do
   case $part in
     ab)
-      sweep ab-off "${CAP[0]}" "${BASE[@]}" "model=$AB_MODELS" $C
-      sweep ab-on "${CAP[1]}" "${BASE[@]}" "model=$AB_MODELS" "${OVERLAP[@]}" $C
+      capped_sweep ab-off "${CAP[0]}" "${BASE[@]}" "model=$AB_MODELS" $C
+      capped_sweep ab-on "${CAP[1]}" "${BASE[@]}" "model=$AB_MODELS" "${OVERLAP[@]}" $C
       python3 benchmarks/gpu/suite30_table.py "$out/ab-off" "$out/ab-on" | tee "$out/ab.md" ;;
     suite)
       extra=(); [ "${SUITE_OVERLAP:-1}" = 1 ] && extra=("${OVERLAP[@]}")
-      sweep suite "${CAP[2]}" "${BASE[@]}" "model=$SUITE_MODELS" "${extra[@]}" $C ;;
+      capped_sweep suite "${CAP[2]}" "${BASE[@]}" "model=$SUITE_MODELS" "${extra[@]}" $C ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac
 done

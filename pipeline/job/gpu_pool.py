@@ -104,14 +104,9 @@ def _take(indices: list[int], lock_dir: Path, count: int) -> list[tuple[int, Any
     """`count` free GPUs, locked (exclusive flock per GPU), or none at all."""
     held: list[tuple[int, Any]] = []
     for index in indices:
-        handle = open(lock_dir / f"gpu{index}.lock", "w")  # noqa: SIM115 - held until the job ends
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
+        handle = _try_lock(lock_dir / f"gpu{index}.lock")
+        if handle is None:
             continue
-        handle.write(str(os.getpid()))
-        handle.flush()
         held.append((index, handle))
         if len(held) == count:
             return held
@@ -124,17 +119,25 @@ def _take_slot(indices: list[int], lock_dir: Path, per_gpu: int) -> list[tuple[i
     the GPU's own lock, so a job without overlap on the same machine still sees the GPU taken)."""
     for slot in range(per_gpu):
         for index in indices:
-            name = f"gpu{index}.lock" if slot == 0 else f"gpu{index}.slot{slot}.lock"
-            handle = open(lock_dir / name, "w")  # noqa: SIM115 - held until the job ends
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.close()
-                continue
-            handle.write(str(os.getpid()))
-            handle.flush()
-            return [(index, handle)]
+            handle = _try_lock(
+                lock_dir / (f"gpu{index}.lock" if slot == 0 else f"gpu{index}.slot{slot}.lock")
+            )
+            if handle is not None:
+                return [(index, handle)]
     return []
+
+
+def _try_lock(path: Path) -> Any:
+    """The file, exclusively locked by this process (its pid written in it), or None if another holds it."""
+    handle = open(path, "w")  # noqa: SIM115 - held until the job ends
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
 
 
 def core_group(group: int, groups: int) -> list[int]:
