@@ -329,3 +329,18 @@ def test_system_metrics_go_to_the_run_or_say_why_not(tmp_path: Path, caplog: pyt
         assert not logged and "system metrics are off for this run" in caplog.text
     else:
         assert "system/cpu_utilization_percentage" in logged
+
+
+def test_a_jobs_last_line_shows_a_speedup_interval_too_wide_to_say_anything_as_undetermined():
+    """The job's own line follows the rule of the summary (docs/verdicts.md): an interval spanning more
+    than 3x (a CPU job's 1.06x [0.39, 2.93]) is `[undetermined]`, not numbers; a tight one is numbers."""
+    from pipeline.job.outcome import one_line
+    from pipeline.job.result import JobResult
+
+    result = JobResult()
+    result.status = "FINISHED"
+    result.metrics.update({"step/p50_ms": 4.38, "speedup/vs_eager": 1.06, "speedup/ci95_low": 0.39})
+    result.metrics["speedup/ci95_high"] = 2.93
+    assert "1.06x vs eager [undetermined]" in one_line("job", result)
+    result.metrics.update({"speedup/ci95_low": 1.02, "speedup/ci95_high": 1.09})
+    assert "1.06x vs eager [1.02, 1.09]" in one_line("job", result)

@@ -14,6 +14,7 @@ from pipeline.config.schema import Config, to_dict
 from pipeline.job.result import JobResult
 from pipeline.jobdir import JobDir
 from pipeline.measure.objective import Work
+from pipeline.measure.stats import undetermined
 from pipeline.provenance import PROJECT_ROOT
 from pipeline.redaction import scrub, secret_values
 from pipeline.status import FINISHED
@@ -65,7 +66,8 @@ def result_phrases(result: JobResult) -> list[str]:
     if "speedup/vs_eager" in m:
         interval = ""
         if "speedup/ci95_low" in m and "speedup/ci95_high" in m:
-            interval = f" [{m['speedup/ci95_low']:.2f}, {m['speedup/ci95_high']:.2f}]"
+            low, high = m["speedup/ci95_low"], m["speedup/ci95_high"]
+            interval = " [undetermined]" if undetermined(low, high) else f" [{low:.2f}, {high:.2f}]"
         parts.append(f"{m['speedup/vs_eager']:.2f}x vs eager{interval}")
     if "memory/peak_reserved_gib" in m:
         parts.append(
