@@ -187,6 +187,9 @@ def test_overlapping_jobs_never_measure_at_once(tmp_path: Path, store: str):
         s1 < e2 and s2 < e1 for (s1, e1), (s2, e2) in itertools.combinations(lives, 2)
     )  # they ran at once
     assert all(len(r["info"]["overlap"]["cpus"]) >= 1 for r in results)
+    assert all(
+        "Overlap (benchmark.overlap)" in r["method"] for r in results
+    )  # the run says how it was measured
     # while one job measured, another's worker was alive (compiling, or waiting for the lock)
     alive = {
         r["info"]["worker_pid"]: (r["info"]["worker_started_at"], r["info"]["worker_ended_at"])

@@ -18,6 +18,7 @@ def describe_method(
     world_size: int = 1,
     unit: str = "step",
     worker_start: str = "spawn",
+    overlap_cpus: str = "",
 ) -> str:
     units = f"{unit}s"
     clock = (
@@ -59,6 +60,14 @@ def describe_method(
             "are logged as rank/* histories (step = rank) with their maximum and spread; the paired eager copy runs in the same process group."
         )
     lines.append(ISOLATION.get(worker_start, ISOLATION["spawn"]))
+    if overlap_cpus:
+        lines.append(
+            f"Overlap (benchmark.overlap): this job shared its GPU with one other job, which may have been compiling; the "
+            f"GPU's measure lock kept every other job's device work out of this job's eager probe and of everything after "
+            f"its compilation (warm-up, timed rounds, diagnostics), except another job's first compiled {unit} (its "
+            f"compilation and first run); this worker ran on CPU cores {overlap_cpus} only. The lock's holds are in "
+            "run_info.json (measure_gate)."
+        )
     return "\n".join(lines)
 
 

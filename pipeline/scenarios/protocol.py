@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,6 +230,7 @@ class Scenario:
             world_size=self.ranks.world_size,
             unit=self.timed_unit,
             worker_start=self.ctx.worker_start,
+            overlap_cpus=os.environ.get("PIPELINE_CPUS", "") if self.gate.active else "",
         )
         return "\n".join([*self.method_lines(), protocol])
 
