@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 from pipeline.config.schema import Config, to_dict
@@ -116,8 +117,32 @@ def run_name(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> str:
         parts.insert(1, f"{ident['loss']}({teacher})" if teacher != "-" else ident["loss"])
     keys = extra_keys(varied)
     labels = short_labels(keys)
-    parts.extend(f"{labels[key]}={ident[key]}" for key in keys)
+    parts.extend(_name_part(key, labels[key], ident[key]) for key in keys)
     return "·".join(parts)
+
+
+def _name_part(key: str, label: str, value: str) -> str:
+    """`seed=1`; swept inductor options by the preset that sets them (`inductor=coordinate_descent`,
+    `inductor=none`), not as their JSON."""
+    if key == "compile.options":
+        preset = inductor_preset(value)
+        if preset is not None:
+            return f"inductor={preset}"
+    return f"{label}={value}"
+
+
+def inductor_preset(options_json: str) -> str | None:
+    """The conf/inductor preset whose options are these (JSON text), or None."""
+    import yaml
+
+    try:
+        options = json.loads(options_json)
+    except ValueError:
+        return None
+    for path in sorted((Path(__file__).resolve().parent.parent / "conf" / "inductor").glob("*.yaml")):
+        if (yaml.safe_load(path.read_text()) or {}) == options:
+            return path.stem
+    return None
 
 
 def sweep_label(config: Any, axes: list[str] | tuple[str, ...], sweep_id: str) -> str:

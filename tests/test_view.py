@@ -299,3 +299,20 @@ def test_the_view_at_a_sweeps_start_ranks_by_the_planned_jobs_work():
             cfg = hydra_compose("config", return_hydra_config=True)  # the sweep's master config
             cfg.hydra.overrides.task = overrides  # the sweep's axes, as the command line gave them
             assert planned_objective(cfg).metric == metric, overrides
+
+
+def test_runs_that_sweep_inductor_presets_are_named_by_the_preset():
+    """`inductor=choice(none, coordinate_descent)` sets compile.options: the runs' names say the preset
+    (`inductor=coordinate_descent`), not the options' JSON (the H100 search's names read
+    `options={"coordinate_descent_tuning": true}`)."""
+    from pipeline.identity import run_name
+    from pipeline.job.preflight import validate
+    from tests.conftest import compose
+
+    varied = ["compile.options", "trainer.batch_size"]
+    tuned = run_name(validate(compose(["model=vit_tiny", "inductor=coordinate_descent"])), varied)
+    plain = run_name(validate(compose(["model=vit_tiny", "inductor=none"])), varied)
+    assert tuned.endswith("·inductor=coordinate_descent·batch_size=8"), tuned
+    assert plain.endswith("·inductor=none·batch_size=8"), plain
+    own = run_name(validate(compose(["model=vit_tiny", "+compile.options.max_autotune_gemm=true"])), varied)
+    assert 'options={"max_autotune_gemm": true}' in own  # options no preset sets: as they are
