@@ -354,3 +354,56 @@ def test_a_scenario_is_one_config_file_and_one_module(tmp_path: Path, store: str
     bad = run_cli([*args, "scenario.steps=3"], tmp_path / "bad", store)
     assert bad.returncode == 2
     assert "scenario.steps=3 is not allowed: not a key of scenario=fwd_bwd" in bad.stderr
+
+
+def _eager_unit_ops(cfg, tmp_path: Path, *, paired_copy: bool) -> list[tuple[str, tuple[str, ...], bool]]:
+    """The aten ops (with their tensors' dtypes, and whether grad mode was on) of one call of a job's
+    eager variant: the standalone eager job's main variant, or the paired eager copy of a compiled job."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from pipeline.scenarios import runner_class
+    from pipeline.scenarios.protocol import Timeline, WorkerContext
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[tuple[str, tuple[str, ...], bool]] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            dtypes = tuple(
+                str(a.dtype) for a in torch.utils._pytree.tree_leaves(args) if isinstance(a, torch.Tensor)
+            )
+            self.seen.append((str(func), dtypes, torch.is_grad_enabled()))
+            return func(*args, **(kwargs or {}))
+
+    ctx = WorkerContext(
+        device=torch.device("cpu"), progress=lambda *a, **k: None, out_dir=tmp_path, timeline=Timeline()
+    )
+    scenario = runner_class(cfg.scenario)(cfg, ctx)
+    with scenario.measuring():
+        scenario.head = scenario.prepare()
+        settings = cfg.compile.as_eager() if paired_copy else cfg.compile
+        variant, _ = scenario.make_variant("eager", settings)
+        variant.run_unit(None, record=False)  # the first call, as the warm-up's
+        with Ops() as ops:
+            variant.run_unit(None, record=False)
+    return ops.seen
+
+
+@pytest.mark.parametrize("precision", ["amp", "fp32"])
+def test_the_standalone_eager_job_and_a_compiled_jobs_paired_eager_copy_run_the_same_work(
+    tmp_path: Path, precision: str
+):
+    """Issue 26: on a CPU host a standalone eager amp inference job once read 3x the time of the paired
+    eager copy inside compiled jobs. Both run the same aten ops on the same dtypes, under the same grad
+    mode (inference_mode) and autocast: the work is the same, so a difference between their times comes
+    from the processes they ran in or the host, not from what they run (benchmarks/RESULTS.md, issue 26)."""
+    standalone = validate(compose([*INFERENCE, f"precision={precision}", "compile.mode=eager"]))
+    compiled = validate(compose([*INFERENCE, f"precision={precision}", "compile.mode=default"]))
+    alone = _eager_unit_ops(standalone, tmp_path / "alone", paired_copy=False)
+    paired = _eager_unit_ops(compiled, tmp_path / "paired", paired_copy=True)
+    assert alone == paired
+    assert len(alone) > 20 and not any(grad for _, _, grad in alone)
+    if precision == "amp":  # autocast is on in both: the matmuls run in bfloat16
+        assert any(("linear" in op or "mm" in op) and "torch.bfloat16" in dtypes for op, dtypes, _ in alone)
