@@ -128,7 +128,9 @@ def test_a_sweep_saves_its_view_and_prints_its_link(tmp_path: Path, store: str):
     assert state["searchFilter"] == f"tags.sweep_id = '{sweep_id}'"
     assert (state["orderByKey"], state["orderByAsc"]) == ("metrics.`step/p50_ms`", True)
     columns = state["selectedColumns"]
-    assert columns[0] == "metrics.`step/p50_ms`" and "metrics.`memory/cpu_rss_peak_gib`" in columns
+    # the verdict first (on the sweep's own row), then the objective (issue 27)
+    assert columns[:2] == ["tags.`verdict`", "metrics.`step/p50_ms`"], columns
+    assert "metrics.`memory/cpu_rss_peak_gib`" in columns
     assert "metrics.`memory/peak_reserved_gib`" not in columns and "metrics.`speedup/vs_eager`" not in columns
 
 
