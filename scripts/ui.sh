@@ -52,7 +52,7 @@ trap stop INT TERM HUP
 # One line when it answers: where to browse.
 for _ in $(seq 1 240); do
   kill -0 "$server" 2>/dev/null || break
-  if "$PY" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)" "$URL/health" 2>/dev/null; then
+  if "$PY" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)" "$URL/health" 2>/dev/null; then
     shown=$("$PY" -c 'import re, sys; print(re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", sys.argv[1]))' "$STORE")
     echo "ui: $URL (store $shown); Ctrl-C stops it"
     break

@@ -153,6 +153,10 @@ def test_make_ui_is_quiet_and_one_ctrl_c_stops_it_cleanly(tmp_path: Path):
     proc = start_ui(port, tmp_path)
     try:
         up_s = wait_for_health(url, proc, timeout_s=120)
+        # as a user does: browse once the script says where (its own probe may answer a moment later)
+        deadline = time.monotonic() + 60
+        while f"ui: {url} " not in (tmp_path / "ui.log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
         started = time.monotonic()
         for _ in range(5):
             for path in ("/", "/ajax-api/2.0/mlflow/experiments/search?max_results=10"):
