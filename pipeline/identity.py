@@ -8,14 +8,14 @@ any other key too (`trainer.seed=0,1`, `model.kwargs.depth=1,8`): those keys (th
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from pathlib import Path
 from typing import Any
 
 from pipeline.config.schema import Config, to_dict
 from pipeline.redaction import MASK, looks_secret
-from pipeline.scenarios import config_class, default_name
+from pipeline.scenarios import CONF, config_class, default_name
 
 IDENTITY_KEYS = (
     "model",
@@ -133,16 +133,22 @@ def _name_part(key: str, label: str, value: str) -> str:
 
 def inductor_preset(options_json: str) -> str | None:
     """The conf/inductor preset whose options are these (JSON text), or None."""
-    import yaml
-
     try:
         options = json.loads(options_json)
     except ValueError:
         return None
-    for path in sorted((Path(__file__).resolve().parent.parent / "conf" / "inductor").glob("*.yaml")):
-        if (yaml.safe_load(path.read_text()) or {}) == options:
-            return path.stem
-    return None
+    return next((name for name, preset in _inductor_presets() if preset == options), None)
+
+
+@functools.cache
+def _inductor_presets() -> tuple[tuple[str, Any], ...]:
+    """conf/inductor's presets, (name, options), read once a process (every run name asks)."""
+    import yaml
+
+    return tuple(
+        (path.stem, yaml.safe_load(path.read_text()) or {})
+        for path in sorted((CONF / "inductor").glob("*.yaml"))
+    )
 
 
 def sweep_label(config: Any, axes: list[str] | tuple[str, ...], sweep_id: str) -> str:

@@ -64,7 +64,9 @@ def gpu_slot(
     lock_dir.mkdir(parents=True, exist_ok=True)
     waited = False
     while True:
-        held = _take(indices, lock_dir, count) if per_gpu == 1 else _take_slot(indices, lock_dir, per_gpu)
+        held, slot = (
+            (_take(indices, lock_dir, count), 0) if per_gpu == 1 else _take_slot(indices, lock_dir, per_gpu)
+        )
         if held:
             try:
                 taken = ",".join(str(i) for i, _ in held)
@@ -74,10 +76,7 @@ def gpu_slot(
                     "PIPELINE_GPU_INDEX": taken,
                 }
                 if per_gpu > 1:
-                    ((index, handle),) = held
-                    slot = int(
-                        Path(handle.name).stem.partition(".slot")[2] or 0
-                    )  # gpu0.lock: 0, gpu0.slot1.lock: 1
+                    ((index, _),) = held
                     group = slot * len(indices) + indices.index(index)
                     env.update(
                         {
@@ -114,17 +113,18 @@ def _take(indices: list[int], lock_dir: Path, count: int) -> list[tuple[int, Any
     return []
 
 
-def _take_slot(indices: list[int], lock_dir: Path, per_gpu: int) -> list[tuple[int, Any]]:
-    """One slot of one GPU, locked: every GPU's first slot before any GPU's second (slot 0's lock is
-    the GPU's own lock, so a job without overlap on the same machine still sees the GPU taken)."""
+def _take_slot(indices: list[int], lock_dir: Path, per_gpu: int) -> tuple[list[tuple[int, Any]], int]:
+    """One slot of one GPU, locked, and the slot's number: every GPU's first slot before any GPU's
+    second (slot 0's lock is the GPU's own lock, so a job without overlap on the same machine still
+    sees the GPU taken); ([], 0) when every slot is taken."""
     for slot in range(per_gpu):
         for index in indices:
             handle = _try_lock(
                 lock_dir / (f"gpu{index}.lock" if slot == 0 else f"gpu{index}.slot{slot}.lock")
             )
             if handle is not None:
-                return [(index, handle)]
-    return []
+                return [(index, handle)], slot
+    return [], 0
 
 
 def _try_lock(path: Path) -> Any:

@@ -223,7 +223,7 @@ class JobParent:
         per_gpu = 2 if self.config.benchmark.overlap else 1  # one compiles while the other measures
         with gpu_slot(pool, pool_lock_dir(), on_wait=self.display.line, count=nproc, per_gpu=per_gpu) as env:
             shared = (
-                f" (slot {env['PIPELINE_GPU_SLOT']} of 2, CPU cores {env['PIPELINE_CPUS']}: benchmark.overlap)"
+                f" (slot {env['PIPELINE_GPU_SLOT']} of {per_gpu}, CPU cores {env['PIPELINE_CPUS']}: benchmark.overlap)"
                 if per_gpu > 1
                 else ""
             )

@@ -607,10 +607,16 @@ def sweep_cpu_note(config: DictConfig) -> str:
     )
 
 
+def uses_local_gpus(config: DictConfig) -> bool:
+    """Whether the sweep's launcher is hydra/launcher=local_gpus (its jobs start at once and share the
+    machine's GPUs through the pool)."""
+    return "LocalLauncher" in str(config.hydra.launcher.get("_target_", ""))
+
+
 def refuse_gpu_launcher_without_gpus(config: DictConfig) -> None:
     """hydra/launcher=local_gpus hands each job a GPU of gpu_pool (all of the machine's unless it names
     some): on a machine where NVML finds none, one line before anything starts."""
-    if "LocalLauncher" not in str(config.hydra.launcher.get("_target_", "")):
+    if not uses_local_gpus(config):
         return
     pool = OmegaConf.select(config, "gpu_pool", default=None)
     if pool not in (None, "all"):
@@ -632,7 +638,7 @@ def refuse_overlap_one_job_at_a_time(config: DictConfig) -> None:
     one at a time (Hydra's basic launcher) it would do nothing, so it is refused in one line."""
     if OmegaConf.select(config, "benchmark.overlap", default=False) is not True:
         return
-    if "LocalLauncher" not in str(config.hydra.launcher.get("_target_", "")):
+    if not uses_local_gpus(config):
         raise SweepStopped(
             "config error: benchmark.overlap=true compiles the next job while one measures, which needs jobs that "
             "run at once: add hydra/launcher=local_gpus (each GPU then takes two jobs), or leave benchmark.overlap=false",
