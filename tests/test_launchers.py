@@ -200,3 +200,24 @@ def test_overlapping_jobs_never_measure_at_once(tmp_path: Path, store: str):
         for pid, start, end in held
         for other in alive
     )
+
+
+def test_overlap_is_refused_where_it_could_do_nothing_or_cannot_run(tmp_path: Path, store: str):
+    """benchmark.overlap=true with Hydra's basic launcher (jobs one at a time) is refused in one line
+    before anything runs, as is a distributed job with overlap (two one-GPU jobs share a GPU)."""
+    from pipeline.config.errors import ConfigError
+    from pipeline.job.preflight import validate
+    from tests.conftest import compose, one_line_errors
+
+    proc = run_cli(
+        [*TINY, "compile.mode=eager", "benchmark.overlap=true", "trainer.seed=0,1"],
+        tmp_path,
+        store,
+        multirun=True,
+    )
+    assert proc.returncode == 2, output(proc)
+    (line,) = one_line_errors(proc, "config error:")
+    assert "benchmark.overlap=true" in line and "hydra/launcher=local_gpus" in line
+    assert not [r for r in runs(store) if r.data.tags.get("sweep_parent") != "true"]  # no job ran
+    with pytest.raises(ConfigError, match=r"benchmark\.overlap"):
+        validate(compose([*TINY, "device=cpu", "parallel=ddp", "benchmark.overlap=true"]))
