@@ -122,8 +122,12 @@ def host_facts() -> dict:
     facts: dict[str, object] = {"cpus": os.cpu_count(), "affinity": len(os.sched_getaffinity(0))}
     try:
         info = Path("/proc/cpuinfo").read_text()
-        facts["model"] = next((line.split(":", 1)[1].strip() for line in info.splitlines() if "model name" in line), None)
-        facts["mhz"] = sorted({line.split(":", 1)[1].strip() for line in info.splitlines() if "cpu MHz" in line})[:4]
+        facts["model"] = next(
+            (line.split(":", 1)[1].strip() for line in info.splitlines() if "model name" in line), None
+        )
+        facts["mhz"] = sorted(
+            {line.split(":", 1)[1].strip() for line in info.splitlines() if "cpu MHz" in line}
+        )[:4]
         siblings = set()
         for cpu in range(os.cpu_count() or 0):
             p = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")
@@ -143,10 +147,15 @@ def bare_step(name: str, batch_size: int, mode: str, device, image: int):
 
     torch.manual_seed(0)
     model = timm.create_model(name, pretrained=False).to(device).train()
-    compiled = model if mode == "eager" else torch.compile(model, **({} if mode == "default" else {"mode": mode}))
+    compiled = (
+        model if mode == "eager" else torch.compile(model, **({} if mode == "default" else {"mode": mode}))
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     batches = [
-        (torch.randn(batch_size, 3, image, image, device=device), torch.randint(0, 1000, (batch_size,), device=device))
+        (
+            torch.randn(batch_size, 3, image, image, device=device),
+            torch.randint(0, 1000, (batch_size,), device=device),
+        )
         for _ in range(4)
     ]
     state = {"i": 0}
@@ -265,7 +274,9 @@ def gc_rounds(spec: str, args, device) -> dict:
         if mode == "gc_off":
             gc.enable()
             gc.unfreeze()
-        found.update({"round": r, "mode": mode, "host_workload_ms": host_ms, "launch_us": launch, "t": time.time()})
+        found.update(
+            {"round": r, "mode": mode, "host_workload_ms": host_ms, "launch_us": launch, "t": time.time()}
+        )
         rounds.append(found)
         print(
             f"  round {r:2d} {mode:6s} step p50 {found['event_p50_ms']:8.3f} ms  host call {found['host_p50_ms']:8.3f}"
@@ -302,7 +313,9 @@ def gc_rounds(spec: str, args, device) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", required=True)
     parser.add_argument("--models", nargs="*", default=["mobilenetv3_large_100:256", "resnet50:64"])
     parser.add_argument("--mode", default="default")

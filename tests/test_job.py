@@ -30,6 +30,8 @@ CORE_METRICS = {
     "step/count",
     "step/spread_pct",
     "step/noisy",
+    "host/reference_p50_ms",
+    "host/reference_spread_pct",
 }
 
 
@@ -87,6 +89,7 @@ def check_finished_run(store: str, run, mode: str) -> None:
     note = tags["mlflow.note.content"]
     assert note.startswith(f"**FINISHED**: step {metrics['step/p50_ms']:.2f} ms (p50), "), note
     assert note.index("How it was measured") < note.index("warm-up")
+    assert "Host: a fixed, torch-free Python workload timed in short bursts before each timed round" in note
     isolation = {"spawn": "a fresh spawned Python process", "template": "forked from its sweep's template"}
     assert isolation[tags["worker_start"]] in note  # how the worker really started, as the tag says
     assert "diagnose/compiled_autograd_captures" not in metrics  # no compiled autograd here
@@ -183,6 +186,8 @@ def test_a_job_whose_steps_spread_beyond_the_limit_is_flagged_noisy(tmp_path: Pa
     note = run_info(run)["info"]["measurement_note"]
     assert note.startswith("noisy: p10-p90 of the measured steps spans")
     assert "benchmark.noisy_spread_pct=1e-09" in note
+    # the host check's spread is past that limit too: the note says how far the host's own speed moved
+    assert f"the host's own CPU speed moved {m['host/reference_spread_pct']:.0f}%" in note
     result = tags["mlflow.note.content"].split("\n\n")[0]
     assert result.endswith(f" **Noisy**: {note.removeprefix('noisy: ')}."), result
     last_line = proc.stdout.strip().splitlines()[-1]

@@ -352,6 +352,13 @@ class BenchmarkConfig:
         "flag a job as noisy (`step/noisy`, a warning in its last line) when the p10-p90 spread of its measured steps exceeds this percentage of the median",
         gt=0,
     )
+    host_check_s: float = doc(
+        0.3,
+        "seconds of a torch-free reference workload timed in all, in bursts before each timed round (outside its time): "
+        "how far the host's own CPU speed moved while the job measured (`host/reference_spread_pct`; a launch-bound step "
+        "follows it). 0: off",
+        ge=0,
+    )
 
 
 @dataclass(kw_only=True)

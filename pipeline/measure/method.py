@@ -19,6 +19,7 @@ def describe_method(
     unit: str = "step",
     worker_start: str = "spawn",
     overlap_cpus: str = "",
+    host_check_s: float = 0.0,
 ) -> str:
     units = f"{unit}s"
     clock = (
@@ -39,6 +40,13 @@ def describe_method(
             else f"batches generated once on the device and rotated (no host work in the {unit})."
         ),
     ]
+    if host_check_s > 0:
+        lines.append(
+            f"Host: a fixed, torch-free Python workload timed in short bursts before each timed round, outside its time "
+            f"({host_check_s:g} s in all, benchmark.host_check_s): its median (host/reference_p50_ms) and p10-p90 spread "
+            f"(host/reference_spread_pct) say how fast the host's CPU ran and how far that moved; a {unit} that waits on "
+            "the host launching its kernels runs at that speed."
+        )
     if device.type == "cuda":
         lines.append(
             f"Memory: CUDA caching-allocator peaks (allocated, reserved) over the warm-up including compilation (job_*) and over the measured {units}; NVML per-process usage; CPU peak RSS."

@@ -1,11 +1,12 @@
 """Is a measurement to be trusted to a few percent? The spread of its steady-state steps, how far its
-timed rounds drifted apart (and the paired eager copy's, measured alongside), and the host's CPU steal
-while they ran.
+timed rounds drifted apart (and the paired eager copy's, measured alongside), the host's CPU steal
+while they ran, and how far the host's own CPU speed moved (pipeline/measure/host.py).
 
 A compiled step of a launch-bound model (many small kernels) waits on the host launching them: its
-time is the host's Python time, which on a shared or virtual machine drifts by 15-30% over seconds
-(benchmarks/RESULTS.md, issue 26), while the paired eager copy, bound by the device, holds steady. The
-note says so when the rounds show it, so the figure is read as the host's, not the instrument's."""
+time is the host's Python time. On the lent H100 VMs a vCPU runs the same Python work at full or half
+speed, switching every 50-100 ms (benchmarks/RESULTS.md, issue 26), while the paired eager copy, bound
+by the device, holds steady. The note says so when the rounds or the host check show it, so the figure
+is read as the host's, not the instrument's."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ class Noise:
     limit_pct: float  # benchmark.noisy_spread_pct
     round_drift_pct: float | None = None  # max / min of the timed rounds' medians, - 1 (two rounds or more)
     eager_round_drift_pct: float | None = None  # the paired eager copy's, alongside
+    host_spread_pct: float | None = None  # the host check's p10-p90 spread (pipeline/measure/host.py)
 
     @property
     def noisy(self) -> bool:
@@ -37,8 +39,14 @@ class Noise:
             return None
         steal = f", host CPU steal {self.cpu_steal_pct:.1f}%" if self.cpu_steal_pct is not None else ""
         host = ""
-        if self.host_bound:
+        if self.host_spread_pct is not None and self.host_spread_pct > self.limit_pct:
             host = (
+                f"; the host's own CPU speed moved {self.host_spread_pct:.0f}% (p10-p90 of a torch-free reference "
+                "workload timed before each round: host/reference_spread_pct), so a step the host launches cannot be "
+                "steadier than that here"
+            )
+        if self.host_bound:
+            host += (
                 f"; its timed rounds drifted {self.round_drift_pct:.0f}% apart while the paired eager copy's held within "
                 f"{self.eager_round_drift_pct:.0f}%: the step waits on the host launching its kernels and follows the host's "
                 "speed (CUDA graphs, compile.mode=reduce-overhead, take the host out of the step)"

@@ -48,6 +48,15 @@ METRICS: dict[str, Metric] = {
         "%",
         "host CPU time stolen by the hypervisor during the measured steps (/proc/stat, all CPUs; Linux guests)",
     ),
+    "host/reference_p50_ms": Metric(
+        "ms",
+        "median time of a fixed, torch-free Python workload timed before each timed round: the host CPU's speed (lower is faster)",
+    ),
+    "host/reference_spread_pct": Metric(
+        "%",
+        "(p90 - p10) / p50 of that workload's times: how far the host's own CPU speed moved while the job measured "
+        "(a steady core: a few %; a launch-bound step follows it)",
+    ),
     "latency/p50_ms": Metric(
         "ms", "inference: median latency of one call as a request sees it (synchronized before and after)"
     ),

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from pipeline.measure.clocks import Laps, cpu_times, synchronize
+from pipeline.measure.host import HostCheck
 from pipeline.measure.memory import Memory, MemoryPeaks
 from pipeline.measure.stats import Latency, percentile
 
@@ -149,13 +150,20 @@ class Timer:
     """Runs variants' units on one device: warm-up, timed rounds, solo phases."""
 
     def __init__(
-        self, *, device: torch.device, progress: ProgressFn, measured_total: int, progress_every: int = 0
+        self,
+        *,
+        device: torch.device,
+        progress: ProgressFn,
+        measured_total: int,
+        progress_every: int = 0,
+        host: HostCheck | None = None,
     ):
         self.device = device
         self.memory = Memory(device)
         self.progress = progress
         self.measured_total = measured_total  # measured units per variant, over all rounds
         self.progress_every = progress_every or max(1, measured_total // 50)
+        self.host = host if host is not None else HostCheck(burst_s=0.0)  # the host's speed before each round
 
     def warm_up(
         self,
@@ -179,7 +187,9 @@ class Timer:
 
     def timed_round(self, variant: Variant, units: int, *, show: bool = True) -> dict[str, list[float]]:
         """Run `units` measured units with boundary events and no host sync; return their laps (ms).
-        The host's CPU steal is read before the first and after the last unit (outside the timed loop)."""
+        Before the round (outside its time, the device idle) a burst of the host check; the host's CPU
+        steal is read before the first and after the last unit (outside the timed loop)."""
+        self.host.sample()
         laps = Laps(self.device, 1 + units * variant.marks_per_unit)
         before = cpu_times()
         laps.mark(None)

@@ -40,6 +40,7 @@ from pipeline.jobdir import JobDir
 from pipeline.measure import settings
 from pipeline.measure.compile_time import CompileTime, Warmup
 from pipeline.measure.gate import MeasureGate
+from pipeline.measure.host import HostCheck
 from pipeline.measure.memory import MemoryPeaks, cpu_rss_peak_gib, nvml_process_memory_gib
 from pipeline.measure.method import describe_method
 from pipeline.measure.noise import Noise, round_drift_pct
@@ -138,6 +139,7 @@ class UnitReport:
     mfu: Mfu | None = None
     cpu_rss_peak_gib: float = 0.0
     host_syncs_per_step: int | None = None
+    host: HostCheck | None = None  # the host's own CPU speed over the timed rounds
     parallel: ParallelFigures | None = None  # distributed jobs: the ranks' spread
     records: list[HasMetrics] = field(default_factory=list)  # the scenario's own typed figures
     extra: dict[str, float] = field(default_factory=dict)  # the scenario's own figures, by registry name
@@ -154,7 +156,15 @@ class UnitReport:
             **self.warmup.metrics(),
             "memory/cpu_rss_peak_gib": self.cpu_rss_peak_gib,
         }
-        for record in (self.compile_time, self.memory, self.compile, self.paired, self.mfu, self.parallel):
+        for record in (
+            self.compile_time,
+            self.memory,
+            self.compile,
+            self.paired,
+            self.mfu,
+            self.parallel,
+            self.host,
+        ):
             if record is not None:
                 m.update(record.metrics())
         for record in self.records:
@@ -184,7 +194,11 @@ class Scenario:
         )  # samples per step of the batches made (a subclass may differ)
         self.warmup, self.measured = cfg.trainer.warmup_steps, cfg.trainer.measured_steps
         self.rounds = split_rounds(self.measured, cfg.benchmark.rounds if cfg.paired else 1)
-        self.timer = Timer(device=self.device, progress=ctx.progress, measured_total=self.measured)
+        timed_rounds = len(self.rounds) * (2 if cfg.paired else 1)
+        self.host = HostCheck(burst_s=cfg.benchmark.host_check_s / timed_rounds)  # before each timed round
+        self.timer = Timer(
+            device=self.device, progress=ctx.progress, measured_total=self.measured, host=self.host
+        )
         self.info: dict[str, Any] = {"rounds": self.rounds}
         self.head: nn.Module | None = None  # what turns the model's outputs into the unit's result; prepare()
         self.ranks = Ranks.from_env() if cfg.parallel.distributed else Ranks()  # rank 0 of 1 otherwise
@@ -231,6 +245,7 @@ class Scenario:
             unit=self.timed_unit,
             worker_start=self.ctx.worker_start,
             overlap_cpus=os.environ.get("PIPELINE_CPUS", "") if self.gate.active else "",
+            host_check_s=self.cfg.benchmark.host_check_s,
         )
         return "\n".join([*self.method_lines(), protocol])
 
@@ -356,7 +371,9 @@ class Scenario:
                 eager_round_drift_pct=round_drift_pct(measured.eager.round_p50_ms)
                 if measured.eager
                 else None,
+                host_spread_pct=self.host.spread_pct,
             ),
+            host=self.host,
             cpu_rss_peak_gib=cpu_rss_peak_gib(),
             info=self.info,
         )

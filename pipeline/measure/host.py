@@ -1,0 +1,72 @@
+"""The host's own CPU speed, read with no torch: a fixed piece of Python work timed back to back.
+
+A compiled step that waits on the host launching its kernels (a launch-bound model) runs at the speed
+of the CPU that issues them. On the lent H100 VMs that speed is not one number: a vCPU runs this work in
+0.65 or in 1.3-1.5 ms, switching every 50-100 ms and slow about 60% of the time, and which vCPUs are slow
+changes from second to second (benchmarks/RESULTS.md, issue 26: `benchmarks/host_probe.py`, no GPU, no
+torch, no pipeline involved). Nothing inside the guest steadies it. The job times this work before each
+timed round (outside the round's time) so its figures say how far the host itself moved while they were
+taken: `host/reference_spread_pct` beside `step/spread_pct`.
+
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from pipeline.measure.stats import percentile
+
+REFERENCE_ITERATIONS = 2500  # about 0.65 ms on the H100 VMs' Xeon cores at full speed, 0.66 on CI's
+
+
+def reference_work(iterations: int = REFERENCE_ITERATIONS) -> int:
+    """A fixed piece of Python work of the kind a kernel launch's host path does (tuples, dict stores,
+    hashing, calls)."""
+    acc = 0
+    table: dict[int, tuple[int, int, str]] = {}
+    for i in range(iterations):
+        item = (i, i + 1, str(i))
+        table[i & 255] = item
+        acc += len(item) + hash(item[2]) % 7
+    return acc
+
+
+@dataclass(kw_only=True)
+class HostCheck:
+    """The reference work's times (ms), gathered in short bursts over a job's timed rounds."""
+
+    burst_s: float  # seconds of reference work per burst (0: off)
+    samples_ms: list[float] = field(default_factory=list)
+
+    def sample(self) -> None:
+        """One burst: the reference work back to back for `burst_s` (at least 3 calls)."""
+        if self.burst_s <= 0:
+            return
+        started = time.perf_counter()
+        calls = 0
+        while calls < 3 or time.perf_counter() - started < self.burst_s:
+            t0 = time.perf_counter()
+            reference_work()
+            self.samples_ms.append((time.perf_counter() - t0) * 1000)
+            calls += 1
+
+    @property
+    def p50_ms(self) -> float | None:
+        return percentile(sorted(self.samples_ms), 0.5) if self.samples_ms else None
+
+    @property
+    def spread_pct(self) -> float | None:
+        """(p90 - p10) / p50 of the reference work: how far the host's own speed moved (a steady core: a few %)."""
+        if len(self.samples_ms) < 5:
+            return None
+        s = sorted(self.samples_ms)
+        p10, p50, p90 = percentile(s, 0.1), percentile(s, 0.5), percentile(s, 0.9)
+        return 100 * (p90 - p10) / p50 if p50 > 0 else None
+
+    def metrics(self) -> dict[str, float]:
+        p50, spread = self.p50_ms, self.spread_pct
+        if p50 is None or spread is None:
+            return {}
+        return {"host/reference_p50_ms": p50, "host/reference_spread_pct": spread}
