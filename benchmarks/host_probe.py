@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import itertools
 import json
 import os
 import statistics
@@ -33,6 +32,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from truth_probe import bare_step, timed  # the bare loop's step (benchmarks/bare_loop.py's), its timed loop
 
 
 def workload(n: int = 2500) -> int:
@@ -140,38 +141,6 @@ def host_facts() -> dict:
     return facts
 
 
-def bare_step(name: str, batch_size: int, mode: str, device, image: int):
-    """The project's bare loop's step (benchmarks/bare_loop.py): timm model, Adam, CE, bf16 autocast."""
-    import timm
-    import torch
-
-    torch.manual_seed(0)
-    model = timm.create_model(name, pretrained=False).to(device).train()
-    compiled = (
-        model if mode == "eager" else torch.compile(model, **({} if mode == "default" else {"mode": mode}))
-    )
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    batches = [
-        (
-            torch.randn(batch_size, 3, image, image, device=device),
-            torch.randint(0, 1000, (batch_size,), device=device),
-        )
-        for _ in range(4)
-    ]
-    state = {"i": 0}
-
-    def step() -> None:
-        inputs, targets = batches[state["i"] % 4]
-        state["i"] += 1
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(compiled(inputs), targets)
-        loss.backward()
-        optimizer.step()
-
-    return step
-
-
 class Collections:
     """The collector's runs (generation, ms) while installed."""
 
@@ -214,33 +183,21 @@ def launch_us(device, calls: int = 400) -> float | None:
 
 
 def timed_round(step, steps: int, device) -> dict[str, float]:
-    import torch
+    """truth_probe's timed loop (CUDA events at step boundaries, the host's time per call), with the
+    thread's CPU time and the wall time around it."""
+    if device.type == "cuda":
+        import torch
 
-    cuda = device.type == "cuda"
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)] if cuda else []
-    host = []
-    if cuda:
         torch.cuda.synchronize()
-        events[0].record()
     cpu0, wall0 = time.thread_time(), time.perf_counter()
-    for n in range(steps):
-        called = time.perf_counter()
-        step()
-        host.append((time.perf_counter() - called) * 1000)
-        if cuda:
-            events[n + 1].record()
+    event, host = timed(step, steps, device)
     cpu1, wall1 = time.thread_time(), time.perf_counter()
-    if cuda:
-        torch.cuda.synchronize()
-        event = [a.elapsed_time(b) for a, b in itertools.pairwise(events)]
-    else:
-        event = host
     return {
         "event_p50_ms": round(statistics.median(event), 3),
         "event_mean_ms": round(statistics.fmean(event), 3),
         "host_p50_ms": round(statistics.median(host), 3),
         "thread_cpu_ms_per_step": round((cpu1 - cpu0) * 1000 / steps, 3),
-        "issue_wall_ms_per_step": round((wall1 - wall0) * 1000 / steps, 3),
+        "wall_ms_per_step": round((wall1 - wall0) * 1000 / steps, 3),
         "event_ms": [round(x, 3) for x in event],
     }
 
