@@ -310,6 +310,24 @@ def test_summary_uses_the_latest_run_of_each_config_and_counts_failures():
     assert s.fastest is None and s.verdict is not None and s.verdict.kind == "tie"
     assert sorted(s.verdict.tied) == ["a", "b"]
     assert not any("noisy" in n for n in s.notes)
+    # a sweep of one precision asked for no weighted speedup: no note about it; one that asked for both
+    # and got no passing fp32 job is told what the figure needs
+    amp_only = summarize("x", [row("a", "FINISHED", "h1", 1, speedup=2.0)])
+    assert not any("weighted speedup" in n for n in amp_only.notes)
+    failed = Row(
+        name="b",
+        status="FAILED",
+        config={"model": "m", "precision": "fp32", "mode": "default"},
+        metrics={},
+        config_hash="h2",
+        start_time=2,
+    )
+    fp32_failed = summarize("x", [row("a", "FINISHED", "h1", 1, speedup=2.0), failed])
+    assert "sweep/weighted_speedup" not in fp32_failed.aggregates
+    assert any(
+        "weighted speedup (0.75 AMP + 0.25 FP32) needs passing AMP and fp32 jobs" in n
+        for n in fp32_failed.notes
+    )
 
 
 def test_summary_marks_noisy_jobs_in_the_table_and_says_what_to_trust():

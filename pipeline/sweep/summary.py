@@ -499,9 +499,12 @@ def _aggregates(summary: Summary) -> None:
             )
         amp = [r.speedup for r in with_speedup if r.config.get("precision") in AMP_PRECISIONS]
         fp32 = [r.speedup for r in with_speedup if r.config.get("precision") in FP32_PRECISIONS]
+        swept = {r.config.get("precision") for r in compiled}
         if amp and fp32:
             agg["sweep/weighted_speedup"] = 0.75 * geomean(amp) + 0.25 * geomean(fp32)  # type: ignore[arg-type]
-        else:
+        elif swept & set(AMP_PRECISIONS) and swept & set(
+            FP32_PRECISIONS
+        ):  # both asked for; one side has none
             summary.notes.append(
                 "weighted speedup (0.75 AMP + 0.25 FP32) needs passing AMP and fp32 jobs with a paired eager baseline"
             )
