@@ -205,6 +205,16 @@ def test_a_host_bound_step_drifting_with_the_host_says_so():
         eager_round_drift_pct=eager,
     )
     assert drifting.host_bound and "follows the host's speed" in (drifting.note or "")
+    assert "reduce-overhead" in (drifting.note or "")  # on a GPU, CUDA graphs take the host out of the step
+    on_cpu = noise.Noise(
+        spread_pct=32.7,
+        cpu_steal_pct=0.0,
+        limit_pct=10.0,
+        round_drift_pct=compiled,
+        eager_round_drift_pct=eager,
+        cuda=False,
+    )
+    assert "follows the host's speed" in (on_cpu.note or "") and "CUDA graphs" not in (on_cpu.note or "")
     assert drifting.metrics()["step/round_drift_pct"] == compiled
     steady = noise.Noise(
         spread_pct=32.7, cpu_steal_pct=0.0, limit_pct=10.0, round_drift_pct=3.0, eager_round_drift_pct=2.5

@@ -21,6 +21,7 @@ class Noise:
     round_drift_pct: float | None = None  # max / min of the timed rounds' medians, - 1 (two rounds or more)
     eager_round_drift_pct: float | None = None  # the paired eager copy's, alongside
     host_spread_pct: float | None = None  # the host check's p10-p90 spread (pipeline/measure/host.py)
+    cuda: bool = True  # the step's device is a GPU (CUDA graphs can take the host out of its step)
 
     @property
     def noisy(self) -> bool:
@@ -49,7 +50,12 @@ class Noise:
             host += (
                 f"; its timed rounds drifted {self.round_drift_pct:.0f}% apart while the paired eager copy's held within "
                 f"{self.eager_round_drift_pct:.0f}%: the step waits on the host launching its kernels and follows the host's "
-                "speed (CUDA graphs, compile.mode=reduce-overhead, take the host out of the step)"
+                "speed"
+                + (
+                    " (CUDA graphs, compile.mode=reduce-overhead, take the host out of the step)"
+                    if self.cuda
+                    else ""
+                )
             )
         return (
             f"noisy: p10-p90 of the measured steps spans {self.spread_pct:.0f}% of the median "

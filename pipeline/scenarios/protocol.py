@@ -372,6 +372,7 @@ class Scenario:
                 if measured.eager
                 else None,
                 host_spread_pct=self.host.spread_pct,
+                cuda=self.device.type == "cuda",
             ),
             host=self.host,
             cpu_rss_peak_gib=cpu_rss_peak_gib(),
