@@ -194,7 +194,7 @@ class Scenario:
         )  # samples per step of the batches made (a subclass may differ)
         self.warmup, self.measured = cfg.trainer.warmup_steps, cfg.trainer.measured_steps
         self.rounds = split_rounds(self.measured, cfg.benchmark.rounds if cfg.paired else 1)
-        timed_rounds = len(self.rounds) * (2 if cfg.paired else 1)
+        timed_rounds = 2 * len(self.rounds) + 1 if cfg.paired else 1  # paired: the eager probe's round too
         self.host = HostCheck(burst_s=cfg.benchmark.host_check_s / timed_rounds)  # before each timed round
         self.timer = Timer(
             device=self.device, progress=ctx.progress, measured_total=self.measured, host=self.host
