@@ -293,6 +293,87 @@ def test_timed_rounds_read_the_hosts_cpu_time_around_the_measured_steps():
     assert v.cpu_jiffies > 0 and 0 <= v.steal_jiffies <= v.cpu_jiffies
 
 
+def spin_step(batch: int) -> torch.Tensor:
+    """A step that wants its CPU the whole time (20 ms of Python)."""
+    end = time.perf_counter() + 0.02
+    while time.perf_counter() < end:
+        pass
+    return torch.zeros(())
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or clocks.thread_cpu_and_wait_ns() is None,
+    reason="needs CPU affinity and the kernel's per-thread schedstat (Linux)",
+)
+def test_timed_rounds_read_how_long_the_workers_threads_waited_for_a_cpu():
+    """The scheduler's own account of this process's threads (/proc/self/task/*/schedstat) around a round:
+    on a CPU of its own a spinning step hardly waits; with a busy process on the same CPU it waits about
+    half the time it wants one."""
+    cpu, allowed = min(os.sched_getaffinity(0)), os.sched_getaffinity(0)
+    timer = timing.Timer(device=torch.device("cpu"), progress=timing.quiet, measured_total=10)
+    alone = timing.StepVariant("eager", spin_step, iter(range(10)), outputs=torch.zeros(10))
+    shared = timing.StepVariant("eager", spin_step, iter(range(10)), outputs=torch.zeros(10))
+    busy = None
+    try:
+        os.sched_setaffinity(0, {cpu})
+        timer.timed_round(alone, 10)
+        busy = subprocess.Popen(
+            [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"]
+        )
+        time.sleep(0.2)
+        timer.timed_round(shared, 10)
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
+        os.sched_setaffinity(0, allowed)
+    assert alone.cpu_wait_pct is not None and shared.cpu_wait_pct is not None
+    assert shared.cpu_wait_pct > 25 and shared.cpu_wait_pct > 3 * alone.cpu_wait_pct, (
+        alone.cpu_wait_pct,
+        shared.cpu_wait_pct,
+    )
+
+
+def test_a_job_whose_threads_wait_on_busy_cores_is_contended_and_decides_no_separate_comparison():
+    """Recorded on the 2-core host with a busy loop per core and torch's two threads: depth 1 ran every step
+    at 320-328 ms, steady, its threads waiting for a CPU 50% of the time they wanted one; depth 6 read 80 ms,
+    noisy but slowed only 2.7x (p90 / p10), under the severe limit, and was called fastest (CI, this stop).
+    The wait marks both jobs contended, and the verdict compares neither by its step times."""
+    from pipeline.sweep.verdict import INCONCLUSIVE, Estimate, Rule, decide
+
+    stuck = noise.Noise(
+        spread_pct=2.74, cpu_steal_pct=0.0, limit_pct=10.0, cpu_wait_pct=50.3, compute_threads=2
+    )
+    assert stuck.contended and stuck.metrics()["step/cpu_contended"] == 1.0
+    note = stuck.note or ""
+    assert note.startswith("contended: the measured steps held steady") and "waited for a CPU 50%" in note
+    one_thread = noise.Noise(spread_pct=2.7, cpu_steal_pct=0.0, limit_pct=10.0, cpu_wait_pct=50.3)
+    assert (
+        not one_thread.contended and one_thread.note is None
+    )  # one thread: the wait costs its share, no stall
+    quiet = noise.Noise(
+        spread_pct=2.7, cpu_steal_pct=0.0, limit_pct=10.0, cpu_wait_pct=1.6, compute_threads=2
+    )
+    assert not quiet.contended and quiet.metrics()["step/cpu_contended"] == 0.0
+
+    depth1 = Estimate(
+        name="depth=1",
+        value=324.31,
+        low=320.03,
+        high=328.02,
+        slowdown=1.03,
+        contended_job="depth=1",
+        contended_wait_pct=50.3,
+    )
+    depth6 = Estimate(
+        name="depth=6", value=79.96, low=55.96, high=106.53, noisy=True, reach=18.4, slowdown=2.73
+    )
+    verdict = decide([depth1, depth6], Rule(), "ms")
+    assert verdict.kind == INCONCLUSIVE and "depth=1's compute threads waited for a CPU 50%" in verdict.reason
+    uncontended = Estimate(name="depth=1", value=324.31, low=320.03, high=328.02, slowdown=1.03)
+    assert decide([uncontended, depth6], Rule(), "ms").fastest == "depth=6"  # what the wait prevents
+
+
 def test_progress_in_a_log_shows_the_last_step_of_every_phase_once(capsys):
     """Worker to parent, as a job runs them: the timer's events through the worker's rate limit (here:
     nothing but a phase's last step gets through it), parsed by the parent and printed as plain lines."""

@@ -29,6 +29,13 @@ def one_line(name: str, result: JobResult, *, in_sweep: bool = False) -> str:
     parts = result_phrases(result)
     if result.metrics.get("step/noisy"):
         parts.append(brief_noise(result) if in_sweep else f"noisy: {noise_detail(result)}")
+    elif result.metrics.get("step/cpu_contended"):
+        wait = result.metrics.get("step/cpu_wait_pct", float("nan"))
+        parts.append(
+            f"contended (its threads waited for a CPU {wait:.0f}% of the time)"
+            if in_sweep
+            else f"contended: {noise_detail(result)}"
+        )
     return f"{name}: FINISHED: " + ", ".join(parts)
 
 
@@ -98,7 +105,7 @@ def brief_noise(result: JobResult) -> str:
 def noise_detail(result: JobResult) -> str:
     """Why the step times are not to be trusted to a few percent, and what to do instead."""
     note = str(result.info.get("measurement_note") or brief_noise(result))
-    return note.removeprefix("noisy: ")
+    return note.removeprefix("noisy: ").removeprefix("contended: ")
 
 
 def graph_break_note(count: int, breaks: list[dict[str, str]]) -> str:
@@ -118,6 +125,8 @@ def run_description(result: JobResult) -> str:
         lead = f"**{FINISHED}**: " + ", ".join(result_phrases(result)) + "."
         if result.metrics.get("step/noisy"):
             lead += f" **Noisy**: {noise_detail(result)}."
+        elif result.metrics.get("step/cpu_contended"):
+            lead += f" **Contended**: {noise_detail(result)}."
     else:
         lead = f"**{failure(result)}**"
     method = [f"- {line}" for line in result.method.splitlines() if line.strip()]

@@ -1,9 +1,11 @@
 """Clocks: unit boundaries and laps without a host sync (CUDA events, or perf_counter on the CPU),
-device syncs, and the host's CPU time counters (for CPU steal)."""
+device syncs, the host's CPU time counters (for CPU steal), and this process's threads' time on a CPU
+and waiting for one (for CPU wait)."""
 
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from typing import Any
 
@@ -61,3 +63,24 @@ def cpu_times() -> tuple[int, int] | None:
         return None
     user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
     return steal, user + nice + system + idle + iowait + irq + softirq + steal
+
+
+def thread_cpu_and_wait_ns() -> tuple[int, int] | None:
+    """(time on a CPU, time runnable but waiting for one) in ns, summed over this process's threads
+    (/proc/self/task/*/schedstat: the scheduler's own accounts); None where the kernel keeps none. A
+    thread that waits was ready to run while other work held every CPU it may use."""
+    run = wait = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                fields = f.read().split()
+        except OSError:  # a thread that ended meanwhile, or no schedstat here
+            continue
+        if len(fields) >= 2:
+            run += int(fields[0])
+            wait += int(fields[1])
+    return (run, wait) if run > 0 else None

@@ -12,6 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# A job whose threads waited for a CPU more than this share of the time they wanted one, while its work ran
+# on several threads, shared its cores with other processes: its threads then wait on each other, and on a
+# 2-core host with a busy loop per core a whole job ran in a stall (328 ms a step against 2.1 ms: 50% wait)
+# while looking quiet. Quiet jobs there waited 0.4-1.6% (benchmarks/RESULTS.md, issue 26's CPU-wait check).
+CONTENDED_WAIT_PCT = 10.0
+
 
 @dataclass(frozen=True, kw_only=True)
 class Noise:
@@ -21,11 +27,24 @@ class Noise:
     round_drift_pct: float | None = None  # max / min of the timed rounds' medians, - 1 (two rounds or more)
     eager_round_drift_pct: float | None = None  # the paired eager copy's, alongside
     host_spread_pct: float | None = None  # the host check's p10-p90 spread (pipeline/measure/host.py)
+    cpu_wait_pct: float | None = None  # the worker's threads: time waiting for a CPU / time wanting one
     cuda: bool = True  # the step's device is a GPU (CUDA graphs can take the host out of its step)
+    compute_threads: int = (
+        1  # threads the unit's own work runs on (torch's intra-op threads on a CPU; 1 on a GPU)
+    )
 
     @property
     def noisy(self) -> bool:
         return self.spread_pct > self.limit_pct
+
+    @property
+    def contended(self) -> bool:
+        """Other processes held the cores its several compute threads wanted: a whole job can stall."""
+        return (
+            self.cpu_wait_pct is not None
+            and self.cpu_wait_pct > CONTENDED_WAIT_PCT
+            and self.compute_threads > 1
+        )
 
     @property
     def host_bound(self) -> bool:
@@ -36,36 +55,55 @@ class Noise:
     @property
     def note(self) -> str | None:
         """Why the step times should not be trusted to a few percent, or None when they can."""
-        if not self.noisy:
+        if not self.noisy and not self.contended:
             return None
-        steal = f", host CPU steal {self.cpu_steal_pct:.1f}%" if self.cpu_steal_pct is not None else ""
-        host = ""
+        parts = []
+        if self.noisy:
+            parts.append(
+                f"noisy: p10-p90 of the measured steps spans {self.spread_pct:.0f}% of the median "
+                f"(benchmark.noisy_spread_pct={self.limit_pct:g})"
+            )
+        else:
+            parts.append("contended: the measured steps held steady")
+        if self.cpu_steal_pct is not None:
+            parts[-1] += f", host CPU steal {self.cpu_steal_pct:.1f}%"
+        if self.cpu_wait_pct is not None and self.cpu_wait_pct >= 1:
+            parts[-1] += (
+                f", its threads waited for a CPU {self.cpu_wait_pct:.0f}% of the time they wanted one"
+            )
+        if self.contended:
+            parts[-1] += (
+                f" while its work ran on {self.compute_threads} threads, which then wait on each other: a whole job "
+                "can run in such a stall looking quiet (fewer threads than free cores, OMP_NUM_THREADS, avoid it)"
+            )
         if self.host_spread_pct is not None and self.host_spread_pct > self.limit_pct:
-            host = (
-                f"; the host's own CPU speed moved {self.host_spread_pct:.0f}% (p10-p90 of a torch-free reference "
+            parts.append(
+                f"the host's own CPU speed moved {self.host_spread_pct:.0f}% (p10-p90 of a torch-free reference "
                 "workload timed before each round: host/reference_spread_pct), so a step the host launches cannot be "
                 "steadier than that here"
             )
         if self.host_bound:
-            host += (
-                f"; its timed rounds drifted {self.round_drift_pct:.0f}% apart while the paired eager copy's held within "
-                f"{self.eager_round_drift_pct:.0f}%: the step waits on the host launching its kernels and follows the host's "
-                "speed"
-                + (
-                    " (CUDA graphs, compile.mode=reduce-overhead, take the host out of the step)"
-                    if self.cuda
-                    else ""
-                )
+            graphs = (
+                " (CUDA graphs, compile.mode=reduce-overhead, take the host out of the step)"
+                if self.cuda
+                else ""
             )
-        return (
-            f"noisy: p10-p90 of the measured steps spans {self.spread_pct:.0f}% of the median "
-            f"(benchmark.noisy_spread_pct={self.limit_pct:g}){steal}{host}; compare configurations on paired speedups, or rerun"
-        )
+            parts.append(
+                f"its timed rounds drifted {self.round_drift_pct:.0f}% apart while the paired eager copy's held within "
+                f"{self.eager_round_drift_pct:.0f}%: the step waits on the host launching its kernels and follows the "
+                f"host's speed{graphs}"
+            )
+        parts.append("compare configurations on paired speedups, or rerun")
+        return "; ".join(parts)
 
     def metrics(self) -> dict[str, float]:
         m = {"step/spread_pct": self.spread_pct, "step/noisy": float(self.noisy)}
+        if self.cpu_wait_pct is not None:
+            m["step/cpu_contended"] = float(self.contended)
         if self.cpu_steal_pct is not None:
             m["step/cpu_steal_pct"] = self.cpu_steal_pct
+        if self.cpu_wait_pct is not None:
+            m["step/cpu_wait_pct"] = self.cpu_wait_pct
         if self.round_drift_pct is not None:
             m["step/round_drift_pct"] = self.round_drift_pct
         if self.eager_round_drift_pct is not None:

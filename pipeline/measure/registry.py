@@ -48,6 +48,16 @@ METRICS: dict[str, Metric] = {
         "%",
         "host CPU time stolen by the hypervisor during the measured steps (/proc/stat, all CPUs; Linux guests)",
     ),
+    "step/cpu_wait_pct": Metric(
+        "%",
+        "of the time the worker's threads wanted a CPU during the measured steps, the share they waited for one "
+        "while other processes held the cores (/proc/self/task/*/schedstat; Linux): 0 on a host with room to spare",
+    ),
+    "step/cpu_contended": Metric(
+        "bool",
+        "1 if step/cpu_wait_pct > 10% while the unit's work ran on several CPU threads: its threads wait on each other, "
+        "a whole job can run in a stall looking quiet, and the verdict compares no separate jobs' step times",
+    ),
     "host/reference_p50_ms": Metric(
         "ms",
         "median time of a fixed, torch-free Python workload timed before each timed round: the host CPU's speed (lower is faster)",

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from pipeline.measure.clocks import Laps, cpu_times, synchronize
+from pipeline.measure.clocks import Laps, cpu_times, synchronize, thread_cpu_and_wait_ns
 from pipeline.measure.host import HostCheck
 from pipeline.measure.memory import Memory, MemoryPeaks
 from pipeline.measure.stats import Latency, percentile
@@ -49,6 +49,8 @@ class Variant:
         self.round_sizes: dict[str, list[int]] = {}  # label -> laps per timed round
         self.cpu_jiffies = 0  # all CPUs' time over the timed rounds, and the part stolen from this VM
         self.steal_jiffies = 0
+        self.thread_run_ns = 0  # this process's threads over the timed rounds: on a CPU, and waiting for one
+        self.thread_wait_ns = 0
         self.peaks = MemoryPeaks()
 
     def run_unit(self, laps: Laps | None, *, record: bool = True) -> None:
@@ -102,6 +104,13 @@ class Variant:
     @property
     def cpu_steal_pct(self) -> float | None:
         return 100 * self.steal_jiffies / self.cpu_jiffies if self.cpu_jiffies > 0 else None
+
+    @property
+    def cpu_wait_pct(self) -> float | None:
+        """Of the time this process's threads wanted a CPU over the timed rounds, the share they waited
+        for one (other processes held the CPUs): 0 on a host with room to spare."""
+        wanted = self.thread_run_ns + self.thread_wait_ns
+        return 100 * self.thread_wait_ns / wanted if wanted > 0 else None
 
 
 class StepVariant(Variant):
@@ -188,9 +197,11 @@ class Timer:
     def timed_round(self, variant: Variant, units: int, *, show: bool = True) -> dict[str, list[float]]:
         """Run `units` measured units with boundary events and no host sync; return their laps (ms).
         Before the round (outside its time, the device idle) a burst of the host check; the host's CPU
-        steal is read before the first and after the last unit (outside the timed loop)."""
+        steal and this process's threads' CPU time and wait are read before the first and after the
+        last unit (outside the timed loop)."""
         self.host.sample()
         laps = Laps(self.device, 1 + units * variant.marks_per_unit)
+        threads_before = thread_cpu_and_wait_ns()
         before = cpu_times()
         laps.mark(None)
         for i in range(units):
@@ -200,9 +211,13 @@ class Timer:
                 self.progress(variant.name, "measure", done, self.measured_total)
         found = laps.read()
         after = cpu_times()
+        threads_after = thread_cpu_and_wait_ns()
         if before is not None and after is not None:
             variant.steal_jiffies += after[0] - before[0]
             variant.cpu_jiffies += after[1] - before[1]
+        if threads_before is not None and threads_after is not None:
+            variant.thread_run_ns += max(0, threads_after[0] - threads_before[0])
+            variant.thread_wait_ns += max(0, threads_after[1] - threads_before[1])
         variant.add_round(found, units)
         return found
 

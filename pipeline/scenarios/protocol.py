@@ -366,6 +366,7 @@ class Scenario:
             noise=Noise(
                 spread_pct=step.spread_pct,
                 cpu_steal_pct=main.cpu_steal_pct,
+                cpu_wait_pct=main.cpu_wait_pct,
                 limit_pct=cfg.benchmark.noisy_spread_pct,
                 round_drift_pct=round_drift_pct(main.round_p50_ms),
                 eager_round_drift_pct=round_drift_pct(measured.eager.round_p50_ms)
@@ -373,6 +374,7 @@ class Scenario:
                 else None,
                 host_spread_pct=self.host.spread_pct,
                 cuda=self.device.type == "cuda",
+                compute_threads=1 if self.device.type == "cuda" else torch.get_num_threads(),
             ),
             host=self.host,
             cpu_rss_peak_gib=cpu_rss_peak_gib(),

@@ -30,6 +30,7 @@ from pipeline.identity import (
     run_name,
 )
 from pipeline.jobdir import JobDir
+from pipeline.measure.noise import CONTENDED_WAIT_PCT
 from pipeline.measure.objective import OBJECTIVES, SAMPLES, STEP_TIME, TOKENS, Objective, Work, choose
 from pipeline.measure.stats import t975
 from pipeline.status import FINISHED
@@ -309,6 +310,14 @@ def _pooled(name: str, rows: list[Row], objective: Objective) -> Estimate:
     best = (max if objective.higher_is_better else min)(reaches) if reaches and not quiet else None
     slowdowns = [(r.slowdown, r.name) for r in rows if r.slowdown is not None]
     slowdown, job = max(slowdowns) if slowdowns else (None, None)
+    contended = max(
+        (
+            (r.metrics.get("step/cpu_wait_pct", 0.0), r.name)
+            for r in rows
+            if r.metrics.get("step/cpu_contended")
+        ),
+        default=(None, None),
+    )
     return Estimate(
         name=name,
         value=value,
@@ -318,6 +327,8 @@ def _pooled(name: str, rows: list[Row], objective: Objective) -> Estimate:
         reach=best,
         slowdown=slowdown,
         slowdown_job=job,
+        contended_wait_pct=contended[0],
+        contended_job=contended[1],
         steps=steps,
     )
 
@@ -524,7 +535,18 @@ def _notes(summary: Summary) -> None:
         return
     limit = summary.severe_slowdown
     worst = severe_job([c.estimate for c in summary.configurations], Rule(severe_slowdown=limit))
-    if worst is not None:
+    if worst is not None and worst.contended_job is not None and not (worst.slowdown or 0.0) > limit:
+        contended = sum(
+            bool(r.metrics.get("step/cpu_contended")) for c in summary.configurations for r in c.rows
+        )
+        summary.notes.append(
+            f"{contended} job(s) whose compute threads waited for a CPU over {CONTENDED_WAIT_PCT:g}% of the time "
+            f"they wanted one ({worst.contended_job}: {worst.contended_wait_pct or 0:.0f}%): other processes held "
+            "the cores, the threads waited on each other, and a whole job can run in such a stall looking quiet, "
+            "so separate jobs' step times decide nothing; paired speedups still do. Rerun on a quiet host or with "
+            "fewer threads than free cores (OMP_NUM_THREADS)"
+        )
+    elif worst is not None:
         severe = sum((r.slowdown or 0.0) > limit for c in summary.configurations for r in c.rows)
         summary.notes.append(
             f"{severe} job(s) whose slowest tenth of steps took over {limit:g}x as long as their fastest tenth "

@@ -17,9 +17,12 @@ The rule (docs/verdicts.md says why it is sound, with the tables):
   worker, in alternating rounds, so drift between the two jobs cannot fake a difference), and two
   compiled configurations of one base configuration on their paired speedups.
 * Severe interference stops separate jobs from deciding: when any job's slowest tenth of steps took
-  more than `SEVERE_SLOWDOWN` times as long as its fastest tenth (p90 / p10), the host ran the sweep in
-  spells of very different speed, and a whole job can run in a slow one while looking quiet (on a
-  loaded 2-core host: 20 steps at 328 ms +-2% against 2.1 ms undisturbed). Paired figures still decide.
+  more than `SEVERE_SLOWDOWN` times as long as its fastest tenth (p90 / p10), or any job was contended
+  (its several compute threads waited for a CPU more than 10% of the time they wanted one:
+  `step/cpu_contended`, pipeline/measure/noise.py), the host ran the sweep in spells of very different
+  speed, and a whole job can run in a slow one while looking quiet (on a loaded 2-core host: 20 steps at
+  328 ms +-2% against 2.1 ms undisturbed, its threads waiting for a CPU half the time). Paired figures
+  still decide.
 * A single job with fewer than `MIN_STEPS` measured steps never decides by its step times: the scale of
   a handful of steps is itself unknown (the MAD of three steps is near zero when two nearly agree).
 * `fastest`: one configuration beats every other. Otherwise the configurations no one beats are
@@ -51,9 +54,8 @@ MIN_STEPS = 10
 SEVERE_SLOWDOWN = 3.0
 # Why a comparison stayed undecided, as the verdict says it (the first that applies).
 UNDECIDED = {
-    "severe": "the host interfered severely ({job}'s slowest tenth of steps took {slowdown:.1f}x as long as its "
-    "fastest tenth, beyond {limit:g}x): a whole job can run in a slow spell, so separate jobs' step times "
-    "cannot be compared; paired speedups can",
+    "severe": "the host interfered severely ({what}): a whole job can run in a slow spell, so separate jobs' "
+    "step times cannot be compared; paired speedups can",
     "few steps": "fewer than {min_steps} measured steps in a job",
     "noisy": "noisy jobs: the host may have slowed them that far",
     "wide": "intervals too wide",
@@ -74,6 +76,10 @@ class Estimate:
     reach: float | None = None
     slowdown: float | None = None  # the largest p90 / p10 of the configuration's jobs' steps
     slowdown_job: str | None = None  # the job it belongs to
+    contended_job: str | None = (
+        None  # a job whose compute threads waited for CPUs others held (step/cpu_contended)
+    )
+    contended_wait_pct: float | None = None  # its threads' share of wanted CPU time spent waiting
     # The paired eager baseline: the separate eager configuration's name and the speedup interval over it.
     eager_name: str | None = None
     speedup: tuple[float, float, float] | None = None  # (speedup, low, high)
@@ -205,9 +211,25 @@ def _by_speedups(a: Estimate, b: Estimate, rule: Rule) -> Comparison:
 
 
 def severe_job(estimates: list[Estimate], rule: Rule) -> Estimate | None:
-    """The configuration whose job the host slowed the most, when that is beyond the rule's severe limit."""
+    """The configuration whose job the host slowed the most, when that is beyond the rule's severe limit;
+    else one with a contended job."""
     severe = [e for e in estimates if e.slowdown is not None and e.slowdown > rule.severe_slowdown]
-    return max(severe, key=lambda e: e.slowdown or 0.0) if severe else None
+    if severe:
+        return max(severe, key=lambda e: e.slowdown or 0.0)
+    return next((e for e in estimates if e.contended_job is not None), None)
+
+
+def severe_what(e: Estimate, rule: Rule) -> str:
+    """What made `e` (severe_job's answer) severe, in words."""
+    if e.slowdown is not None and e.slowdown > rule.severe_slowdown:
+        return (
+            f"{e.slowdown_job or e.name}'s slowest tenth of steps took {e.slowdown:.1f}x as long as its fastest "
+            f"tenth, beyond {rule.severe_slowdown:g}x"
+        )
+    return (
+        f"{e.contended_job}'s compute threads waited for a CPU {e.contended_wait_pct or 0:.0f}% of the time they "
+        "wanted one while other processes held the cores"
+    )
 
 
 def decide(estimates: list[Estimate], rule: Rule, objective: str) -> Verdict:
@@ -246,12 +268,7 @@ def decide(estimates: list[Estimate], rule: Rule, objective: str) -> Verdict:
         )
     if any(reason in UNDECIDED for reason in undecided):
         why = next(text for reason, text in UNDECIDED.items() if reason in undecided)
-        why = why.format(
-            min_steps=rule.min_steps,
-            job=severe.slowdown_job or severe.name if severe else "",
-            slowdown=severe.slowdown if severe else 0.0,
-            limit=rule.severe_slowdown,
-        )
+        why = why.format(min_steps=rule.min_steps, what=severe_what(severe, rule) if severe else "")
         return Verdict(
             kind=INCONCLUSIVE,
             objective=objective,
