@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
 import os
 import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -206,14 +209,7 @@ def test_a_host_bound_step_drifting_with_the_host_says_so():
     )
     assert drifting.host_bound and "follows the host's speed" in (drifting.note or "")
     assert "reduce-overhead" in (drifting.note or "")  # on a GPU, CUDA graphs take the host out of the step
-    on_cpu = noise.Noise(
-        spread_pct=32.7,
-        cpu_steal_pct=0.0,
-        limit_pct=10.0,
-        round_drift_pct=compiled,
-        eager_round_drift_pct=eager,
-        cuda=False,
-    )
+    on_cpu = dataclasses.replace(drifting, cuda=False)
     assert "follows the host's speed" in (on_cpu.note or "") and "CUDA graphs" not in (on_cpu.note or "")
     assert drifting.metrics()["step/round_drift_pct"] == compiled
     steady = noise.Noise(
@@ -223,30 +219,40 @@ def test_a_host_bound_step_drifting_with_the_host_says_so():
     assert noise.round_drift_pct([5.0]) is None  # one round: no drift to speak of
 
 
+@contextlib.contextmanager
+def one_cpu() -> Iterator[Callable[[], None]]:
+    """This process on one CPU for the block; the function it yields starts a busy process on that CPU
+    (the way the host shares a vCPU, or another program a core), stopped when the block ends."""
+    cpu, allowed = min(os.sched_getaffinity(0)), os.sched_getaffinity(0)
+    busy: list[subprocess.Popen] = []
+
+    def share() -> None:
+        code = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
+        busy.append(subprocess.Popen([sys.executable, "-c", code]))
+        time.sleep(0.2)
+
+    try:
+        os.sched_setaffinity(0, {cpu})
+        yield share
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait()
+        os.sched_setaffinity(0, allowed)
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
 def test_a_cpu_the_host_shares_shows_in_the_host_check():
     """The host check's reference work on a CPU of its own, then on a CPU that a busy process shares
     (as the H100 VMs' vCPUs are shared by the host: benchmarks/RESULTS.md, issue 26): the second reads
     the host's moving speed, in the metric and in a noisy job's note."""
-    cpu = min(os.sched_getaffinity(0))
-    allowed = os.sched_getaffinity(0)
-    busy = None
-    try:
-        os.sched_setaffinity(0, {cpu})
+    with one_cpu() as share:
         alone = host.HostCheck(burst_s=0.2)
         alone.sample()
-        busy = subprocess.Popen(
-            [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"]
-        )
-        time.sleep(0.2)
+        share()
         shared = host.HostCheck(burst_s=0.3)
         for _ in range(3):  # three bursts, as before three rounds
             shared.sample()
-    finally:
-        if busy is not None:
-            busy.kill()
-            busy.wait()
-        os.sched_setaffinity(0, allowed)
     assert len(alone.samples_ms) >= 20 and 0 < alone.p50_ms < 50
     assert shared.spread_pct is not None and shared.spread_pct > 50, shared.spread_pct
     m = shared.metrics()
@@ -309,24 +315,13 @@ def test_timed_rounds_read_how_long_the_workers_threads_waited_for_a_cpu():
     """The scheduler's own account of this process's threads (/proc/self/task/*/schedstat) around a round:
     on a CPU of its own a spinning step hardly waits; with a busy process on the same CPU it waits about
     half the time it wants one."""
-    cpu, allowed = min(os.sched_getaffinity(0)), os.sched_getaffinity(0)
     timer = timing.Timer(device=torch.device("cpu"), progress=timing.quiet, measured_total=10)
     alone = timing.StepVariant("eager", spin_step, iter(range(10)), outputs=torch.zeros(10))
     shared = timing.StepVariant("eager", spin_step, iter(range(10)), outputs=torch.zeros(10))
-    busy = None
-    try:
-        os.sched_setaffinity(0, {cpu})
+    with one_cpu() as share:
         timer.timed_round(alone, 10)
-        busy = subprocess.Popen(
-            [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"]
-        )
-        time.sleep(0.2)
+        share()
         timer.timed_round(shared, 10)
-    finally:
-        if busy is not None:
-            busy.kill()
-            busy.wait()
-        os.sched_setaffinity(0, allowed)
     assert alone.cpu_wait_pct is not None and shared.cpu_wait_pct is not None
     assert shared.cpu_wait_pct > 25 and shared.cpu_wait_pct > 3 * alone.cpu_wait_pct, (
         alone.cpu_wait_pct,
