@@ -33,6 +33,14 @@ TINY = ["model=vit_tiny", "trainer.steps=4", "trainer.warmup_steps=1", "trainer.
 HOST_CHECK = "benchmark.host_check_s=0.02"
 
 
+def with_host_check(args: list[str]) -> list[str]:
+    """args with HOST_CHECK added unless they set benchmark.host_check_s. Every way a test starts jobs adds
+    it, so that a resumed sweep's jobs are the same jobs as its first session's."""
+    if any(a.split("=", 1)[0].lstrip("+~") == "benchmark.host_check_s" for a in args):
+        return list(args)
+    return [*args, HOST_CHECK]
+
+
 def sqlite_uri(path: Path) -> str:
     return f"sqlite:///{path.resolve()}"
 
@@ -87,9 +95,7 @@ def run_cli(
     cmd = [sys.executable, "-m", "pipeline.run"]
     if multirun:
         cmd.append("-m")
-    cmd += [*args, f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/multirun"]
-    if not any(a.split("=", 1)[0].lstrip("+~") == "benchmark.host_check_s" for a in args):
-        cmd.append(HOST_CHECK)
+    cmd += [*with_host_check(args), f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/multirun"]
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env.pop("MLFLOW_TRACKING_URI", None)
     if uri_override:
@@ -115,9 +121,7 @@ def cli_command(
 ) -> tuple[list[str], dict[str, str]]:
     """The command and environment run_cli uses (for tests that start the CLI in the background)."""
     cmd = [sys.executable, "-m", "pipeline.run", *(["-m"] if multirun else [])]
-    cmd += [*args, f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/multirun"]
-    if not any(a.split("=", 1)[0].lstrip("+~") == "benchmark.host_check_s" for a in args):
-        cmd.append(HOST_CHECK)
+    cmd += [*with_host_check(args), f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/multirun"]
     cmd.append(f"mlflow.tracking_uri={store_uri}")
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     return cmd, {**env, "PYTHONUNBUFFERED": "1"}

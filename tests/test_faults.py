@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, TINY, client, output, run_cli, run_report, runs
+from tests.conftest import ROOT, TINY, client, output, run_cli, run_report, runs, with_host_check
 from tests.mlflow_server import free_port, start_server
 
 # A linear model from tests/fault_models.py on 32 px images, 4 steps, eager.
@@ -46,7 +46,7 @@ def start_cli(args: list[str], tmp_path: Path, store: str, env: dict | None = No
         sys.executable,
         "-m",
         "pipeline.run",
-        *args,
+        *with_host_check(args),
         f"mlflow.tracking_uri={store}",
         f"hydra.run.dir={tmp_path}/run",
     ]

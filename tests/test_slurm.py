@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, TINY, client, output, run_cli, runs
+from tests.conftest import ROOT, TINY, client, output, run_cli, runs, with_host_check
 from tests.mlflow_server import start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -75,7 +75,7 @@ def make_sweep(
 ) -> subprocess.CompletedProcess:
     """`make sweep ARGS=...` as a user runs it, logging to the server through MLFLOW_TRACKING_URI."""
     env = {**os.environ, "MLFLOW_TRACKING_URI": url, "PYTHONUNBUFFERED": "1"}
-    make_args = " ".join([*args, f"hydra.sweep.dir={tmp_path}/multirun"])
+    make_args = " ".join([*with_host_check(args), f"hydra.sweep.dir={tmp_path}/multirun"])
     return subprocess.run(
         ["make", "--no-print-directory", "sweep", f"ARGS={make_args}"],
         cwd=ROOT,
@@ -261,7 +261,7 @@ def start_make_sweep(args: list[str], sweep_dir: Path, url: str) -> subprocess.P
             "make",
             "--no-print-directory",
             "sweep",
-            f"ARGS={' '.join([*args, f'hydra.sweep.dir={sweep_dir}'])}",
+            f"ARGS={' '.join([*with_host_check(args), f'hydra.sweep.dir={sweep_dir}'])}",
         ],
         cwd=ROOT,
         env=env,

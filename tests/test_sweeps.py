@@ -31,6 +31,7 @@ from tests.conftest import (
     run_report,
     runs,
     stop_group,
+    with_host_check,
 )
 from tests.mlflow_server import start_server
 
@@ -219,7 +220,7 @@ def test_sigint_to_the_sweep_leaves_no_run_running(tmp_path: Path, store: str):
         "-m",
         "pipeline.run",
         "-m",
-        *args,
+        *with_host_check(args),
         f"mlflow.tracking_uri={store}",
         f"hydra.sweep.dir={tmp_path}/multirun",
     ]
