@@ -347,7 +347,14 @@ def test_summary_marks_noisy_jobs_in_the_table_and_says_what_to_trust():
     s = summarize("x", [steady, noisy])
     statuses = [row[-1] for row in table_rows(s)]
     assert statuses == ["FINISHED", "FINISHED, noisy"]
-    assert any(n.startswith("1 job(s) flagged noisy") for n in s.notes)
+    (note,) = [n for n in s.notes if n.startswith("1 job(s) flagged noisy")]
+    assert "CPU speed moved" not in note  # no job ran the host check
+
+    # With the host check: the note names how far the host moved in the noisy jobs (not the steady one's 80%)
+    steady.metrics["host/reference_spread_pct"] = 80.0
+    noisy.metrics["host/reference_spread_pct"] = 41.4
+    (note,) = [n for n in summarize("x", [steady, noisy]).notes if "flagged noisy" in n]
+    assert "the host's own CPU speed moved up to 41% while they measured (b;" in note, note
 
 
 @pytest.mark.slow

@@ -523,13 +523,32 @@ def _aggregates(summary: Summary) -> None:
         summary.notes.append("no passing compiled job with a paired eager baseline: no speedup aggregates")
 
 
+def host_moved(rows: list[Row]) -> str:
+    """How far the host's own CPU speed moved in the noisiest-hosted of these jobs (the host check,
+    pipeline/measure/host.py), as a clause; empty when none of them ran it."""
+    checked = [
+        (r.metrics["host/reference_spread_pct"], r.name)
+        for r in rows
+        if "host/reference_spread_pct" in r.metrics
+    ]
+    if not checked:
+        return ""
+    spread, name = max(checked)
+    return (
+        f"; the host's own CPU speed moved up to {spread:.0f}% while they measured ({name}; host/reference_spread_pct, "
+        "a torch-free workload timed before each round): where it moved as far as the steps spread, the host spread "
+        "them, not the configuration"
+    )
+
+
 def _notes(summary: Summary) -> None:
-    noisy = sum(1 for r in summary.rows if r.noisy)
+    noisy = [r for r in summary.rows if r.noisy]
     if noisy:
         summary.notes.append(
-            f"{noisy} job(s) flagged noisy (their measured steps spread beyond benchmark.noisy_spread_pct): "
+            f"{len(noisy)} job(s) flagged noisy (their measured steps spread beyond benchmark.noisy_spread_pct): "
             "the verdict allows for the host having slowed them (a noisy configuration may be as fast as its "
             "fastest step divided by p90 / p10 of its steps); compiled-vs-eager is judged on the paired speedup"
+            + host_moved(noisy)
         )
     if summary.suite is not None:  # the rest is about ranking configurations, which a suite does not
         return
