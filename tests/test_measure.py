@@ -9,6 +9,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -327,6 +328,17 @@ def test_timed_rounds_read_how_long_the_workers_threads_waited_for_a_cpu():
         alone.cpu_wait_pct,
         shared.cpu_wait_pct,
     )
+
+
+def test_cpu_wait_is_read_thread_by_thread_so_a_thread_ending_takes_only_its_own_time():
+    """Between two readings thread 1 ran 5 ms and waited 1 ms, thread 2 (started in between) ran 3 ms and
+    waited 2 ms, and thread 3 ended (a summed reading would lose its 50 ms from the others' time)."""
+    before = {1: (10_000_000, 1_000_000), 3: (50_000_000, 4_000_000)}
+    after = {1: (15_000_000, 2_000_000), 2: (3_000_000, 2_000_000)}
+    assert clocks.cpu_and_wait_between(before, after) == (8_000_000, 3_000_000)
+    threads = clocks.thread_cpu_and_wait_ns()
+    if threads is not None:  # Linux: this thread is among them, with time on a CPU
+        assert threading.get_native_id() in threads and threads[threading.get_native_id()][0] > 0
 
 
 def test_a_job_whose_threads_wait_on_busy_cores_is_contended_and_decides_no_separate_comparison():

@@ -65,15 +65,15 @@ def cpu_times() -> tuple[int, int] | None:
     return steal, user + nice + system + idle + iowait + irq + softirq + steal
 
 
-def thread_cpu_and_wait_ns() -> tuple[int, int] | None:
-    """(time on a CPU, time runnable but waiting for one) in ns, summed over this process's threads
+def thread_cpu_and_wait_ns() -> dict[int, tuple[int, int]] | None:
+    """Per thread of this process: (time on a CPU, time runnable but waiting for one) in ns
     (/proc/self/task/*/schedstat: the scheduler's own accounts); None where the kernel keeps none. A
     thread that waits was ready to run while other work held every CPU it may use."""
-    run = wait = 0
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:
         return None
+    threads = {}
     for tid in tasks:
         try:
             with open(f"/proc/self/task/{tid}/schedstat") as f:
@@ -81,6 +81,19 @@ def thread_cpu_and_wait_ns() -> tuple[int, int] | None:
         except OSError:  # a thread that ended meanwhile, or no schedstat here
             continue
         if len(fields) >= 2:
-            run += int(fields[0])
-            wait += int(fields[1])
-    return (run, wait) if run > 0 else None
+            threads[int(tid)] = (int(fields[0]), int(fields[1]))
+    return threads if any(run > 0 for run, _ in threads.values()) else None
+
+
+def cpu_and_wait_between(
+    before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]]
+) -> tuple[int, int]:
+    """(time on a CPU, time waiting for one) in ns that this process's threads spent between two
+    readings of `thread_cpu_and_wait_ns`, thread by thread: a thread started in between counts whole, one
+    that ended in between is lost (its account goes with it) without taking the others' time along."""
+    run = wait = 0
+    for tid, (run_after, wait_after) in after.items():
+        run_before, wait_before = before.get(tid, (0, 0))
+        run += max(0, run_after - run_before)
+        wait += max(0, wait_after - wait_before)
+    return run, wait

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from pipeline.measure.clocks import Laps, cpu_times, synchronize, thread_cpu_and_wait_ns
+from pipeline.measure.clocks import Laps, cpu_and_wait_between, cpu_times, synchronize, thread_cpu_and_wait_ns
 from pipeline.measure.host import HostCheck
 from pipeline.measure.memory import Memory, MemoryPeaks
 from pipeline.measure.stats import Latency, percentile
@@ -216,8 +216,9 @@ class Timer:
             variant.steal_jiffies += after[0] - before[0]
             variant.cpu_jiffies += after[1] - before[1]
         if threads_before is not None and threads_after is not None:
-            variant.thread_run_ns += max(0, threads_after[0] - threads_before[0])
-            variant.thread_wait_ns += max(0, threads_after[1] - threads_before[1])
+            run_ns, wait_ns = cpu_and_wait_between(threads_before, threads_after)
+            variant.thread_run_ns += run_ns
+            variant.thread_wait_ns += wait_ns
         variant.add_round(found, units)
         return found
 
