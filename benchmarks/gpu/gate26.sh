@@ -4,8 +4,9 @@
 # stop 36 a vCPU ran the same Python work at full or half speed, switching every 50-100 ms
 # (benchmarks/RESULTS.md, "Issue 26, the cause"); no figure of a launch-bound compiled step can hold 2%
 # there. So: one minute of benchmarks/host_probe.py's torch-free part first, and truth26.sh's parts only
-# where every CPU ran the work at one speed (back to back, each half second, and each CPU pinned in turn,
-# all within GATE_SPREAD_PCT, 10% unless set); otherwise it stops, saying which reading moved (exit 3).
+# where the CPUs ran the work at one speed (its half-second medians, and each CPU pinned in turn, within
+# GATE_SPREAD_PCT, 10% unless set; the back-to-back p10-p90 is shown, not gated: one hiccup moves it);
+# otherwise it stops, saying which reading moved (exit 3).
 # Usage on the GPU host: bash benchmarks/gpu/gate26.sh <out dir> [truth26 parts...]
 # TRUTH_SMOKE=1 GATE_SPREAD_PCT=1000 on a CPU: a check of this script (no figures).
 set -uo pipefail
@@ -25,7 +26,7 @@ for phase in ("python_before", "python_after"):
         "per-CPU medians": p["per_cpu_spread_pct"],
     }
     print(f"{phase}: " + ", ".join(f"{k} {v:.1f}%" for k, v in readings.items()) + f" (limit {limit:g}%)")
-    moved += [f"{phase} {k} {v:.1f}%" for k, v in readings.items() if v > limit]
+    moved += [f"{phase} {k} {v:.1f}%" for k, v in readings.items() if v > limit and not k.startswith("back")]
 print(f"host: {report['host'].get('model')}, {report['host'].get('cpus')} CPUs")
 if moved:
     print("host unsteady, truth26 not run: " + "; ".join(moved))
