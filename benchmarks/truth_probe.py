@@ -161,6 +161,8 @@ def main() -> None:
         "precision=amp",
         f"compile.mode={args.mode}",
         f"device={args.device}",
+        f"model.input.height={args.image_size}",  # the bare step's images, the same size
+        f"model.input.width={args.image_size}",
         *args.extra,
     ]
     compiled, eager = pipeline_step(overrides, device)
