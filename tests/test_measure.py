@@ -7,6 +7,7 @@ import dataclasses
 import math
 import os
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -339,6 +340,72 @@ def test_cpu_wait_is_read_thread_by_thread_so_a_thread_ending_takes_only_its_own
     threads = clocks.thread_cpu_and_wait_ns()
     if threads is not None:  # Linux: this thread is among them, with time on a CPU
         assert threading.get_native_id() in threads and threads[threading.get_native_id()][0] > 0
+
+
+def busy_loop_on(cpu: int, *, own_child: bool) -> int:
+    """A busy loop pinned to `cpu`: this process's child, or (own_child=False) an orphan of a shell that
+    exits at once, as another program would be. Its pid."""
+    code = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
+    if own_child:
+        return subprocess.Popen([sys.executable, "-c", code]).pid
+    shell = subprocess.run(
+        ["sh", "-c", f'"{sys.executable}" -c "$0" >/dev/null 2>&1 & echo $!', code],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(shell.stdout.strip())
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or clocks.affine_cpu_jiffies() is None,
+    reason="needs CPU affinity and /proc/stat (Linux)",
+)
+def test_others_use_of_the_workers_cpus_counts_other_programs_not_its_own_children():
+    """On one CPU, while a spinning step runs: a busy loop of another program takes about half the CPU
+    (others' share over 25%); the same loop as the worker's own child (as its DataLoader workers are) is
+    its own work (under 10%)."""
+    cpu, allowed = min(os.sched_getaffinity(0)), os.sched_getaffinity(0)
+    timer = timing.Timer(device=torch.device("cpu"), progress=timing.quiet, measured_total=10)
+    share = {}
+    os.sched_setaffinity(0, {cpu})
+    try:
+        for own_child in (False, True):
+            pid = busy_loop_on(cpu, own_child=own_child)
+            try:
+                time.sleep(0.2)
+                variant = timing.StepVariant("eager", spin_step, iter(range(10)), outputs=torch.zeros(10))
+                timer.timed_round(variant, 10)
+                share[own_child] = variant.others_cpu_pct
+            finally:
+                os.kill(pid, signal.SIGKILL)
+                if own_child:
+                    os.waitpid(pid, 0)
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert share[False] is not None and share[False] > 25, share
+    assert share[True] is not None and share[True] < 10, share
+
+
+def test_a_wait_its_own_processes_explain_is_not_contention():
+    """Recorded on the idle 2-core host: a CPU job with data.loader=true (4 workers) waited 10.4-11.0% for a
+    CPU, its own loader workers holding the cores. With others using 2% of its CPUs that is the
+    configuration's cost (not contended, and its note says whose); with others at 45%, contended."""
+    own = noise.Noise(
+        spread_pct=17.0,
+        cpu_steal_pct=0.0,
+        limit_pct=10.0,
+        cpu_wait_pct=10.4,
+        compute_threads=2,
+        others_cpu_pct=2.0,
+    )
+    assert not own.contended and own.metrics()["step/cpu_contended"] == 0.0
+    assert own.metrics()["step/cpu_others_pct"] == 2.0
+    assert "while other processes used 2% of its CPUs: its own processes" in (own.note or "")
+    others = dataclasses.replace(own, others_cpu_pct=45.0)
+    assert others.contended and "other processes using 45% of its CPUs" in (others.note or "")
+    unknown = dataclasses.replace(own, others_cpu_pct=None)  # no reading: contended, as before
+    assert unknown.contended
 
 
 def test_a_job_whose_threads_wait_on_busy_cores_is_contended_and_decides_no_separate_comparison():

@@ -97,3 +97,86 @@ def cpu_and_wait_between(
         run += max(0, run_after - run_before)
         wait += max(0, wait_after - wait_before)
     return run, wait
+
+
+def affine_cpu_jiffies() -> tuple[int, int] | None:
+    """(busy, all) clock ticks since boot, summed over the CPUs this process may run on (/proc/stat's
+    per-CPU lines; busy: neither idle, waiting for I/O nor stolen by the hypervisor); None where there is
+    no /proc/stat or no CPU affinity."""
+    try:
+        allowed = os.sched_getaffinity(0)
+        with open("/proc/stat") as f:
+            lines = [line.split() for line in f if line.startswith("cpu") and not line.startswith("cpu ")]
+    except (OSError, AttributeError):
+        return None
+    busy = total = 0
+    for fields in lines:
+        if len(fields) < 9 or not fields[0][3:].isdigit() or int(fields[0][3:]) not in allowed:
+            continue
+        user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+        total += user + nice + system + idle + iowait + irq + softirq + steal
+        busy += user + nice + system + irq + softirq
+    return (busy, total) if total > 0 else None
+
+
+def descendants_cpu_ticks(pid: int | None = None) -> dict[int, int]:
+    """Per process descended from `pid` (this one by default; its DataLoader workers, compile workers and
+    theirs): user + system CPU time in clock ticks (/proc/<pid>/stat). Empty where the kernel lists no
+    children (/proc/<pid>/task/*/children)."""
+    ticks: dict[int, int] = {}
+    todo = [os.getpid() if pid is None else pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as f:
+                    children = [int(c) for c in f.read().split()]
+            except OSError:
+                continue
+            for child in children:
+                try:
+                    with open(f"/proc/{child}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                except OSError:  # ended meanwhile
+                    continue
+                ticks[child] = int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
+                todo.append(child)
+    return ticks
+
+
+class OthersCpu:
+    """How much of the CPUs this process may run on other processes used between `start` and `stop`: their
+    busy time, less this process's threads' time on them (schedstat) and its descendants' (its own loader
+    workers share its CPUs as part of its work, not as interference)."""
+
+    TICK_NS = 1e9 / os.sysconf("SC_CLK_TCK")
+
+    def __init__(self) -> None:
+        self.others_ticks = 0.0  # others' busy time on this process's CPUs over every start/stop
+        self.capacity_ticks = 0  # those CPUs' time over the same spans
+        self._cpus: tuple[int, int] | None = None
+        self._children: dict[int, int] = {}
+
+    def start(self) -> None:
+        self._cpus = affine_cpu_jiffies()
+        self._children = descendants_cpu_ticks()
+
+    def stop(self, own_threads_ns: int) -> None:
+        """End the span; `own_threads_ns`: this process's threads' time on a CPU over it."""
+        cpus = affine_cpu_jiffies()
+        if self._cpus is None or cpus is None:
+            return
+        children = descendants_cpu_ticks()
+        children_ticks = sum(max(0, t - self._children.get(pid, 0)) for pid, t in children.items())
+        busy, total = cpus[0] - self._cpus[0], cpus[1] - self._cpus[1]
+        self.others_ticks += max(0.0, busy - own_threads_ns / self.TICK_NS - children_ticks)
+        self.capacity_ticks += total
+
+    @property
+    def pct(self) -> float | None:
+        """Others' share of this process's CPUs' time, %: a few on a quiet host."""
+        return 100 * self.others_ticks / self.capacity_ticks if self.capacity_ticks > 0 else None

@@ -31,7 +31,7 @@ def describe_method(
         f"Timing: {measured} measured {units} after {warmup} warm-up {units}; {clock}; no host sync inside the timed loop.",
         f"Statistics: median (p50), mean, p10, p90, std, and a 95% interval of the median that counts the {units}' effective number "
         f"(consecutive {units} are autocorrelated: n (1 - rho) / (1 + rho) from their lag-1 autocorrelation rho). A job whose p10-p90 spread exceeds "
-        f"benchmark.noisy_spread_pct of the median is flagged (step/noisy), with the host's CPU steal over the measured {units} (step/cpu_steal_pct) and the share of the time the worker's threads wanted a CPU that they spent waiting for one (step/cpu_wait_pct, the scheduler's schedstat); several compute threads waiting over 10% is contended (step/cpu_contended): no separate job's {unit} times are compared then.",
+        f"benchmark.noisy_spread_pct of the median is flagged (step/noisy), with the host's CPU steal over the measured {units} (step/cpu_steal_pct) and the share of the time the worker's threads wanted a CPU that they spent waiting for one (step/cpu_wait_pct, the scheduler's schedstat); several compute threads waiting over 10% while other processes used over 10% of the worker's CPUs (step/cpu_others_pct: /proc/stat's busy time less the worker's own threads' and child processes') is contended (step/cpu_contended): no separate job's {unit} times are compared then.",
         f"Compile time: the torch.compile call(s) (compile/setup_s) plus the warm-up wall time (each warm-up {unit} synced) in excess of the steady-state median; torch's own compile totals are logged beside it as compile/torch_total_s.",
         "Data: "
         + (

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 # 2-core host with a busy loop per core a whole job ran in a stall (328 ms a step against 2.1 ms: 50% wait)
 # while looking quiet. Quiet jobs there waited 0.4-1.6% (benchmarks/RESULTS.md, issue 26's CPU-wait check).
 CONTENDED_WAIT_PCT = 10.0
+# ...unless other processes hardly used its CPUs over the same rounds (their busy time less its own threads'
+# and descendants'): then its own processes held them (a CPU job's 4 DataLoader workers on 2 cores: its
+# threads waited 10-11% while idle otherwise), a cost of its configuration that separate jobs may compare.
+OTHERS_CPU_PCT = 10.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,6 +36,9 @@ class Noise:
     compute_threads: int = (
         1  # threads the unit's own work runs on (torch's intra-op threads on a CPU; 1 on a GPU)
     )
+    others_cpu_pct: float | None = (
+        None  # other processes' share of the worker's CPUs' time (its own threads and children not counted)
+    )
 
     @property
     def noisy(self) -> bool:
@@ -39,11 +46,25 @@ class Noise:
 
     @property
     def contended(self) -> bool:
-        """Other processes held the cores its several compute threads wanted: a whole job can stall."""
+        """Other processes held the cores its several compute threads wanted: a whole job can stall. A
+        wait its own processes explain (its DataLoader workers on the same cores, others' use of them under
+        OTHERS_CPU_PCT) is part of the configuration's cost, not interference."""
         return (
             self.cpu_wait_pct is not None
             and self.cpu_wait_pct > CONTENDED_WAIT_PCT
             and self.compute_threads > 1
+            and (self.others_cpu_pct is None or self.others_cpu_pct > OTHERS_CPU_PCT)
+        )
+
+    @property
+    def self_contended(self) -> bool:
+        """Its threads waited beyond the limit while other processes hardly used its CPUs: its own
+        processes (loader workers, more threads than cores) held them."""
+        return (
+            self.cpu_wait_pct is not None
+            and self.cpu_wait_pct > CONTENDED_WAIT_PCT
+            and self.others_cpu_pct is not None
+            and self.others_cpu_pct <= OTHERS_CPU_PCT
         )
 
     @property
@@ -71,6 +92,13 @@ class Noise:
             parts[-1] += (
                 f", its threads waited for a CPU {self.cpu_wait_pct:.0f}% of the time they wanted one"
             )
+            if self.self_contended:
+                parts[-1] += (
+                    f" while other processes used {self.others_cpu_pct:.0f}% of its CPUs: its own processes "
+                    "(DataLoader workers, threads) held them, a cost of the configuration"
+                )
+            elif self.contended and self.others_cpu_pct is not None:
+                parts[-1] += f", other processes using {self.others_cpu_pct:.0f}% of its CPUs"
         if self.contended:
             parts[-1] += (
                 f" while its work ran on {self.compute_threads} threads, which then wait on each other: a whole job "
@@ -104,6 +132,8 @@ class Noise:
             m["step/cpu_steal_pct"] = self.cpu_steal_pct
         if self.cpu_wait_pct is not None:
             m["step/cpu_wait_pct"] = self.cpu_wait_pct
+        if self.others_cpu_pct is not None:
+            m["step/cpu_others_pct"] = self.others_cpu_pct
         if self.round_drift_pct is not None:
             m["step/round_drift_pct"] = self.round_drift_pct
         if self.eager_round_drift_pct is not None:

@@ -53,9 +53,15 @@ METRICS: dict[str, Metric] = {
         "of the time the worker's threads wanted a CPU during the measured steps, the share they waited for one "
         "while other processes held the cores (/proc/self/task/*/schedstat; Linux): 0 on a host with room to spare",
     ),
+    "step/cpu_others_pct": Metric(
+        "%",
+        "other processes' share of the time of the CPUs the worker may use, during the measured steps: /proc/stat's "
+        "busy time less the worker's own threads' and its child processes' (DataLoader workers); a few % on a quiet host",
+    ),
     "step/cpu_contended": Metric(
         "bool",
-        "1 if step/cpu_wait_pct > 10% while the unit's work ran on several CPU threads: its threads wait on each other, "
+        "1 if step/cpu_wait_pct > 10% while the unit's work ran on several CPU threads and other processes used over 10% "
+        "of its CPUs (step/cpu_others_pct): its threads wait on each other, "
         "a whole job can run in a stall looking quiet, and the verdict compares no separate jobs' step times",
     ),
     "host/reference_p50_ms": Metric(

@@ -18,7 +18,14 @@ from typing import Any
 
 import torch
 
-from pipeline.measure.clocks import Laps, cpu_and_wait_between, cpu_times, synchronize, thread_cpu_and_wait_ns
+from pipeline.measure.clocks import (
+    Laps,
+    OthersCpu,
+    cpu_and_wait_between,
+    cpu_times,
+    synchronize,
+    thread_cpu_and_wait_ns,
+)
 from pipeline.measure.host import HostCheck
 from pipeline.measure.memory import Memory, MemoryPeaks
 from pipeline.measure.stats import Latency, percentile
@@ -51,6 +58,7 @@ class Variant:
         self.steal_jiffies = 0
         self.thread_run_ns = 0  # this process's threads over the timed rounds: on a CPU, and waiting for one
         self.thread_wait_ns = 0
+        self.others_cpu = OthersCpu()  # other processes' use of this process's CPUs over the timed rounds
         self.peaks = MemoryPeaks()
 
     def run_unit(self, laps: Laps | None, *, record: bool = True) -> None:
@@ -111,6 +119,12 @@ class Variant:
         for one (other processes held the CPUs): 0 on a host with room to spare."""
         wanted = self.thread_run_ns + self.thread_wait_ns
         return 100 * self.thread_wait_ns / wanted if wanted > 0 else None
+
+    @property
+    def others_cpu_pct(self) -> float | None:
+        """Other processes' share of the time of the CPUs this process may use, over the timed rounds (its
+        own threads and descendants, such as its DataLoader workers, not counted)."""
+        return self.others_cpu.pct
 
 
 class StepVariant(Variant):
@@ -197,10 +211,11 @@ class Timer:
     def timed_round(self, variant: Variant, units: int, *, show: bool = True) -> dict[str, list[float]]:
         """Run `units` measured units with boundary events and no host sync; return their laps (ms).
         Before the round (outside its time, the device idle) a burst of the host check; the host's CPU
-        steal and this process's threads' CPU time and wait are read before the first and after the
-        last unit (outside the timed loop)."""
+        steal, this process's threads' CPU time and wait, and other processes' use of its CPUs are read
+        before the first and after the last unit (outside the timed loop)."""
         self.host.sample()
         laps = Laps(self.device, 1 + units * variant.marks_per_unit)
+        variant.others_cpu.start()
         threads_before = thread_cpu_and_wait_ns()
         before = cpu_times()
         laps.mark(None)
@@ -219,6 +234,7 @@ class Timer:
             run_ns, wait_ns = cpu_and_wait_between(threads_before, threads_after)
             variant.thread_run_ns += run_ns
             variant.thread_wait_ns += wait_ns
+            variant.others_cpu.stop(own_threads_ns=run_ns)
         variant.add_round(found, units)
         return found
 

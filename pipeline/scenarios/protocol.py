@@ -367,6 +367,7 @@ class Scenario:
                 spread_pct=step.spread_pct,
                 cpu_steal_pct=main.cpu_steal_pct,
                 cpu_wait_pct=main.cpu_wait_pct,
+                others_cpu_pct=main.others_cpu_pct,
                 limit_pct=cfg.benchmark.noisy_spread_pct,
                 round_drift_pct=round_drift_pct(main.round_p50_ms),
                 eager_round_drift_pct=round_drift_pct(measured.eager.round_p50_ms)
