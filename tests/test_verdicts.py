@@ -317,6 +317,26 @@ def test_repeats_are_pooled_into_one_configuration():
     assert s.verdict is not None and s.verdict.fastest == "a"
 
 
+def test_jobs_whose_threads_waited_for_a_cpu_may_be_faster_by_that_share():
+    """CI, a busy loop per core beside one-thread jobs: two identical configurations (data.num_batches=2,3)
+    read 8.40 and 8.82 ms, neither noisy, intervals apart, and were called fastest. Each waited for a CPU
+    about half the time it wanted one: either may be up to that much faster, so nothing is decided. A
+    difference beyond the waits (depth 1 at 2.5 ms against depth 6 at 10 ms) still decides."""
+
+    def waited(name: str, p50: float, wait: float) -> Row:
+        r = row(name, p50, half=0.01, config_hash=name, pool_hash=name, config={"data.num_batches": name})
+        r.metrics["step/cpu_wait_pct"] = wait
+        return r
+
+    same = summarize("x", [waited("2", 8.40, 49.0), waited("3", 8.82, 51.0)], varied=["data.num_batches"])
+    assert same.verdict is not None and same.verdict.kind == INCONCLUSIVE, same.verdict.line()
+    assert "waited for a CPU" in same.verdict.reason
+    quiet = summarize("x", [waited("2", 8.40, 1.0), waited("3", 8.82, 1.5)], varied=["data.num_batches"])
+    assert quiet.verdict is not None and quiet.verdict.fastest == "2"  # no wait: the intervals decide
+    apart = summarize("x", [waited("1", 2.5, 50.0), waited("6", 10.0, 50.0)], varied=["data.num_batches"])
+    assert apart.verdict is not None and apart.verdict.fastest == "1", apart.verdict.line()
+
+
 def test_failures_are_classified():
     def failed(error_type: str, mode: str = "default") -> Row:
         return Row(name=error_type, status="FAILED", config={"mode": mode}, metrics={}, error_type=error_type)

@@ -57,7 +57,7 @@ UNDECIDED = {
     "severe": "the host interfered severely ({what}): a whole job can run in a slow spell, so separate jobs' "
     "step times cannot be compared; paired speedups can",
     "few steps": "fewer than {min_steps} measured steps in a job",
-    "noisy": "noisy jobs: the host may have slowed them that far",
+    "noisy": "noisy jobs, or jobs that waited for a CPU: the host may have slowed them that far",
     "wide": "intervals too wide",
 }
 
@@ -71,7 +71,7 @@ class Estimate:
     low: float
     high: float
     noisy: bool = False
-    # Noisy jobs: the best the figure may be once the host's slowing is allowed for (lower is better: at
+    # Noisy jobs, or jobs that waited for a CPU: the best the figure may be once the host's slowing is allowed for (lower is better: at
     # most `low`; higher is better: at least `high`). None: unbounded for a noisy figure, none for a quiet one.
     reach: float | None = None
     slowdown: float | None = None  # the largest p90 / p10 of the configuration's jobs' steps
