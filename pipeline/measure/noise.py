@@ -23,6 +23,11 @@ CONTENDED_WAIT_PCT = 10.0
 OTHERS_CPU_PCT = 10.0
 
 
+def waited(cpu_wait_pct: float | None) -> bool:
+    """The worker's threads waited for a CPU beyond CONTENDED_WAIT_PCT of the time they wanted one."""
+    return cpu_wait_pct is not None and cpu_wait_pct > CONTENDED_WAIT_PCT
+
+
 @dataclass(frozen=True, kw_only=True)
 class Noise:
     spread_pct: float  # (p90 - p10) / p50 of the measured steps
@@ -50,8 +55,7 @@ class Noise:
         wait its own processes explain (its DataLoader workers on the same cores, others' use of them under
         OTHERS_CPU_PCT) is part of the configuration's cost, not interference."""
         return (
-            self.cpu_wait_pct is not None
-            and self.cpu_wait_pct > CONTENDED_WAIT_PCT
+            waited(self.cpu_wait_pct)
             and self.compute_threads > 1
             and (self.others_cpu_pct is None or self.others_cpu_pct > OTHERS_CPU_PCT)
         )
@@ -61,8 +65,7 @@ class Noise:
         """Its threads waited beyond the limit while other processes hardly used its CPUs: its own
         processes (loader workers, more threads than cores) held them."""
         return (
-            self.cpu_wait_pct is not None
-            and self.cpu_wait_pct > CONTENDED_WAIT_PCT
+            waited(self.cpu_wait_pct)
             and self.others_cpu_pct is not None
             and self.others_cpu_pct <= OTHERS_CPU_PCT
         )

@@ -30,7 +30,7 @@ from pipeline.identity import (
     run_name,
 )
 from pipeline.jobdir import JobDir
-from pipeline.measure.noise import CONTENDED_WAIT_PCT
+from pipeline.measure.noise import CONTENDED_WAIT_PCT, waited
 from pipeline.measure.objective import OBJECTIVES, SAMPLES, STEP_TIME, TOKENS, Objective, Work, choose
 from pipeline.measure.stats import t975
 from pipeline.status import FINISHED
@@ -281,8 +281,7 @@ def reach(row: Row, objective: Objective) -> float | None:
     not say (then it is unbounded: pipeline/sweep/verdict.py)."""
     keys = _latency_interval(objective)
     wait = row.metrics.get("step/cpu_wait_pct")
-    waited = wait is not None and wait > CONTENDED_WAIT_PCT
-    if not (row.noisy or waited) or keys is None:
+    if not (row.noisy or waited(wait)) or keys is None:
         return None
     low_key, section = keys
     m = row.metrics
@@ -291,7 +290,7 @@ def reach(row: Row, objective: Objective) -> float | None:
         fastest = m.get(f"{section}/min_ms", m.get(f"{section}/p10_ms"))
         slowdown = row.slowdown
         floors.append(fastest / slowdown if fastest is not None and slowdown is not None else 0.0)
-    if waited and low_key in m:
+    if waited(wait) and low_key in m:
         floors.append(m[low_key] * (1 - wait / 100))
     if not floors:
         return None
