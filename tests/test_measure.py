@@ -288,8 +288,10 @@ def test_a_measurement_is_noisy_only_beyond_the_spread_limit():
 
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="Linux /proc/stat only")
 def test_timed_rounds_read_the_hosts_cpu_time_around_the_measured_steps():
-    steal, total = clocks.cpu_times()
-    assert 0 <= steal <= total and total > 0
+    ticks = clocks.cpu_ticks()
+    assert ticks is not None and 0 <= ticks.steal <= ticks.total and ticks.total > 0
+    busy, affine_total = ticks.affine or (0, 0)  # the CPUs this process may use: some of all CPUs' time
+    assert 0 <= busy <= affine_total <= ticks.total and affine_total > 0
 
     def slow_step(batch: int) -> torch.Tensor:
         time.sleep(0.02)  # a few scheduler ticks, so the kernel's CPU counters move
@@ -358,7 +360,8 @@ def busy_loop_on(cpu: int, *, own_child: bool) -> int:
 
 
 @pytest.mark.skipif(
-    not hasattr(os, "sched_setaffinity") or clocks.affine_cpu_jiffies() is None,
+    not hasattr(os, "sched_setaffinity")
+    or (clocks.cpu_ticks() or clocks.CpuTicks(0, 0, None)).affine is None,
     reason="needs CPU affinity and /proc/stat (Linux)",
 )
 def test_others_use_of_the_workers_cpus_counts_other_programs_not_its_own_children():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -52,17 +53,45 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def cpu_times() -> tuple[int, int] | None:
-    """(steal, total) jiffies of all CPUs since boot, from /proc/stat; None where there is none."""
+@dataclass(frozen=True)
+class CpuTicks:
+    """One reading of /proc/stat, in clock ticks since boot: all CPUs' steal and total time, and the busy
+    and total time of the CPUs this process may run on (busy: neither idle, waiting for I/O nor stolen by
+    the hypervisor; None without CPU affinity)."""
+
+    steal: int
+    total: int
+    affine: tuple[int, int] | None
+
+
+def cpu_ticks() -> CpuTicks | None:
+    """/proc/stat read once: what the host's CPU steal (all CPUs) and others' use of this process's CPUs
+    (its per-CPU lines) are computed from; None where there is no /proc/stat."""
     try:
         with open("/proc/stat") as f:
-            fields = f.readline().split()
+            lines = [line.split() for line in f if line.startswith("cpu")]
     except OSError:
         return None
-    if len(fields) < 9 or fields[0] != "cpu":
+    if not lines or lines[0][0] != "cpu" or len(lines[0]) < 9:
         return None
-    user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
-    return steal, user + nice + system + idle + iowait + irq + softirq + steal
+    try:
+        allowed = os.sched_getaffinity(0)
+    except (OSError, AttributeError):
+        allowed = None
+    busy = affine_total = 0
+    for fields in lines[1:]:
+        if (
+            allowed is None
+            or len(fields) < 9
+            or not fields[0][3:].isdigit()
+            or int(fields[0][3:]) not in allowed
+        ):
+            continue
+        user, nice, system, _idle, _iowait, irq, softirq, _steal = (int(x) for x in fields[1:9])
+        affine_total += sum(int(x) for x in fields[1:9])
+        busy += user + nice + system + irq + softirq
+    steal, total = int(lines[0][8]), sum(int(x) for x in lines[0][1:9])
+    return CpuTicks(steal=steal, total=total, affine=(busy, affine_total) if affine_total > 0 else None)
 
 
 def thread_cpu_and_wait_ns() -> dict[int, tuple[int, int]] | None:
@@ -97,26 +126,6 @@ def cpu_and_wait_between(
         run += max(0, run_after - run_before)
         wait += max(0, wait_after - wait_before)
     return run, wait
-
-
-def affine_cpu_jiffies() -> tuple[int, int] | None:
-    """(busy, all) clock ticks since boot, summed over the CPUs this process may run on (/proc/stat's
-    per-CPU lines; busy: neither idle, waiting for I/O nor stolen by the hypervisor); None where there is
-    no /proc/stat or no CPU affinity."""
-    try:
-        allowed = os.sched_getaffinity(0)
-        with open("/proc/stat") as f:
-            lines = [line.split() for line in f if line.startswith("cpu") and not line.startswith("cpu ")]
-    except (OSError, AttributeError):
-        return None
-    busy = total = 0
-    for fields in lines:
-        if len(fields) < 9 or not fields[0][3:].isdigit() or int(fields[0][3:]) not in allowed:
-            continue
-        user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
-        total += user + nice + system + idle + iowait + irq + softirq + steal
-        busy += user + nice + system + irq + softirq
-    return (busy, total) if total > 0 else None
 
 
 def descendants_cpu_ticks(pid: int | None = None) -> dict[int, int]:
@@ -161,13 +170,14 @@ class OthersCpu:
         self._cpus: tuple[int, int] | None = None
         self._children: dict[int, int] = {}
 
-    def start(self) -> None:
-        self._cpus = affine_cpu_jiffies()
+    def start(self, ticks: CpuTicks | None) -> None:
+        """Begin a span at `ticks`, the span's first reading of /proc/stat (:func:`cpu_ticks`)."""
+        self._cpus = ticks.affine if ticks is not None else None
         self._children = descendants_cpu_ticks()
 
-    def stop(self, own_threads_ns: int) -> None:
-        """End the span; `own_threads_ns`: this process's threads' time on a CPU over it."""
-        cpus = affine_cpu_jiffies()
+    def stop(self, ticks: CpuTicks | None, *, own_threads_ns: int) -> None:
+        """End the span at `ticks`; `own_threads_ns`: this process's threads' time on a CPU over it."""
+        cpus = ticks.affine if ticks is not None else None
         if self._cpus is None or cpus is None:
             return
         children = descendants_cpu_ticks()

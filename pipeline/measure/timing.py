@@ -22,7 +22,7 @@ from pipeline.measure.clocks import (
     Laps,
     OthersCpu,
     cpu_and_wait_between,
-    cpu_times,
+    cpu_ticks,
     synchronize,
     thread_cpu_and_wait_ns,
 )
@@ -215,9 +215,9 @@ class Timer:
         before the first and after the last unit (outside the timed loop)."""
         self.host.sample()
         laps = Laps(self.device, 1 + units * variant.marks_per_unit)
-        variant.others_cpu.start()
+        before = cpu_ticks()
+        variant.others_cpu.start(before)
         threads_before = thread_cpu_and_wait_ns()
-        before = cpu_times()
         laps.mark(None)
         for i in range(units):
             variant.run_unit(laps)
@@ -225,16 +225,16 @@ class Timer:
             if show and ((i + 1) % self.progress_every == 0 or i + 1 == units):
                 self.progress(variant.name, "measure", done, self.measured_total)
         found = laps.read()
-        after = cpu_times()
         threads_after = thread_cpu_and_wait_ns()
+        after = cpu_ticks()
         if before is not None and after is not None:
-            variant.steal_jiffies += after[0] - before[0]
-            variant.cpu_jiffies += after[1] - before[1]
+            variant.steal_jiffies += after.steal - before.steal
+            variant.cpu_jiffies += after.total - before.total
         if threads_before is not None and threads_after is not None:
             run_ns, wait_ns = cpu_and_wait_between(threads_before, threads_after)
             variant.thread_run_ns += run_ns
             variant.thread_wait_ns += wait_ns
-            variant.others_cpu.stop(own_threads_ns=run_ns)
+            variant.others_cpu.stop(after, own_threads_ns=run_ns)
         variant.add_round(found, units)
         return found
 
