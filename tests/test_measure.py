@@ -360,8 +360,7 @@ def busy_loop_on(cpu: int, *, own_child: bool) -> int:
 
 
 @pytest.mark.skipif(
-    not hasattr(os, "sched_setaffinity")
-    or (clocks.cpu_ticks() or clocks.CpuTicks(0, 0, None)).affine is None,
+    not hasattr(os, "sched_setaffinity") or getattr(clocks.cpu_ticks(), "affine", None) is None,
     reason="needs CPU affinity and /proc/stat (Linux)",
 )
 def test_others_use_of_the_workers_cpus_counts_other_programs_not_its_own_children():

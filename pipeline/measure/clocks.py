@@ -77,18 +77,13 @@ def cpu_ticks() -> CpuTicks | None:
     try:
         allowed = os.sched_getaffinity(0)
     except (OSError, AttributeError):
-        allowed = None
+        allowed = set()
     busy = affine_total = 0
     for fields in lines[1:]:
-        if (
-            allowed is None
-            or len(fields) < 9
-            or not fields[0][3:].isdigit()
-            or int(fields[0][3:]) not in allowed
-        ):
+        if len(fields) < 9 or not fields[0][3:].isdigit() or int(fields[0][3:]) not in allowed:
             continue
-        user, nice, system, _idle, _iowait, irq, softirq, _steal = (int(x) for x in fields[1:9])
-        affine_total += sum(int(x) for x in fields[1:9])
+        user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+        affine_total += user + nice + system + idle + iowait + irq + softirq + steal
         busy += user + nice + system + irq + softirq
     steal, total = int(lines[0][8]), sum(int(x) for x in lines[0][1:9])
     return CpuTicks(steal=steal, total=total, affine=(busy, affine_total) if affine_total > 0 else None)

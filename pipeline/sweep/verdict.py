@@ -71,8 +71,9 @@ class Estimate:
     low: float
     high: float
     noisy: bool = False
-    # Noisy jobs, or jobs that waited for a CPU: the best the figure may be once the host's slowing is allowed for (lower is better: at
-    # most `low`; higher is better: at least `high`). None: unbounded for a noisy figure, none for a quiet one.
+    # Noisy jobs, or jobs that waited for a CPU: the best the figure may be once the host's slowing is
+    # allowed for (lower is better: at most `low`; higher is better: at least `high`). None: unbounded for a
+    # noisy figure, none for a quiet one.
     reach: float | None = None
     slowdown: float | None = None  # the largest p90 / p10 of the configuration's jobs' steps
     slowdown_job: str | None = None  # the job it belongs to
