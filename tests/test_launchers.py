@@ -3,6 +3,7 @@ runs jobs concurrently and survives a job that dies without a result."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -151,6 +152,119 @@ def _hold_the_gate(path: str, hold_s: float) -> list[dict]:
     return gate.spans
 
 
+# A pretend worker of slot 1: registers beside the lock, starts a child (as inductor starts its compile
+# workers), says both pids, then counts until killed.
+PRETEND_WORKER = """
+import subprocess, sys, time
+from pathlib import Path
+from pipeline.measure.gate import MeasureGate
+MeasureGate(Path(sys.argv[1]), slot="1")
+child = subprocess.Popen([sys.executable, "-c", "import time\\nwhile True: time.sleep(0.01)"])
+print(child.pid, flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+def process_state(pid: int) -> str:
+    """R, S, T (stopped), ... from /proc/<pid>/stat."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def wait_for_state(pid: int, stopped: bool, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (process_state(pid) == "T") == stopped:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.fixture
+def pretend_worker(tmp_path: Path):
+    """A registered worker of slot 1 and its child, killed after the test."""
+    import signal
+    import subprocess
+    import sys
+
+    lock = tmp_path / "gpu0.measure.lock"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PRETEND_WORKER, str(lock)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    child = int(proc.stdout.readline())
+    yield lock, proc.pid, child
+    for pid in (child, proc.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGKILL)
+    proc.wait()
+
+
+def test_a_job_holding_the_gpu_pauses_the_other_worker_and_its_children_until_it_lets_go(pretend_worker):
+    """benchmark.overlap: while one worker holds the measure lock, the GPU's other worker and its compile
+    processes are stopped (they compiled beside the measured steps and spread them 4-97% on an H200), and
+    they go on when it lets go; the hold records whom it paused."""
+    from pipeline.measure.gate import MeasureGate
+
+    lock, worker, child = pretend_worker
+    gate = MeasureGate(lock, slot="0")
+    with gate.hold("measure"):
+        assert wait_for_state(worker, stopped=True) and wait_for_state(child, stopped=True)
+    assert wait_for_state(worker, stopped=False) and wait_for_state(child, stopped=False)
+    (span,) = gate.spans
+    assert set(span["paused"]) == {worker, child} and os.getpid() not in span["paused"]
+
+
+def test_a_registration_left_by_an_ended_worker_pauses_nothing(tmp_path: Path):
+    """A worker's file outlives it; its pid may be a new process's: the start time tells them apart."""
+    import subprocess
+
+    from pipeline.measure.gate import MeasureGate
+
+    lock = tmp_path / "gpu0.measure.lock"
+    other = subprocess.Popen(["sleep", "30"])  # a living process that took an ended worker's pid
+    try:
+        (tmp_path / "gpu0.measure.lock.slot1.worker").write_text(f"{other.pid} 1\n")
+        gate = MeasureGate(lock, slot="0")
+        with gate.hold("measure"):
+            assert gate.paused == [] and process_state(other.pid) != "T"
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_the_parent_resumes_workers_a_dead_holder_left_paused(pretend_worker, tmp_path: Path):
+    """A holder killed while it held the lock cannot let the other worker go on; its job's parent does
+    (pipeline/job/parent.py calls resume_all once its worker has ended, however it ended)."""
+    import signal
+    import subprocess
+    import sys
+
+    from pipeline.measure.gate import resume_all
+
+    lock, worker, child = pretend_worker
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from pipeline.measure.gate import MeasureGate\n"
+            "MeasureGate(Path(sys.argv[1]), slot='0').acquire('measure'); print('held', flush=True); time.sleep(60)",
+            str(lock),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    assert wait_for_state(worker, stopped=True) and wait_for_state(child, stopped=True)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    time.sleep(0.2)
+    assert process_state(worker) == "T"  # nobody else would let it go on
+    resume_all(lock)
+    assert wait_for_state(worker, stopped=False) and wait_for_state(child, stopped=False)
+
+
 @pytest.mark.slow
 def test_overlapping_jobs_never_measure_at_once(tmp_path: Path, store: str):
     """`benchmark.overlap=true hydra/launcher=local_gpus` on the CPU (a pretend GPU 0): three compiled jobs
@@ -200,6 +314,13 @@ def test_overlapping_jobs_never_measure_at_once(tmp_path: Path, store: str):
         for pid, start, end in held
         for other in alive
     )
+    # a job that held the GPU paused the other job's worker then (never itself, never a third job's)
+    pauses = [
+        (r["info"]["worker_pid"], s["paused"]) for r in results for s in r["info"]["measure_gate"]["spans"]
+    ]
+    assert any(paused for _, paused in pauses), pauses
+    for holder, paused in pauses:  # the other job's worker first, then its descendants, if any
+        assert holder not in paused and (not paused or paused[0] in set(alive) - {holder}), pauses
 
 
 def test_overlap_is_refused_where_it_could_do_nothing_or_cannot_run(tmp_path: Path, store: str):

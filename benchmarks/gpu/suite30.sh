@@ -4,6 +4,8 @@
 #          with benchmark.overlap=true hydra/launcher=local_gpus (two jobs on the GPU, one compiling while
 #          the other measures); benchmarks/gpu/suite30_table.py compares them per model (step p50,
 #          speedup, compile time) and the two sweeps' wall times
+#   off    the A/B's off arm alone (AB_MODELS one job at a time); a later suite part, which holds the
+#          same models, is then its on arm (the table matches jobs by model): one GPU call fits both
 #   suite  SUITE_MODELS (20 of the 42) as sweep=timm_suite, with overlap when SUITE_OVERLAP=1
 # Each part has its own cap. SUITE_SMOKE=1: the same on a CPU with tiny models (a check of this script).
 # Usage on the GPU host: bash benchmarks/gpu/suite30.sh <out dir> [parts...]
@@ -34,9 +36,11 @@ for part in $parts; do
       capped_sweep ab-off "${CAP[0]}" "${BASE[@]}" "model=$AB_MODELS" $C
       capped_sweep ab-on "${CAP[1]}" "${BASE[@]}" "model=$AB_MODELS" "${OVERLAP[@]}" $C
       python3 benchmarks/gpu/suite30_table.py "$out/ab-off" "$out/ab-on" | tee "$out/ab.md" ;;
+    off) capped_sweep ab-off "${CAP[0]}" "${BASE[@]}" "model=$AB_MODELS" $C ;;
     suite)
       extra=(); [ "${SUITE_OVERLAP:-1}" = 1 ] && extra=("${OVERLAP[@]}")
-      capped_sweep suite "${CAP[2]}" "${BASE[@]}" "model=$SUITE_MODELS" "${extra[@]}" $C ;;
+      capped_sweep suite "${CAP[2]}" "${BASE[@]}" "model=$SUITE_MODELS" "${extra[@]}" $C
+      [ -d "$out/ab-off" ] && [ ! -d "$out/ab-on" ] && python3 benchmarks/gpu/suite30_table.py "$out/ab-off" "$out/suite" | tee "$out/ab.md" ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac
 done

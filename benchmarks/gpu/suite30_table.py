@@ -62,7 +62,8 @@ def main() -> None:
     within = sum(abs(r - 1) <= 0.01 for r in ratios)
     within_steady = sum(abs(r - 1) <= 0.01 for r in steady)
     print(
-        f"\nwall time: off {wall_s(off):.0f} s, on {wall_s(on):.0f} s; "
+        f"\nwall time: off {wall_s(off):.0f} s for {len(off)} jobs ({wall_s(off) / max(len(off), 1):.0f} s a job), "
+        f"on {wall_s(on):.0f} s for {len(on)} jobs ({wall_s(on) / max(len(on), 1):.0f} s a job); "
         f"{within} of {len(ratios)} models within 1% (on / off step p50); "
         f"{within_steady} of the {len(steady)} whose jobs were both steady (not noisy)"
     )

@@ -345,7 +345,8 @@ class BenchmarkConfig:
         False,
         "compile the next job while this one measures: two jobs share a GPU (hydra/launcher=local_gpus), one "
         "compiling, one measuring, each pinned to its own half of the CPU cores; a machine-wide lock lets one job "
-        "at a time run anything on the device after its compilation (pipeline/measure/gate.py). One-GPU jobs only",
+        "at a time run anything on the device after its compilation, the other job's worker and its compile processes "
+        "paused meanwhile (pipeline/measure/gate.py). One-GPU jobs only",
     )
     noisy_spread_pct: float = doc(
         10.0,

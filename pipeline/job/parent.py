@@ -32,6 +32,7 @@ from pipeline.job.signals import SchedulerSignals, in_submitit_job, signals_held
 from pipeline.job.supervisor import WorkerLaunch, run_worker
 from pipeline.job.worker_start import plan
 from pipeline.jobdir import JobDir
+from pipeline.measure.gate import resume_all
 from pipeline.provenance import command_line
 from pipeline.redaction import looks_secret, redacted, scrub, secret_values
 from pipeline.status import FAILED, KILLED, NOT_SYNCED, SKIPPED
@@ -229,7 +230,11 @@ class JobParent:
             )
             self.display.line(f"using GPU {env['PIPELINE_GPU_INDEX']} of gpu_pool={pool}{shared}")
             launch.extra_env.update(env)
-            result = run_worker(launch)
+            try:
+                result = run_worker(launch)
+            finally:
+                if per_gpu > 1:  # a worker that died holding the device cannot let the GPU's other one go on
+                    resume_all(Path(env["PIPELINE_MEASURE_LOCK"]))
         indices = [int(i) for i in env["PIPELINE_GPU_INDEX"].split(",")]
         result.info["gpu_pool_index"] = indices[0] if nproc == 1 else indices
         return result

@@ -4,13 +4,21 @@ With overlap, two jobs share a GPU (pipeline.job.gpu_pool hands each GPU to two 
 its own CPU cores): one compiles while the other measures. Everything a worker runs on the device
 after its compilation (warm-up, timed rounds, the paired eager copy, latency rounds, diagnostics), and
 its eager memory probe before it, runs while the worker holds the device's measure lock: an
-exclusive `flock` on the file its job's parent names in PIPELINE_MEASURE_LOCK. Only the compiling
-job's first unit (tracing, code generation, and the compiled code's first run) can overlap another
-job's measurement. Without overlap the variable is unset and the gate does nothing.
+exclusive `flock` on the file its job's parent names in PIPELINE_MEASURE_LOCK. Without overlap the
+variable is unset and the gate does nothing.
 
-Each hold is recorded (`spans`, wall-clock times, comparable across processes) in the run's
-`run_info.json` (`measure_gate`), so that a reader, or a test, can check that no two measurements
-overlapped.
+The lock alone keeps the other job's measurements out, not its compilation: inductor's code generation
+(a pool of compile processes) and the compiled code's first run (Triton's autotuning, cuDNN's algorithm
+search, on the same GPU) made a measuring job's steps spread 4-97% on one H200 where the same jobs
+measured alone spread 0.5-5.6% (benchmarks/RESULTS.md, issue 30). So while a worker holds the lock, the
+GPU's other workers are paused: each worker registers itself beside the lock file (its pid and start
+time, `<lock>.slot<N>.worker`), and the holder stops every other registered worker and its descendants
+(SIGSTOP) and lets them go on (SIGCONT) when it releases. A holder that dies cannot let them go on: its
+job's parent then resumes every worker of the GPU (`resume_all`), as the worker's end is certain there.
+
+Each hold is recorded (`spans`, wall-clock times, comparable across processes, and the pids it paused)
+in the run's `run_info.json` (`measure_gate`), so that a reader, or a test, can check that no two
+measurements overlapped and that nothing else ran beside one.
 """
 
 from __future__ import annotations
@@ -18,27 +26,99 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 MEASURE_LOCK_ENV = "PIPELINE_MEASURE_LOCK"
+SLOT_ENV = "PIPELINE_GPU_SLOT"
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time since boot, in clock ticks (/proc/<pid>/stat, field 22): with the pid, it
+    names one process, never a later one that reuses the pid. None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # fields after the command's name start at field 3
+
+
+def process_tree(pid: int) -> list[int]:
+    """The process and every living descendant of it (inductor's compile workers, their pools)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(children.get(current, []))
+    return tree
+
+
+def registered_workers(lock: Path) -> list[int]:
+    """The pids of the living workers registered beside the lock (a file left by a worker that has ended,
+    or whose pid a new process took, is passed over)."""
+    pids = []
+    for path in sorted(lock.parent.glob(f"{lock.name}.slot*.worker")):
+        try:
+            pid_text, started = path.read_text().split()
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            continue
+        if pid != os.getpid() and start_time(pid) == started:
+            pids.append(pid)
+    return pids
+
+
+def signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+
+
+def resume_all(lock: Path) -> None:
+    """Let every worker registered beside the lock (and its descendants) go on: after a holder that paused
+    them died. Resuming one that runs does nothing."""
+    for pid in registered_workers(lock):
+        signal_all(process_tree(pid), signal.SIGCONT)
 
 
 class MeasureGate:
     """The device's measure lock, held by this worker from `acquire` to `release` (re-entrant: a
     second acquire while held does nothing)."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, *, slot: str | None = None) -> None:
         self.path = path
-        self.spans: list[dict[str, Any]] = []  # one per hold: why, waited_s, held_from, held_to
+        self.spans: list[dict[str, Any]] = []  # one per hold: why, waited_s, held_from, held_to, paused
+        self.paused: list[int] = []  # the other workers' processes stopped while this one holds the lock
         self._handle: IO[str] | None = None
+        if path is not None and slot is not None:
+            self.register(slot)
 
     @classmethod
     def from_env(cls) -> MeasureGate:
         path = os.environ.get(MEASURE_LOCK_ENV)
-        return cls(Path(path) if path else None)
+        return cls(Path(path) if path else None, slot=os.environ.get(SLOT_ENV))
+
+    def register(self, slot: str) -> None:
+        """Say beside the lock that this process is the worker of its slot, so that a holder pauses it."""
+        assert self.path is not None
+        target = self.path.with_name(f"{self.path.name}.slot{slot}.worker")
+        partial = target.with_name(f"{target.name}.{os.getpid()}")
+        partial.write_text(f"{os.getpid()} {start_time(os.getpid())}\n")
+        partial.replace(target)  # atomic: a reader sees the old worker or this one, never half a line
 
     @property
     def active(self) -> bool:
@@ -57,11 +137,23 @@ class MeasureGate:
         fcntl.flock(handle, fcntl.LOCK_EX)
         now = time.time()
         self._handle = handle
-        self.spans.append({"why": why, "waited_s": round(now - asked, 3), "held_from": now, "held_to": None})
+        self.paused = [p for worker in registered_workers(self.path) for p in process_tree(worker)]
+        signal_all(self.paused, signal.SIGSTOP)
+        self.spans.append(
+            {
+                "why": why,
+                "waited_s": round(now - asked, 3),
+                "held_from": now,
+                "held_to": None,
+                "paused": list(self.paused),
+            }
+        )
 
     def release(self) -> None:
         if self._handle is None:
             return
+        signal_all(self.paused, signal.SIGCONT)
+        self.paused = []
         self.spans[-1]["held_to"] = time.time()
         fcntl.flock(self._handle, fcntl.LOCK_UN)
         self._handle.close()

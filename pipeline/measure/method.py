@@ -70,11 +70,11 @@ def describe_method(
     lines.append(ISOLATION.get(worker_start, ISOLATION["spawn"]))
     if overlap_cpus:
         lines.append(
-            f"Overlap (benchmark.overlap): this job shared its GPU with one other job, which may have been compiling; the "
-            f"GPU's measure lock kept every other job's device work out of this job's eager probe and of everything after "
-            f"its compilation (warm-up, timed rounds, diagnostics), except another job's first compiled {unit} (its "
-            f"compilation and first run); this worker ran on CPU cores {overlap_cpus} only. The lock's holds are in "
-            "run_info.json (measure_gate)."
+            f"Overlap (benchmark.overlap): this job shared its GPU with one other job, which may have been compiling; "
+            f"while this job ran its eager probe and everything after its compilation (warm-up, timed rounds, "
+            f"diagnostics) it held the GPU's measure lock, and the other job's worker and its compile processes were "
+            f"paused (SIGSTOP) until it let go; this worker ran on CPU cores {overlap_cpus} only. The lock's holds and "
+            "the processes each paused are in run_info.json (measure_gate)."
         )
     return "\n".join(lines)
 
