@@ -321,6 +321,13 @@ def test_overlapping_jobs_never_measure_at_once(tmp_path: Path, store: str):
     assert any(paused for _, paused in pauses), pauses
     for holder, paused in pauses:  # the other job's worker first, then its descendants, if any
         assert holder not in paused and (not paused or paused[0] in set(alive) - {holder}), pauses
+    # a worker registers at its start, before any device work: every hold paused each other worker that
+    # was alive from (a margin for its start) before the hold to its end
+    for r in results:
+        for s in r["info"]["measure_gate"]["spans"]:
+            for other, (started, ended) in alive.items():
+                if other != r["info"]["worker_pid"] and started + 3 < s["held_from"] and s["held_to"] < ended:
+                    assert other in s["paused"], (r["info"]["worker_pid"], s, other, started, ended)
 
 
 def test_overlap_is_refused_where_it_could_do_nothing_or_cannot_run(tmp_path: Path, store: str):
