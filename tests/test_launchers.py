@@ -152,13 +152,13 @@ def _hold_the_gate(path: str, hold_s: float) -> list[dict]:
     return gate.spans
 
 
-# A pretend worker of slot 1: registers beside the lock, starts a child (as inductor starts its compile
-# workers), says both pids, then counts until killed.
+# A pretend worker of slot 1, in its own session as a real one is: registers beside the lock (the
+# environment names it), starts a child (as inductor starts its compile workers), says its pid, then
+# counts until killed.
 PRETEND_WORKER = """
 import subprocess, sys, time
-from pathlib import Path
-from pipeline.measure.gate import MeasureGate
-MeasureGate(Path(sys.argv[1]), slot="1")
+from pipeline.measure.gate import register_worker
+register_worker()
 child = subprocess.Popen([sys.executable, "-c", "import time\\nwhile True: time.sleep(0.01)"])
 print(child.pid, flush=True)
 while True:
@@ -189,7 +189,11 @@ def pretend_worker(tmp_path: Path):
 
     lock = tmp_path / "gpu0.measure.lock"
     proc = subprocess.Popen(
-        [sys.executable, "-c", PRETEND_WORKER, str(lock)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", PRETEND_WORKER],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PIPELINE_MEASURE_LOCK": str(lock), "PIPELINE_GPU_SLOT": "1"},
     )
     assert proc.stdout is not None
     child = int(proc.stdout.readline())
@@ -208,12 +212,12 @@ def test_a_job_holding_the_gpu_pauses_the_other_worker_and_its_children_until_it
     from pipeline.measure.gate import MeasureGate
 
     lock, worker, child = pretend_worker
-    gate = MeasureGate(lock, slot="0")
+    gate = MeasureGate(lock)
     with gate.hold("measure"):
         assert wait_for_state(worker, stopped=True) and wait_for_state(child, stopped=True)
     assert wait_for_state(worker, stopped=False) and wait_for_state(child, stopped=False)
     (span,) = gate.spans
-    assert set(span["paused"]) == {worker, child} and os.getpid() not in span["paused"]
+    assert span["paused"] == [worker]  # its process group: the child stopped with it
 
 
 def test_a_registration_left_by_an_ended_worker_pauses_nothing(tmp_path: Path):
@@ -226,7 +230,7 @@ def test_a_registration_left_by_an_ended_worker_pauses_nothing(tmp_path: Path):
     other = subprocess.Popen(["sleep", "30"])  # a living process that took an ended worker's pid
     try:
         (tmp_path / "gpu0.measure.lock.slot1.worker").write_text(f"{other.pid} 1\n")
-        gate = MeasureGate(lock, slot="0")
+        gate = MeasureGate(lock)
         with gate.hold("measure"):
             assert gate.paused == [] and process_state(other.pid) != "T"
     finally:
@@ -249,7 +253,7 @@ def test_the_parent_resumes_workers_a_dead_holder_left_paused(pretend_worker, tm
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path; from pipeline.measure.gate import MeasureGate\n"
-            "MeasureGate(Path(sys.argv[1]), slot='0').acquire('measure'); print('held', flush=True); time.sleep(60)",
+            "MeasureGate(Path(sys.argv[1])).acquire('measure'); print('held', flush=True); time.sleep(60)",
             str(lock),
         ],
         stdout=subprocess.PIPE,

@@ -30,7 +30,7 @@ from pipeline.config.schema import WORKER_STARTS, Config, from_dict  # noqa: E40
 from pipeline.job import lifeline  # noqa: E402
 from pipeline.job.result import JobResult, write_timeout  # noqa: E402
 from pipeline.jobdir import JobDir  # noqa: E402
-from pipeline.measure.gate import MeasureGate  # noqa: E402
+from pipeline.measure.gate import register_worker  # noqa: E402
 from pipeline.progress import Progress, quiet  # noqa: E402
 from pipeline.status import FAILED, FINISHED  # noqa: E402
 
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     # benchmark.overlap: registered beside the GPU's measure lock before any device work, so that a job
     # measuring meanwhile pauses this one's start too (its CUDA context, its model's build), not only its
     # compilation (on an H200 a worker registering at its scenario's start missed a neighbour's measurement)
-    MeasureGate.from_env()
+    register_worker()
     try:
         run_job(cfg, result, Path(args.result).parent)
         result.status = FINISHED

@@ -11,12 +11,12 @@ The lock alone keeps the other job's measurements out, not its compilation: indu
 (a pool of compile processes) and the compiled code's first run (Triton's autotuning, cuDNN's algorithm
 search, on the same GPU) made a measuring job's steps spread 4-97% on one H200 where the same jobs
 measured alone spread 0.5-5.6% (benchmarks/RESULTS.md, issue 30). So while a worker holds the lock, the
-GPU's other workers are paused: each worker registers itself beside the lock file (its pid and start
-time, `<lock>.slot<N>.worker`), and the holder stops every other registered worker and its descendants
-(SIGSTOP) and lets them go on (SIGCONT) when it releases. A holder that dies cannot let them go on: its
+GPU's other workers are paused: each worker registers itself beside the lock file at its start (its pid
+and start time, `<lock>.slot<N>.worker`), and the holder stops every other registered worker's process
+group, its compile processes with it (SIGSTOP), and lets them go on (SIGCONT) when it releases. A holder that dies cannot let them go on: its
 job's parent then resumes every worker of the GPU (`resume_all`), as the worker's end is certain there.
 
-Each hold is recorded (`spans`, wall-clock times, comparable across processes, and the pids it paused)
+Each hold is recorded (`spans`, wall-clock times, comparable across processes, and the workers it paused)
 in the run's `run_info.json` (`measure_gate`), so that a reader, or a test, can check that no two
 measurements overlapped and that nothing else ran beside one.
 """
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 MEASURE_LOCK_ENV = "PIPELINE_MEASURE_LOCK"
-SLOT_ENV = "PIPELINE_GPU_SLOT"
+SLOT_ENV = "PIPELINE_GPU_SLOT"  # set by pipeline.job.gpu_pool with the lock
 
 
 def start_time(pid: int) -> str | None:
@@ -47,24 +47,17 @@ def start_time(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]  # fields after the command's name start at field 3
 
 
-def process_tree(pid: int) -> list[int]:
-    """The process and every living descendant of it (inductor's compile workers, their pools)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                parent = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(parent, []).append(int(entry))
-    tree, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        tree.append(current)
-        todo.extend(children.get(current, []))
-    return tree
+def register_worker() -> None:
+    """Say beside the GPU's measure lock (PIPELINE_MEASURE_LOCK) that this process is the worker of its
+    slot (PIPELINE_GPU_SLOT), so that a holder pauses it; called once, at the worker's start. Nothing
+    without overlap."""
+    lock, slot = os.environ.get(MEASURE_LOCK_ENV), os.environ.get(SLOT_ENV)
+    if not lock or slot is None:
+        return
+    target = Path(f"{lock}.slot{slot}.worker")
+    partial = target.with_name(f"{target.name}.{os.getpid()}")
+    partial.write_text(f"{os.getpid()} {start_time(os.getpid())}\n")
+    partial.replace(target)  # atomic: a reader sees the old worker or this one, never half a line
 
 
 def registered_workers(lock: Path) -> list[int]:
@@ -82,43 +75,38 @@ def registered_workers(lock: Path) -> list[int]:
     return pids
 
 
-def signal_all(pids: list[int], signum: int) -> None:
+def signal_workers(pids: list[int], signum: int) -> None:
+    """Signal each worker's process group: a worker leads its own (the supervisor ends it by its group),
+    which holds inductor's compile processes too, so one call stops or resumes all of them at once, and
+    none started meanwhile escapes. A process that leads no group is signalled alone."""
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signum)
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signum)
+            else:
+                os.kill(pid, signum)
 
 
 def resume_all(lock: Path) -> None:
-    """Let every worker registered beside the lock (and its descendants) go on: after a holder that paused
-    them died. Resuming one that runs does nothing."""
-    for pid in registered_workers(lock):
-        signal_all(process_tree(pid), signal.SIGCONT)
+    """Let every worker registered beside the lock (and its compile processes) go on: after a holder that
+    paused them died. Resuming one that runs does nothing."""
+    signal_workers(registered_workers(lock), signal.SIGCONT)
 
 
 class MeasureGate:
     """The device's measure lock, held by this worker from `acquire` to `release` (re-entrant: a
     second acquire while held does nothing)."""
 
-    def __init__(self, path: Path | None, *, slot: str | None = None) -> None:
+    def __init__(self, path: Path | None) -> None:
         self.path = path
         self.spans: list[dict[str, Any]] = []  # one per hold: why, waited_s, held_from, held_to, paused
-        self.paused: list[int] = []  # the other workers' processes stopped while this one holds the lock
+        self.paused: list[int] = []  # other workers' process groups, stopped while this one holds it
         self._handle: IO[str] | None = None
-        if path is not None and slot is not None:
-            self.register(slot)
 
     @classmethod
     def from_env(cls) -> MeasureGate:
         path = os.environ.get(MEASURE_LOCK_ENV)
-        return cls(Path(path) if path else None, slot=os.environ.get(SLOT_ENV))
-
-    def register(self, slot: str) -> None:
-        """Say beside the lock that this process is the worker of its slot, so that a holder pauses it."""
-        assert self.path is not None
-        target = self.path.with_name(f"{self.path.name}.slot{slot}.worker")
-        partial = target.with_name(f"{target.name}.{os.getpid()}")
-        partial.write_text(f"{os.getpid()} {start_time(os.getpid())}\n")
-        partial.replace(target)  # atomic: a reader sees the old worker or this one, never half a line
+        return cls(Path(path) if path else None)
 
     @property
     def active(self) -> bool:
@@ -137,8 +125,8 @@ class MeasureGate:
         fcntl.flock(handle, fcntl.LOCK_EX)
         now = time.time()
         self._handle = handle
-        self.paused = [p for worker in registered_workers(self.path) for p in process_tree(worker)]
-        signal_all(self.paused, signal.SIGSTOP)
+        self.paused = registered_workers(self.path)
+        signal_workers(self.paused, signal.SIGSTOP)
         self.spans.append(
             {
                 "why": why,
@@ -152,7 +140,7 @@ class MeasureGate:
     def release(self) -> None:
         if self._handle is None:
             return
-        signal_all(self.paused, signal.SIGCONT)
+        signal_workers(self.paused, signal.SIGCONT)
         self.paused = []
         self.spans[-1]["held_to"] = time.time()
         fcntl.flock(self._handle, fcntl.LOCK_UN)

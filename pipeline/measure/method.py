@@ -74,7 +74,7 @@ def describe_method(
             f"while this job ran its eager probe and everything after its compilation (warm-up, timed rounds, "
             f"diagnostics) it held the GPU's measure lock, and the other job's worker and its compile processes were "
             f"paused (SIGSTOP) until it let go; this worker ran on CPU cores {overlap_cpus} only. The lock's holds and "
-            "the processes each paused are in run_info.json (measure_gate)."
+            "the workers each paused are in run_info.json (measure_gate)."
         )
     return "\n".join(lines)
 
