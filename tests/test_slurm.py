@@ -377,7 +377,8 @@ def test_resuming_while_the_sweeps_array_still_runs_is_refused(
     driver = start_make_sweep(args, tmp_path / "first", mlflow_server)
     try:
         _wait_running(name, "1")
-        _wait_for_run(mlflow_server, name, "1")  # the long job's run is open
+        for task in ("0", "1"):  # both tasks' runs are open (task 0's may open after task 1's)
+            _wait_for_run(mlflow_server, name, task)
         os.killpg(driver.pid, signal.SIGKILL)  # the driver dies; the array runs on
         driver.wait()
         before = _job_runs(mlflow_server, name)
