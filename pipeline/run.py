@@ -41,7 +41,12 @@ from pipeline.status import (
     SKIPPED,
 )
 from pipeline.sweep import lease
-from pipeline.sweep.callbacks import SWEEP_FAILURES, close_interrupted_sweep, resume_later
+from pipeline.sweep.callbacks import (
+    SWEEP_FAILURES,
+    after_interrupt,
+    close_interrupted_sweep,
+    resume_later,
+)
 from pipeline.sweep.state import SweepStopped
 from pipeline.sweep_context import SweepContext
 
@@ -117,7 +122,7 @@ def main() -> None:
     except KeyboardInterrupt as interrupt:
         reason = f"interrupted by {interrupt.args[0] if interrupt.args else 'SIGINT'}"
         close_interrupted_sweep(reason)
-        print(reason, file=sys.stderr, flush=True)
+        print(f"{reason}{after_interrupt()}", file=sys.stderr, flush=True)
         exiting_after_interrupt()
         sys.exit(EXIT_INTERRUPTED)
     except Exception as err:

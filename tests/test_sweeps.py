@@ -264,6 +264,15 @@ def test_sigint_to_the_sweep_leaves_no_run_running(tmp_path: Path, store: str):
     ]
     for pid in filter(None, pids):
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    # Its last line says how the finished job gets its summary, and doing so writes it (incomplete).
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("interrupted by SIGINT")]
+    sync_cmd = f"`python -m pipeline.report --sync {tmp_path / 'multirun'}`"
+    assert sync_cmd in line and "sweep.resume=true" in line, line
+    assert not (tmp_path / "multirun" / "summary.md").exists()
+    sync = run_report("--tracking-uri", store, "--sync", str(tmp_path / "multirun"))
+    assert sync.returncode == 1 and "is incomplete" in sync.stdout, sync.stdout + sync.stderr
+    summary = (tmp_path / "multirun" / "summary.md").read_text()
+    assert "incomplete: 1 of the 3 planned jobs" in summary and "FINISHED" in summary, summary
 
 
 def test_named_sweep_files_hold_the_sweep_params():

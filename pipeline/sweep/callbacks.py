@@ -491,6 +491,17 @@ def close_interrupted_sweep(reason: str, status: str = KILLED) -> None:
     close_interrupted(ACTIVE_SWEEP, reason, status=status)
 
 
+def after_interrupt() -> str:
+    """`; ...` for an interrupted sweep: where the jobs that ended get their summary (the interrupt
+    writes none: it closes the runs and stops), and how the rest run ('' outside a sweep)."""
+    if ACTIVE_SWEEP is None:
+        return ""
+    return (
+        f"; `python -m pipeline.report --sync {ACTIVE_SWEEP.sweep_dir}` writes the summary of the jobs "
+        f"that ended; {resume_hint(ACTIVE_SWEEP)}"
+    )
+
+
 # ----------------------------------------------------------------------------- before anything runs
 def is_verbose(config: DictConfig) -> bool:
     """`verbose=true`: the libraries' and Hydra's own lines on the terminal too (absent: false)."""
