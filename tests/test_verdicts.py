@@ -22,7 +22,14 @@ from pipeline.measure.objective import Work
 from pipeline.measure.stats import Latency, undetermined
 from pipeline.sweep.compare import IMPROVEMENT, REGRESSION, SAME, change, compare_sweeps, lines
 from pipeline.sweep.render import table, to_markdown, write_csv
-from pipeline.sweep.summary import MIN_BOOTSTRAP_JOBS, Row, bootstrap_geomean, failure_class, summarize
+from pipeline.sweep.summary import (
+    MIN_BOOTSTRAP_JOBS,
+    Row,
+    Summary,
+    bootstrap_geomean,
+    failure_class,
+    summarize,
+)
 from pipeline.sweep.verdict import FASTEST, INCONCLUSIVE, MIN_STEPS, TIE, Estimate, Rule, decide
 from tests.conftest import ROOT, TINY, output, run_cli, run_report, runs
 
@@ -336,6 +343,55 @@ def test_jobs_whose_threads_waited_for_a_cpu_may_be_faster_by_that_share():
     assert quiet.verdict is not None and quiet.verdict.fastest == "2"  # no wait: the intervals decide
     apart = summarize("x", [waited("1", 2.5, 50.0), waited("6", 10.0, 50.0)], varied=["data.num_batches"])
     assert apart.verdict is not None and apart.verdict.fastest == "1", apart.verdict.line()
+
+
+def test_jobs_whose_cpus_other_processes_kept_busy_may_be_faster_by_their_own_slowdown():
+    """CI (stop 39), a busy loop per core beside one-thread jobs: two identical configurations
+    (data.num_batches=2,3) read 8.43 [8.30, 8.57] and 7.88 [7.44, 8.24] ms and were called fastest. Neither
+    waited for a CPU (0.18%, 0.08%) and the host's reference speed was the same in both (0.632, 0.638 ms),
+    but other processes kept half their CPUs busy (51%, 48%): a co-runner slows a whole job alike, so the
+    quiet one may be faster by its own p90 / p10 as a noisy one may. Nothing is decided; with the CPUs to
+    themselves the same figures decide, and a difference beyond the allowance (4.6x) still does."""
+
+    def job(name: str, others: float, **m: float) -> Row:
+        r = row(name, m["p50"], config_hash=name, pool_hash=name, config={"data.num_batches": name})
+        r.metrics.update(
+            {
+                "step/p50_ci95_low_ms": m["low"],
+                "step/p50_ci95_high_ms": m["high"],
+                "step/min_ms": m["min"],
+                "step/p10_ms": m["p10"],
+                "step/p90_ms": m["p90"],
+                "step/count": 20.0,
+                "step/noisy": m.get("noisy", 0.0),
+                "step/cpu_wait_pct": m["wait"],
+                "step/cpu_others_pct": others,
+            }
+        )
+        return r
+
+    def pair(others_2: float, others_3: float, scale_3: float = 1.0) -> Summary:
+        two = job("2", others_2, p50=8.426, low=8.299, high=8.569, min=7.716, p10=8.202, p90=8.692, wait=0.18)
+        three = job(
+            "3",
+            others_3,
+            **{
+                k: v * scale_3
+                for k, v in dict(p50=7.878, low=7.439, high=8.241, min=7.021, p10=7.277, p90=8.305).items()
+            },
+            noisy=1.0,
+            wait=0.08,
+        )
+        return summarize("x", [two, three], varied=["data.num_batches"])
+
+    same = pair(50.9, 48.0)
+    assert same.verdict is not None and same.verdict.kind == INCONCLUSIVE, same.verdict.line()
+    assert "shared their CPUs with busy processes" in same.verdict.reason
+    assert any("1 quiet job(s) shared their CPUs with busy processes" in n for n in same.notes), same.notes
+    alone = pair(2.0, 1.0)  # the same figures, the CPUs their own: the intervals decide
+    assert alone.verdict is not None and alone.verdict.fastest == "3", alone.verdict.line()
+    apart = pair(50.9, 48.0, scale_3=1 / 4.6)
+    assert apart.verdict is not None and apart.verdict.fastest == "3", apart.verdict.line()
 
 
 def test_failures_are_classified():

@@ -30,7 +30,7 @@ from pipeline.identity import (
     run_name,
 )
 from pipeline.jobdir import JobDir
-from pipeline.measure.noise import CONTENDED_WAIT_PCT, waited
+from pipeline.measure.noise import CONTENDED_WAIT_PCT, OTHERS_CPU_PCT, crowded, waited
 from pipeline.measure.objective import OBJECTIVES, SAMPLES, STEP_TIME, TOKENS, Objective, Work, choose
 from pipeline.measure.stats import t975
 from pipeline.status import FINISHED
@@ -271,22 +271,25 @@ def _latency_interval(objective: Objective) -> tuple[str, str] | None:
 
 
 def reach(row: Row, objective: Objective) -> float | None:
-    """A noisy job, or one whose threads waited for a CPU: the best its figure may be once the host's
-    slowing is allowed for. The host only slows steps, and it may have slowed every one of them: a noisy
-    job's configuration may be as fast as its fastest step sped up by the job's own slowdown (p90 / p10)
-    again; a job whose threads waited beyond CONTENDED_WAIT_PCT of the time they wanted a CPU ran only
-    the rest of it, and may be as fast as its interval's best end sped up by that share (two identical
-    one-thread jobs beside a busy loop per core, each waiting about half the time, read 8.40 and 8.82 ms
-    with separated intervals). None for a quiet job that did not wait, or for a noisy one whose figures do
-    not say (then it is unbounded: pipeline/sweep/verdict.py)."""
+    """A noisy job, one whose threads waited for a CPU, or one whose CPUs other processes kept busy: the
+    best its figure may be once the host's slowing is allowed for. The host only slows steps, and it may
+    have slowed every one of them: a noisy job's configuration, or a crowded one's (noise.crowded: others
+    busy on its CPUs beyond OTHERS_CPU_PCT, which slows a whole job alike), may be as fast as its fastest
+    step sped up by the job's own slowdown (p90 / p10) again; a job whose threads waited beyond
+    CONTENDED_WAIT_PCT of the time they wanted a CPU ran only the rest of it, and may be as fast as its
+    interval's best end sped up by that share (two identical one-thread jobs beside a busy loop per core,
+    each waiting about half the time, read 8.40 and 8.82 ms with separated intervals). None for a quiet
+    job that neither waited nor shared its CPUs, or for a noisy one whose figures do not say (then it is
+    unbounded: pipeline/sweep/verdict.py)."""
     keys = _latency_interval(objective)
     wait = row.metrics.get("step/cpu_wait_pct")
-    if not (row.noisy or waited(wait)) or keys is None:
+    shared = crowded(row.metrics.get("step/cpu_others_pct"))
+    if not (row.noisy or waited(wait) or shared) or keys is None:
         return None
     low_key, section = keys
     m = row.metrics
     floors = []
-    if row.noisy:
+    if row.noisy or shared:
         fastest = m.get(f"{section}/min_ms", m.get(f"{section}/p10_ms"))
         slowdown = row.slowdown
         floors.append(fastest / slowdown if fastest is not None and slowdown is not None else 0.0)
@@ -564,6 +567,14 @@ def _notes(summary: Summary) -> None:
         )
     if summary.suite is not None:  # the rest is about ranking configurations, which a suite does not
         return
+    shared = [r for r in summary.rows if crowded(r.metrics.get("step/cpu_others_pct")) and not r.noisy]
+    if shared:
+        busiest = max(shared, key=lambda r: r.metrics["step/cpu_others_pct"])
+        summary.notes.append(
+            f"{len(shared)} quiet job(s) shared their CPUs with busy processes (step/cpu_others_pct over "
+            f"{OTHERS_CPU_PCT:g}%; {busiest.name}: {busiest.metrics['step/cpu_others_pct']:.0f}%), which can slow "
+            "every step of a job alike: the verdict allows for it as for a noisy job"
+        )
     limit = summary.severe_slowdown
     worst = severe_job([c.estimate for c in summary.configurations], Rule(severe_slowdown=limit))
     if worst is not None and worst.contended_job is not None and not (worst.slowdown or 0.0) > limit:

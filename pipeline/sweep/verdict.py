@@ -7,8 +7,9 @@ The rule (docs/verdicts.md says why it is sound, with the tables):
   tails and steps from several regimes (pipeline/measure/stats.py), pooled over repeats.
 * Noise widens, it does not veto. The host's interference only slows steps, and it can slow a whole
   job: a noisy job's figure may be better than its interval says, down to its `reach` (its fastest
-  step divided by its slowdown, p90 / p10 of its steps: pipeline/sweep/summary.py). That allowance is
-  added to the interval on the side where the noisy configuration could be better.
+  step divided by its slowdown, p90 / p10 of its steps: pipeline/sweep/summary.py); so may a job whose
+  threads waited for a CPU, or whose CPUs other processes kept busy (`step/cpu_others_pct` over 10%).
+  That allowance is added to the interval on the side where the configuration could be better.
 * Two configurations are compared on the log scale: a beats b when the gap between their figures
   exceeds the root-sum-square of a's interval on its worse side and b's on its better side, plus b's
   noise allowance, *and* the smallest effect worth acting on (`sweep.min_effect_pct`, 1%). A tie
@@ -57,7 +58,8 @@ UNDECIDED = {
     "severe": "the host interfered severely ({what}): a whole job can run in a slow spell, so separate jobs' "
     "step times cannot be compared; paired speedups can",
     "few steps": "fewer than {min_steps} measured steps in a job",
-    "noisy": "noisy jobs, or jobs that waited for a CPU: the host may have slowed them that far",
+    "noisy": "noisy jobs, jobs that waited for a CPU or shared their CPUs with busy processes: the host may "
+    "have slowed them that far",
     "wide": "intervals too wide",
 }
 
