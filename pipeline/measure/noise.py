@@ -66,7 +66,7 @@ class Noise:
         return (
             waited(self.cpu_wait_pct)
             and self.compute_threads > 1
-            and (self.others_cpu_pct is None or self.others_cpu_pct > OTHERS_CPU_PCT)
+            and (self.others_cpu_pct is None or crowded(self.others_cpu_pct))
         )
 
     @property
@@ -74,9 +74,7 @@ class Noise:
         """Its threads waited beyond the limit while other processes hardly used its CPUs: its own
         processes (loader workers, more threads than cores) held them."""
         return (
-            waited(self.cpu_wait_pct)
-            and self.others_cpu_pct is not None
-            and self.others_cpu_pct <= OTHERS_CPU_PCT
+            waited(self.cpu_wait_pct) and self.others_cpu_pct is not None and not crowded(self.others_cpu_pct)
         )
 
     @property

@@ -88,6 +88,11 @@ class Row:
         return bool(self.metrics.get("step/noisy"))
 
     @property
+    def crowded(self) -> bool:
+        """Other processes kept its CPUs busy beyond OTHERS_CPU_PCT while it measured (noise.crowded)."""
+        return crowded(self.metrics.get("step/cpu_others_pct"))
+
+    @property
     def slowdown(self) -> float | None:
         """How much longer the slowest tenth of its steps took than the fastest tenth (p90 / p10)."""
         p10, p90 = self.metrics.get("step/p10_ms"), self.metrics.get("step/p90_ms")
@@ -283,13 +288,12 @@ def reach(row: Row, objective: Objective) -> float | None:
     unbounded: pipeline/sweep/verdict.py)."""
     keys = _latency_interval(objective)
     wait = row.metrics.get("step/cpu_wait_pct")
-    shared = crowded(row.metrics.get("step/cpu_others_pct"))
-    if not (row.noisy or waited(wait) or shared) or keys is None:
+    if not (row.noisy or waited(wait) or row.crowded) or keys is None:
         return None
     low_key, section = keys
     m = row.metrics
     floors = []
-    if row.noisy or shared:
+    if row.noisy or row.crowded:
         fastest = m.get(f"{section}/min_ms", m.get(f"{section}/p10_ms"))
         slowdown = row.slowdown
         floors.append(fastest / slowdown if fastest is not None and slowdown is not None else 0.0)
@@ -567,7 +571,7 @@ def _notes(summary: Summary) -> None:
         )
     if summary.suite is not None:  # the rest is about ranking configurations, which a suite does not
         return
-    shared = [r for r in summary.rows if crowded(r.metrics.get("step/cpu_others_pct")) and not r.noisy]
+    shared = [r for r in summary.rows if r.crowded and not r.noisy]
     if shared:
         busiest = max(shared, key=lambda r: r.metrics["step/cpu_others_pct"])
         summary.notes.append(
