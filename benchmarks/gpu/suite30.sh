@@ -7,7 +7,8 @@
 #   off    the A/B's off arm alone (AB_MODELS one job at a time); a later suite part, which holds the
 #          same models, is then its on arm (the table matches jobs by model): one GPU call fits both
 #   suite  SUITE_MODELS (20 of the 42) as sweep=timm_suite, with overlap when SUITE_OVERLAP=1
-# Each part has its own cap. SUITE_SMOKE=1: the same on a CPU with tiny models (a check of this script).
+# Each part has its own cap; SUITE_DEADLINE (epoch seconds) cuts every cap to end by then, so that a
+# part left last fills what a machine's hold has left. SUITE_SMOKE=1: the same on a CPU with tiny models (a check of this script).
 # Usage on the GPU host: bash benchmarks/gpu/suite30.sh <out dir> [parts...]
 set -uo pipefail
 out=$(realpath -m "${1:?out dir}"); shift; mkdir -p "$out"
@@ -29,17 +30,23 @@ else
 fi
 
 source benchmarks/gpu/capped_sweep.sh  # capped_sweep <name> <cap s> <overrides...>
+cap() {  # cap <s>: the part's cap, or less where SUITE_DEADLINE comes first
+  local left=$(( ${SUITE_DEADLINE:-9999999999} - $(date +%s) ))
+  echo $(( left < $1 ? (left > 1 ? left : 1) : $1 ))
+}
 
 for part in $parts; do
   case $part in
     ab)
-      capped_sweep ab-off "${CAP[0]}" "${BASE[@]}" "model=$AB_MODELS" $C
-      capped_sweep ab-on "${CAP[1]}" "${BASE[@]}" "model=$AB_MODELS" "${OVERLAP[@]}" $C
+      capped_sweep ab-off "$(cap "${CAP[0]}")" "${BASE[@]}" "model=$AB_MODELS" $C
+      capped_sweep ab-on "$(cap "${CAP[1]}")" "${BASE[@]}" "model=$AB_MODELS" "${OVERLAP[@]}" $C
       python3 benchmarks/gpu/suite30_table.py "$out/ab-off" "$out/ab-on" | tee "$out/ab.md" ;;
-    off) capped_sweep ab-off "${CAP[0]}" "${BASE[@]}" "model=$AB_MODELS" $C ;;
+    off)  # after a suite part its on arm is the suite (the table matches jobs by model)
+      capped_sweep ab-off "$(cap "${CAP[0]}")" "${BASE[@]}" "model=$AB_MODELS" $C
+      [ -d "$out/suite" ] && python3 benchmarks/gpu/suite30_table.py "$out/ab-off" "$out/suite" | tee "$out/ab.md" ;;
     suite)
       extra=(); [ "${SUITE_OVERLAP:-1}" = 1 ] && extra=("${OVERLAP[@]}")
-      capped_sweep suite "${CAP[2]}" "${BASE[@]}" "model=$SUITE_MODELS" "${extra[@]}" $C
+      capped_sweep suite "$(cap "${CAP[2]}")" "${BASE[@]}" "model=$SUITE_MODELS" "${extra[@]}" $C
       [ -d "$out/ab-off" ] && [ ! -d "$out/ab-on" ] && python3 benchmarks/gpu/suite30_table.py "$out/ab-off" "$out/suite" | tee "$out/ab.md" ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac
