@@ -18,6 +18,8 @@ into the sweep's output folder, and logged (with PNG plots) to the sweep's paren
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -26,7 +28,7 @@ from pathlib import Path
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 from pipeline.config.schema import default_store
-from pipeline.jobdir import RESULT
+from pipeline.jobdir import JOB_CONFIG, RESULT
 from pipeline.sweep.compare import compare_sweeps
 from pipeline.sweep.compare import lines as comparison_lines
 from pipeline.sweep.compare import write as write_comparison
@@ -183,11 +185,32 @@ def summarize_folders(root: Path, out_dir: Path) -> int:
         print(f"no job results under {root}", file=sys.stderr)
         return 1
     sweep = SweepContext.load(root)
-    summary = summarize(root.resolve().name, rows, varied=sweep.axes if sweep else [])
+    if sweep is None:  # a folder of job folders, not one sweep's: what the jobs say
+        summary = summarize(root.resolve().name, rows, kind=_kind_of_folders(root))
+    else:  # as the sweep's own end would have judged it: its kind, objective and verdict settings
+        rule = Rule(min_effect_pct=sweep.min_effect_pct, max_interval_pct=sweep.max_interval_pct)
+        summary = summarize(
+            root.resolve().name,
+            rows,
+            varied=sweep.axes,
+            rule=rule,
+            configured=sweep.objective,
+            kind=sweep.kind or _kind_of_folders(root),
+        )
     print_table(summary)
     files = write_summary(summary, out_dir)
     print(f"wrote {files[0]}, {files[1]} and {len(files) - 2} plots")
     return 0
+
+
+def _kind_of_folders(root: Path) -> str:
+    """`sweep.kind` as the job folders' configs give it (`compare` unless they all say one kind)."""
+    kinds = set()
+    for path in root.rglob(JOB_CONFIG):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            kinds.add(json.loads(path.read_text()).get("sweep", {}).get("kind"))
+    kinds.discard(None)
+    return kinds.pop() if len(kinds) == 1 else "compare"
 
 
 def default_tracking_uri() -> str:

@@ -768,9 +768,17 @@ def test_the_tiny_suite_answers_per_model_and_ranks_no_model_against_another(tmp
     assert "no interval over 4 models: 5 at least" in summary  # too few for a bootstrap interval
     header = next(line for line in summary.splitlines() if line.startswith("| model"))
     assert "| outcome |" in header and "| loss |" not in header and "every job: loss=ce" in summary
+    outcomes = [r["outcome"] for r in csv.DictReader((tmp_path / "multirun" / "summary.csv").open())]
+    assert sorted(outcomes).count("failed") == 1 and len(outcomes) == 5, outcomes
     table_start = next(i for i, line in enumerate(proc.stdout.splitlines()) if "outcome" in line)
     table = proc.stdout.splitlines()[table_start : table_start + 7]
     assert all(len(line) <= 80 for line in table), table
+    # Summarized again from its job folders alone (a sweep cut before its end, MLflow out of reach):
+    # still a suite's answer, as sweep.json names the sweep's kind.
+    offline = run_report("--results", str(tmp_path / "multirun"), "--out", str(tmp_path / "offline"))
+    assert offline.returncode == 0, offline.stderr
+    assert "suite: 5 models compiled against their own eager copies" in offline.stdout
+    assert "verdict:" not in offline.stdout and "fastest:" not in offline.stdout, offline.stdout
 
 
 def test_two_compiled_configurations_of_one_base_compare_on_their_paired_speedups():

@@ -315,6 +315,7 @@ def start_sweep(config: DictConfig) -> SweepContext:
         objective=sweep_cfg.objective,
         min_effect_pct=sweep_cfg.min_effect_pct,
         max_interval_pct=sweep_cfg.max_interval_pct,
+        kind=str(sweep_cfg.kind),
     )
     try:
         with private_files():  # the tracking URI, with its password if it has one

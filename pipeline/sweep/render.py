@@ -259,12 +259,14 @@ def to_markdown(summary: Summary, *, compact: bool = False) -> str:
 def write_csv(summary: Summary, path: Path) -> None:
     metric_names = sorted({k for r in summary.rows for k in r.metrics})
     keys = [*TABLE_KEYS, *summary.varied]
+    outcomes = {o.run_name: o.outcome for o in summary.suite.outcomes} if summary.suite else None
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(
             [
                 "run_name",
                 *keys,
+                *(["outcome"] if outcomes is not None else []),  # a suite's: vs the model's own eager copy
                 "status",
                 "error",
                 "objective",
@@ -284,6 +286,7 @@ def write_csv(summary: Summary, path: Path) -> None:
                 [
                     r.name,
                     *(r.config.get(k, "") for k in keys),
+                    *([outcomes.get(r.name, "")] if outcomes is not None else []),
                     r.status,
                     r.error,
                     summary.objective.metric,
