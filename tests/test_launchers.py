@@ -14,6 +14,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.job.gpu_pool import gpu_slot
+from pipeline.job.progress import sweep_status
+from pipeline.jobdir import RESULT
+from pipeline.status import FINISHED, SKIPPED
+from pipeline.sweep_context import SWEEP_FILE, SweepContext
 from tests.conftest import TINY, output, run_cli, runs
 
 
@@ -37,6 +41,40 @@ def test_gpu_pool_hands_out_distinct_gpus_and_waits_when_all_are_taken(tmp_path:
     for (a, s1, e1), (b, s2, e2) in itertools.combinations(held, 2):
         assert a != b or e1 <= s2 or e2 <= s1  # one GPU is never held by two jobs at once
     assert waits and "all taken" in waits[0]  # the third job waited
+
+
+def test_jobs_waiting_for_a_gpu_take_it_in_their_sweeps_order_and_a_dead_waiters_turn_is_skipped(
+    tmp_path: Path,
+):
+    """On an H200 a 42-model suite's jobs, all started at once (hydra/launcher=local_gpus), took the GPU in
+    whatever order they polled: cut 17 minutes in, it had run jobs 29-31, 35, 38 and 39 and not 6 or 9. Waiting jobs
+    now take their turns (the sweep's start, then the job's number), whichever asks first; the ticket of a
+    job that died waiting (its file left, unlocked) holds no one up."""
+    order: list[str] = []
+    queue = tmp_path / "queue"
+    queue.mkdir()
+    (queue / "0000000001.000000-000000.999999.1.ticket").write_text("")  # a dead job's turn, before all
+
+    everyone_asked = threading.Event()
+
+    def job(turn: str) -> None:
+        with gpu_slot([0], tmp_path, poll_s=0.02, on_wait=None, turn=turn):
+            order.append(turn)
+            everyone_asked.wait(timeout=30)
+
+    first = threading.Thread(target=job, args=("0000000005.000000-000000",))
+    first.start()
+    while not order:  # job 0 holds the GPU
+        time.sleep(0.01)
+    waiting = [threading.Thread(target=job, args=(f"0000000005.000000-{n:06d}",)) for n in (4, 3, 1, 2)]
+    for t in waiting:  # they ask in the order 4, 3, 1, 2
+        t.start()
+        time.sleep(0.05)
+    everyone_asked.set()
+    for t in [first, *waiting]:
+        t.join(timeout=30)
+    assert [turn[-1] for turn in order] == ["0", "1", "2", "3", "4"], order
+    assert not list(queue.glob("*.ticket"))  # every ticket cleared
 
 
 def test_gpu_pool_leases_a_distributed_jobs_gpus_all_at_once(tmp_path: Path):
@@ -81,7 +119,8 @@ def test_local_gpus_launcher_runs_jobs_at_once_one_gpu_each(tmp_path: Path, stor
         args, tmp_path, store, multirun=True, env={"PIPELINE_GPU_LOCK_DIR": str(tmp_path / "locks")}
     )
     assert proc.returncode == 0, output(proc)
-    assert sorted(p.name for p in (tmp_path / "locks").iterdir()) == ["gpu0.lock", "gpu1.lock"]
+    assert sorted(p.name for p in (tmp_path / "locks").iterdir()) == ["gpu0.lock", "gpu1.lock", "queue"]
+    assert not list((tmp_path / "locks" / "queue").iterdir())  # every job's turn in the queue cleared
     kids = [r for r in runs(store) if r.data.tags.get("sweep_parent") != "true"]
     assert len(kids) == 4 and all(r.info.status == "FINISHED" for r in kids)
     results = [json.loads(p.read_text()) for p in (tmp_path / "multirun").glob("*/result.json")]
@@ -95,6 +134,28 @@ def test_local_gpus_launcher_runs_jobs_at_once_one_gpu_each(tmp_path: Path, stor
     # Jobs ran concurrently: some pair of workers overlapped in time (on different GPUs).
     assert any(s1 < e2 and s2 < e1 for (_, s1, e1), (_, s2, e2) in itertools.combinations(spans, 2))
     assert {r["environment"]["cuda_visible_devices"] for r in results} == {"0", "1"}
+
+
+def test_the_sweeps_eta_is_its_own_pace_when_jobs_run_at_once_and_wait_for_a_gpu(tmp_path: Path):
+    """hydra/launcher=local_gpus starts every job at once: on an H200 a 42-model suite with overlap had 26
+    jobs done after 17 minutes, each job's wall time up to 973 s as it counted its wait for a GPU slot, and
+    its line said ETA 2h16m for the 16 left (about 10 minutes at its pace). The ETA is the sweep's own
+    pace since it started: 100 s for 2 jobs, 8 to go, is 400 s, whatever the jobs' wall times say."""
+    sweep = SweepContext(
+        sweep_id="s", parent_run_id="p", sweep_dir=str(tmp_path), tracking_uri="", experiment="e"
+    )
+    sweep.started_at = time.time() - 100
+    sweep.save()
+    earlier = tmp_path / "0" / RESULT  # a resumed sweep's job from its earlier session: done, not paced
+    for job, status in (("0", SKIPPED), ("1", FINISHED), ("2", FINISHED)):
+        (tmp_path / job).mkdir()
+        result = {"status": status, "metrics": {"job/wall_s": 900.0}}
+        (tmp_path / job / RESULT).write_text(json.dumps(result))
+    os.utime(earlier, (sweep.started_at - 50, sweep.started_at - 50))
+    line = sweep_status(tmp_path, 11)
+    assert line.startswith("sweep: 3/11 jobs done, 0 failed, ETA 6m4"), line  # 400 s and the test's own
+    (tmp_path / SWEEP_FILE).unlink()  # no sweep.json: the mean of the jobs' wall times
+    assert sweep_status(tmp_path, 11) == "sweep: 3/11 jobs done, 0 failed, ETA 2h00m"
 
 
 def test_overlap_puts_two_jobs_on_a_gpu_each_on_its_own_cores_and_a_third_waits(tmp_path: Path):
@@ -305,6 +366,10 @@ def test_overlapping_jobs_never_measure_at_once(tmp_path: Path, store: str):
         s1 < e2 and s2 < e1 for (s1, e1), (s2, e2) in itertools.combinations(lives, 2)
     )  # they ran at once
     assert all(len(r["info"]["overlap"]["cpus"]) >= 1 for r in results)
+    # the third job waited for a slot: that wait is said apart, and is not in its wall time
+    (waiter,) = [r for r in results if r["metrics"].get("job/gpu_wait_s", 0) > 1]
+    wall, worker = waiter["metrics"]["job/wall_s"], waiter["metrics"]["job/worker_wall_s"]
+    assert wall - worker < waiter["metrics"]["job/gpu_wait_s"], waiter["metrics"]
     assert all(
         "Overlap (benchmark.overlap)" in r["method"] for r in results
     )  # the run says how it was measured

@@ -8,6 +8,11 @@ is taken. The worker then sees only that GPU:
 `nvidia-smi` and NVML say. The lock goes with the job's process, so a crashed job frees its GPU.
 The job's own process never initializes CUDA; the GPUs are counted through NVML.
 
+Jobs waiting for a GPU take their turns in order (`turn`: a sweep's start time and the job's number), so
+that a sweep's jobs run as it lists them, whichever process polls first: each waiting job holds a
+ticket (a file under `<lock dir>/queue`, locked while it waits) and takes a GPU only when no live ticket
+comes before its own. A ticket whose job died is unlocked and cleared by the next job that looks.
+
 With `benchmark.overlap` each GPU takes two jobs (`per_gpu=2`, a lock per slot): one compiles while the
 other measures, and the worker's measure lock (pipeline.measure.gate, PIPELINE_MEASURE_LOCK, one per
 GPU) lets only one of them measure at a time. Each slot gets its own share of this process's CPU
@@ -52,10 +57,12 @@ def gpu_slot(
     on_wait: object = print,
     count: int = 1,
     per_gpu: int = 1,
+    turn: str | None = None,
 ) -> Iterator[dict[str, str]]:
     """Hold `count` GPUs of the pool (a distributed job's `parallel.nproc`; all at once, never some
     while waiting for the rest) for the duration; yields the environment the worker needs. With
-    `per_gpu=2` (benchmark.overlap, one GPU per job) a GPU takes a second job once every GPU has one."""
+    `per_gpu=2` (benchmark.overlap, one GPU per job) a GPU takes a second job once every GPU has one.
+    `turn`: this job's place among the jobs waiting (earlier first; default: when it asked)."""
     indices = pool_indices(spec)
     if not indices:
         raise ValueError(f"gpu_pool={spec!r} holds no GPU (NVML sees none, or the list is empty)")
@@ -63,40 +70,76 @@ def gpu_slot(
         raise ValueError(f"parallel.nproc={count} GPUs wanted, gpu_pool={spec!r} holds {len(indices)}")
     lock_dir.mkdir(parents=True, exist_ok=True)
     waited = False
-    while True:
-        held, slot = (
-            (_take(indices, lock_dir, count), 0) if per_gpu == 1 else _take_slot(indices, lock_dir, per_gpu)
-        )
-        if held:
-            try:
-                taken = ",".join(str(i) for i, _ in held)
-                env = {
-                    "CUDA_VISIBLE_DEVICES": taken,
-                    "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-                    "PIPELINE_GPU_INDEX": taken,
+    with _ticket(lock_dir / "queue", turn or f"{time.time():017.6f}") as mine:
+        while True:
+            held, slot = ([], 0) if not _my_turn(mine) else _take_any(indices, lock_dir, count, per_gpu)
+            if held:
+                break
+            if not waited and callable(on_wait):
+                on_wait(
+                    f"waiting for {count} free GPU(s) of gpu_pool={spec} ({len(indices)} GPUs, all taken or too few free)"
+                )
+                waited = True
+            time.sleep(poll_s)
+    try:
+        taken = ",".join(str(i) for i, _ in held)
+        env = {"CUDA_VISIBLE_DEVICES": taken, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PIPELINE_GPU_INDEX": taken}
+        if per_gpu > 1:
+            ((index, _),) = held
+            group = slot * len(indices) + indices.index(index)
+            env.update(
+                {
+                    "PIPELINE_GPU_SLOT": str(slot),
+                    "PIPELINE_MEASURE_LOCK": str(lock_dir / f"gpu{index}.measure.lock"),
+                    "PIPELINE_CPUS": ",".join(str(c) for c in core_group(group, per_gpu * len(indices))),
                 }
-                if per_gpu > 1:
-                    ((index, _),) = held
-                    group = slot * len(indices) + indices.index(index)
-                    env.update(
-                        {
-                            "PIPELINE_GPU_SLOT": str(slot),
-                            "PIPELINE_MEASURE_LOCK": str(lock_dir / f"gpu{index}.measure.lock"),
-                            "PIPELINE_CPUS": ",".join(
-                                str(c) for c in core_group(group, per_gpu * len(indices))
-                            ),
-                        }
-                    )
-                yield env
-            finally:
-                _release(held)
-            return
-        if not waited and callable(on_wait):
-            on_wait(
-                f"waiting for {count} free GPU(s) of gpu_pool={spec} ({len(indices)} GPUs, all taken or too few free)"
             )
-            waited = True
-        time.sleep(poll_s)
+        yield env
+    finally:
+        _release(held)
+
+
+def _take_any(
+    indices: list[int], lock_dir: Path, count: int, per_gpu: int
+) -> tuple[list[tuple[int, Any]], int]:
+    return (_take(indices, lock_dir, count), 0) if per_gpu == 1 else _take_slot(indices, lock_dir, per_gpu)
+
+
+@contextlib.contextmanager
+def _ticket(queue: Path, turn: str) -> Iterator[Path]:
+    """This job's place in the machine's queue for GPUs, held (locked) until it has one. Made under a
+    name no one reads, locked, then renamed into place: a ticket is never seen unlocked while its job
+    lives."""
+    queue.mkdir(parents=True, exist_ok=True)
+    name = f"{turn}.{os.getpid()}.{time.monotonic_ns()}"
+    draft = queue / f".{name}"
+    handle = _try_lock(draft)
+    assert handle is not None  # a name of its own: no one else holds it
+    path = queue / f"{name}{TICKET}"
+    draft.rename(path)
+    try:
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        _release([(0, handle)])
+
+
+TICKET = ".ticket"
+
+
+def _my_turn(mine: Path) -> bool:
+    """Whether no live ticket comes before this one (tickets of jobs that died are cleared)."""
+    for path in sorted(mine.parent.glob(f"*{TICKET}")):
+        if path.name >= mine.name:
+            return True
+        handle = _try_lock(path, write_pid=False)
+        if handle is None:  # its job still waits
+            return False
+        with contextlib.suppress(OSError):  # its job died waiting: its turn is gone
+            path.unlink()
+        _release([(0, handle)])
+    return True
 
 
 def _take(indices: list[int], lock_dir: Path, count: int) -> list[tuple[int, Any]]:
@@ -127,16 +170,18 @@ def _take_slot(indices: list[int], lock_dir: Path, per_gpu: int) -> tuple[list[t
     return [], 0
 
 
-def _try_lock(path: Path) -> Any:
+def _try_lock(path: Path, *, write_pid: bool = True) -> Any:
     """The file, exclusively locked by this process (its pid written in it), or None if another holds it."""
-    handle = open(path, "w")  # noqa: SIM115 - held until the job ends
+    handle = open(path, "a")  # noqa: SIM115 - held until the job ends
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.close()
         return None
-    handle.write(str(os.getpid()))
-    handle.flush()
+    if write_pid:
+        handle.truncate(0)
+        handle.write(str(os.getpid()))
+        handle.flush()
     return handle
 
 

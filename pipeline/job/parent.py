@@ -106,6 +106,7 @@ class JobParent:
         self.display = JobProgress(self.name, verbose=bool(getattr(config, "verbose", False)))
         self.job_run: JobRun | None = None  # made once the store is known to answer
         self.started = 0.0  # when the worker was asked for (job_wall_s counts from there)
+        self.gpu_wait_s = 0.0  # waiting for a free GPU of gpu_pool (not the job's own time)
 
     def run(self) -> str:
         kept = unsynced_results(self.job_dir) if self.folder.result.exists() else []
@@ -222,7 +223,13 @@ class JobParent:
             return run_worker(launch)
         nproc = self.config.parallel.nproc  # a distributed job's ranks, one GPU each
         per_gpu = 2 if self.config.benchmark.overlap else 1  # one compiles while the other measures
-        with gpu_slot(pool, pool_lock_dir(), on_wait=self.display.line, count=nproc, per_gpu=per_gpu) as env:
+        asked = time.monotonic()
+        sweep = self.place.sweep
+        turn = f"{sweep.started_at:017.6f}-{self.place.job_num or 0:06d}" if sweep is not None else None
+        with gpu_slot(
+            pool, pool_lock_dir(), on_wait=self.display.line, count=nproc, per_gpu=per_gpu, turn=turn
+        ) as env:
+            self.gpu_wait_s = time.monotonic() - asked
             shared = (
                 f" (slot {env['PIPELINE_GPU_SLOT']} of {per_gpu}, CPU cores {env['PIPELINE_CPUS']}: benchmark.overlap)"
                 if per_gpu > 1
@@ -261,7 +268,9 @@ class JobParent:
         assert self.job_run is not None
         run_id = self.job_run.open()
         result.mlflow_run_id = run_id
-        result.metrics["job/wall_s"] = time.monotonic() - self.started
+        result.metrics["job/wall_s"] = time.monotonic() - self.started - self.gpu_wait_s
+        if self.gpu_wait_s:
+            result.metrics["job/gpu_wait_s"] = self.gpu_wait_s
         result.info["parent_pid"] = os.getpid()
         not_kept = ""
         try:

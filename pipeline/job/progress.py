@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from pipeline.jobdir import RESULT
 from pipeline.progress import format_duration
 from pipeline.status import FINISHED, SKIPPED
+from pipeline.sweep_context import SweepContext
 
 # torch's log format (torch/_logging/_internal.py TorchLogsFormatter), on every line of a record:
 # `[rank0]:W1125 08:38:47.901000 9167 torch/_dynamo/variables/tensor.py:1841] ...`
@@ -93,12 +95,17 @@ class JobProgress:
 
 def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
     """`sweep: 3/8 jobs done, 1 failed, ETA 4m10s`, read from the job result files in the sweep dir
-    (so it is right whichever launcher ran the jobs). Jobs a resumed sweep skipped count as done; the
-    ETA is the mean of the jobs that ran."""
-    walls, done, failed = [], 0, 0
+    (so it is right whichever launcher ran the jobs). Jobs a resumed sweep skipped count as done. The
+    ETA is the sweep's own pace since this session started (sweep.json's `started_at`: its time over
+    the jobs that ended since), so that jobs running at once (hydra/launcher=local_gpus, a SLURM array)
+    and a job's wait for a free GPU count as they pass; without that file, the jobs' mean wall time."""
+    walls, done, failed, ran_since = [], 0, 0, 0
+    sweep = SweepContext.load(sweep_dir)
+    started_at = sweep.started_at if sweep is not None else 0.0
     for path in sweep_dir.glob(f"*/{RESULT}"):
         try:
             data = json.loads(path.read_text())
+            ended_at = path.stat().st_mtime
         except (OSError, ValueError):
             continue
         done += 1
@@ -107,8 +114,11 @@ def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
         metrics = data.get("metrics", {})
         walls.append(float(metrics.get("job/wall_s") or metrics.get("job/worker_wall_s") or 0.0))
         failed += data.get("status") != FINISHED
+        ran_since += bool(started_at) and ended_at >= started_at
     text = f"sweep: {done}/{total_jobs if total_jobs else '?'} jobs done, {failed} failed"
-    if total_jobs and walls and done < total_jobs:
-        eta = (sum(walls) / len(walls)) * (total_jobs - done)
-        text += f", ETA {format_duration(eta)}"
+    if total_jobs and done < total_jobs:
+        if ran_since:
+            text += f", ETA {format_duration((time.time() - started_at) / ran_since * (total_jobs - done))}"
+        elif walls and not started_at:
+            text += f", ETA {format_duration(sum(walls) / len(walls) * (total_jobs - done))}"
     return text

@@ -138,7 +138,13 @@ METRICS: dict[str, Metric] = {
         "s",
         "the worker process from its start (spawned or forked) to exit (imports, build, compile, steps, diagnostics)",
     ),
-    "job/wall_s": Metric("s", "the whole job as its parent saw it: worker plus MLflow logging"),
+    "job/wall_s": Metric(
+        "s", "the whole job as its parent saw it: worker plus MLflow logging (not job/gpu_wait_s)"
+    ),
+    "job/gpu_wait_s": Metric(
+        "s",
+        "time the job waited for a free GPU of gpu_pool (hydra/launcher=local_gpus: every job starts at once)",
+    ),
     "loss/first": Metric("loss", "loss of the first step"),
     "loss/final": Metric("loss", "loss of the last step"),
     "diagnose/graph_breaks": Metric("count", "graph breaks Dynamo recorded"),
