@@ -7,6 +7,9 @@
 #   off    the A/B's off arm alone (AB_MODELS one job at a time); a later suite part, which holds the
 #          same models, is then its on arm (the table matches jobs by model): one GPU call fits both
 #   suite  SUITE_MODELS (20 of the 42) as sweep=timm_suite, with overlap when SUITE_OVERLAP=1
+# AB_PIN=1: the off arm's workers pinned to the cores the on arm's first slot gets (PIPELINE_CPUS: the first
+# half of this machine's cores, torch's and OpenMP's threads and inductor's compile workers as many), so that
+# the arms differ in overlap alone (with overlap each worker is pinned to its half; alone it is not).
 # Each part has its own cap; SUITE_DEADLINE (epoch seconds) cuts every cap to end by then, so that a
 # part left last fills what a machine's hold has left. SUITE_SMOKE=1: the same on a CPU with tiny models (a check of this script).
 # Usage on the GPU host: bash benchmarks/gpu/suite30.sh <out dir> [parts...]
@@ -30,6 +33,14 @@ else
 fi
 
 source benchmarks/gpu/capped_sweep.sh  # capped_sweep <name> <cap s> <overrides...>
+off_sweep() {  # the off arm: capped_sweep, its workers pinned as the on arm's first slot when AB_PIN=1
+  if [ "${AB_PIN:-0}" = 1 ]; then
+    local n; n=$(nproc)
+    (export PIPELINE_CPUS; PIPELINE_CPUS=$(seq -s, 0 $(( n > 1 ? n / 2 - 1 : 0 ))); capped_sweep "$@")
+  else
+    capped_sweep "$@"
+  fi
+}
 cap() {  # cap <s>: the part's cap, or less where SUITE_DEADLINE comes first
   local left=$(( ${SUITE_DEADLINE:-9999999999} - $(date +%s) ))
   echo $(( left < $1 ? (left > 1 ? left : 1) : $1 ))
@@ -38,11 +49,11 @@ cap() {  # cap <s>: the part's cap, or less where SUITE_DEADLINE comes first
 for part in $parts; do
   case $part in
     ab)
-      capped_sweep ab-off "$(cap "${CAP[0]}")" "${BASE[@]}" "model=$AB_MODELS" $C
+      off_sweep ab-off "$(cap "${CAP[0]}")" "${BASE[@]}" "model=$AB_MODELS" $C
       capped_sweep ab-on "$(cap "${CAP[1]}")" "${BASE[@]}" "model=$AB_MODELS" "${OVERLAP[@]}" $C
       python3 benchmarks/gpu/suite30_table.py "$out/ab-off" "$out/ab-on" | tee "$out/ab.md" ;;
     off)  # after a suite part its on arm is the suite (the table matches jobs by model)
-      capped_sweep ab-off "$(cap "${CAP[0]}")" "${BASE[@]}" "model=$AB_MODELS" $C
+      off_sweep ab-off "$(cap "${CAP[0]}")" "${BASE[@]}" "model=$AB_MODELS" $C
       [ -d "$out/suite" ] && python3 benchmarks/gpu/suite30_table.py "$out/ab-off" "$out/suite" | tee "$out/ab.md" ;;
     suite)
       extra=(); [ "${SUITE_OVERLAP:-1}" = 1 ] && extra=("${OVERLAP[@]}")
