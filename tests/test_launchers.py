@@ -140,7 +140,8 @@ def test_the_sweeps_eta_is_its_own_pace_when_jobs_run_at_once_and_wait_for_a_gpu
     """hydra/launcher=local_gpus starts every job at once: on an H200 a 42-model suite with overlap had 26
     jobs done after 17 minutes, each job's wall time up to 973 s as it counted its wait for a GPU slot, and
     its line said ETA 2h16m for the 16 left (about 10 minutes at its pace). The ETA is the sweep's own
-    pace since it started: 100 s for 2 jobs, 8 to go, is 400 s, whatever the jobs' wall times say."""
+    pace since it started: 100 s for 2 jobs, 8 to go, is 400 s, whatever the jobs' wall times say; and it
+    stays so until another job ends (a line per second, as the pace to the moment gave, flooded CI's log)."""
     sweep = SweepContext(
         sweep_id="s", parent_run_id="p", sweep_dir=str(tmp_path), tracking_uri="", experiment="e"
     )
@@ -154,6 +155,8 @@ def test_the_sweeps_eta_is_its_own_pace_when_jobs_run_at_once_and_wait_for_a_gpu
     os.utime(earlier, (sweep.started_at - 50, sweep.started_at - 50))
     line = sweep_status(tmp_path, 11)
     assert line.startswith("sweep: 3/11 jobs done, 0 failed, ETA 6m4"), line  # 400 s and the test's own
+    time.sleep(1.1)  # the line is printed whenever it changes: it holds until the next job ends
+    assert sweep_status(tmp_path, 11) == line
     (tmp_path / SWEEP_FILE).unlink()  # no sweep.json: the mean of the jobs' wall times
     assert sweep_status(tmp_path, 11) == "sweep: 3/11 jobs done, 0 failed, ETA 2h00m"
 

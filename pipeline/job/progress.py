@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -96,10 +95,10 @@ class JobProgress:
 def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
     """`sweep: 3/8 jobs done, 1 failed, ETA 4m10s`, read from the job result files in the sweep dir
     (so it is right whichever launcher ran the jobs). Jobs a resumed sweep skipped count as done. The
-    ETA is the sweep's own pace since this session started (sweep.json's `started_at`: its time over
-    the jobs that ended since), so that jobs running at once (hydra/launcher=local_gpus, a SLURM array)
+    ETA is the sweep's own pace since this session started (sweep.json's `started_at`: its time to the
+    last job's end over the jobs that ended since), so that jobs running at once (hydra/launcher=local_gpus, a SLURM array)
     and a job's wait for a free GPU count as they pass; without that file, the jobs' mean wall time."""
-    walls, done, failed, ran_since = [], 0, 0, 0
+    walls, done, failed, ran_since, last_end = [], 0, 0, 0, 0.0
     sweep = SweepContext.load(sweep_dir)
     started_at = sweep.started_at if sweep is not None else 0.0
     for path in sweep_dir.glob(f"*/{RESULT}"):
@@ -114,11 +113,13 @@ def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
         metrics = data.get("metrics", {})
         walls.append(float(metrics.get("job/wall_s") or metrics.get("job/worker_wall_s") or 0.0))
         failed += data.get("status") != FINISHED
-        ran_since += bool(started_at) and ended_at >= started_at
+        if started_at and ended_at >= started_at:
+            ran_since += 1
+            last_end = max(last_end, ended_at)
     text = f"sweep: {done}/{total_jobs if total_jobs else '?'} jobs done, {failed} failed"
     if total_jobs and done < total_jobs:
-        if ran_since:
-            text += f", ETA {format_duration((time.time() - started_at) / ran_since * (total_jobs - done))}"
+        if ran_since:  # the pace as of the last job's end: the line changes when a job ends, not every poll
+            text += f", ETA {format_duration((last_end - started_at) / ran_since * (total_jobs - done))}"
         elif walls and not started_at:
             text += f", ETA {format_duration(sum(walls) / len(walls) * (total_jobs - done))}"
     return text
