@@ -35,7 +35,7 @@ from pipeline.sweep.compare import write as write_comparison
 from pipeline.sweep.finish import build_summary, finish_left_sweeps, publish, write_summary
 from pipeline.sweep.render import print_table
 from pipeline.sweep.state import REFUSED_PLAN, axes_from_tag, axis_keys, plan_lines
-from pipeline.sweep.summary import Summary, row_from_result, summarize
+from pipeline.sweep.summary import Summary, kind_of_jobs, row_from_result, summarize
 from pipeline.sweep.sync import close_lost_jobs, sync_results
 from pipeline.sweep.verdict import Rule
 from pipeline.sweep_context import SweepContext
@@ -204,13 +204,12 @@ def summarize_folders(root: Path, out_dir: Path) -> int:
 
 
 def _kind_of_folders(root: Path) -> str:
-    """`sweep.kind` as the job folders' configs give it (`compare` unless they all say one kind)."""
-    kinds = set()
+    """`sweep.kind` as the job folders' configs give it."""
+    kinds: list[str | None] = []
     for path in root.rglob(JOB_CONFIG):
         with contextlib.suppress(OSError, ValueError, AttributeError):
-            kinds.add(json.loads(path.read_text()).get("sweep", {}).get("kind"))
-    kinds.discard(None)
-    return kinds.pop() if len(kinds) == 1 else "compare"
+            kinds.append(json.loads(path.read_text()).get("sweep", {}).get("kind"))
+    return kind_of_jobs(kinds)
 
 
 def default_tracking_uri() -> str:

@@ -19,6 +19,9 @@ import json
 import sys
 from pathlib import Path
 
+from pipeline.measure.stats import undetermined
+from pipeline.sweep.suite import OUTCOMES
+
 
 def paused_s(results: list[dict]) -> dict[int, float]:
     """Seconds each worker (by pid) spent paused by the other job's holds of the measure lock."""
@@ -33,16 +36,16 @@ def paused_s(results: list[dict]) -> dict[int, float]:
 def main() -> None:
     sweep_dir, summary_csv = Path(sys.argv[1]), Path(sys.argv[2])
     rows = {r["model"]: r for r in csv.DictReader(summary_csv.open())}
-    results = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/result.json"))]
+    paths = sorted(sweep_dir.glob("*/result.json"))
+    results = [json.loads(p.read_text()) for p in paths]
     print(
         "| model | outcome | speedup vs paired eager [95%] | compiled p50 ms | eager p50 ms "
         "| p10-p90 spread % | compile s | memory compiled/eager |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    order = ["faster", "slower", "no difference", "inconclusive", "failed"]
-    for model, r in sorted(rows.items(), key=lambda kv: (order.index(kv[1]["outcome"]), kv[0])):
+    for model, r in sorted(rows.items(), key=lambda kv: (OUTCOMES.index(kv[1]["outcome"]), kv[0])):
         low, high = float(r["speedup/ci95_low"]), float(r["speedup/ci95_high"])
-        wide = " undetermined" if high > 3 * low else ""
+        wide = " undetermined" if undetermined(low, high) else ""
         noisy = " (noisy)" if r["step/noisy"] in ("1.0", "True", "1") else ""
         print(
             f"| {model} | {r['outcome']} | {float(r['speedup/vs_eager']):.2f}x [{low:.2f}, {high:.2f}]{wide} "
@@ -52,7 +55,7 @@ def main() -> None:
         )
     infos = [r["info"] for r in results if "worker_started_at" in r.get("info", {})]
     started = min(i["worker_started_at"] for i in infos)
-    ended = max(p.stat().st_mtime for p in sweep_dir.glob("*/result.json"))
+    ended = max(p.stat().st_mtime for p in paths)
     pace = ended - started
     print(f"\npace: {len(results)} jobs ended in {pace:.0f} s ({pace / len(results):.0f} s a job)", end="")
     pauses = paused_s(results)

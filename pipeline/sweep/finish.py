@@ -19,7 +19,7 @@ from pipeline.sweep import lease, slurm
 from pipeline.sweep.plots import make_plots
 from pipeline.sweep.render import print_table, to_markdown, write_csv
 from pipeline.sweep.state import axes_from_tag, axis_keys
-from pipeline.sweep.summary import Summary, row_from_run, summarize
+from pipeline.sweep.summary import Summary, kind_of_jobs, row_from_run, summarize
 from pipeline.sweep.verdict import Rule
 from pipeline.sweep_context import SWEEP_FILE, SweepContext
 from pipeline.tracking import RunRecord, Tracker
@@ -48,8 +48,7 @@ def build_summary(tracker: Tracker, sweep_id: str) -> Summary:
 
 def _kind_of_jobs(tracker: Tracker, sweep_id: str) -> str:
     """`sweep.kind` as the sweep's jobs logged it (a parent from before the tag existed)."""
-    kinds = {run.params.get("sweep.kind") for run in tracker.sweep_children(sweep_id)} - {None}
-    return kinds.pop() if len(kinds) == 1 else "compare"
+    return kind_of_jobs(run.params.get("sweep.kind") for run in tracker.sweep_children(sweep_id))
 
 
 def job_keys(runs: list[RunRecord]) -> list[str]:

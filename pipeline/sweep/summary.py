@@ -16,6 +16,7 @@ import json
 import math
 import random
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -448,6 +449,13 @@ def bootstrap_geomean(
         low = min(low, geomean([max(lo, 1e-12) for lo, _ in intervals]))
         high = max(high, geomean([hi for _, hi in intervals]))
     return low, high
+
+
+def kind_of_jobs(kinds: Iterable[str | None]) -> str:
+    """The sweep's `sweep.kind` as its jobs give it: the one kind they all name, else `compare` (for a
+    sweep that did not record its own)."""
+    named = set(kinds) - {None}
+    return named.pop() if len(named) == 1 else "compare"
 
 
 def summarize(
