@@ -157,6 +157,13 @@ def test_the_sweeps_eta_is_its_own_pace_when_jobs_run_at_once_and_wait_for_a_gpu
     assert line.startswith("sweep: 3/11 jobs done, 0 failed, ETA 6m4"), line  # 400 s and the test's own
     time.sleep(1.1)  # the line is printed whenever it changes: it holds until the next job ends
     assert sweep_status(tmp_path, 11) == line
+    # the job's file written again once MLflow has its run (seen on an H100: the line printed twice a job):
+    # the pace takes the worker's own end where the result gives it
+    ended = (tmp_path / "2" / RESULT).stat().st_mtime
+    result = {"status": FINISHED, "metrics": {"job/wall_s": 900.0}, "info": {"worker_ended_at": ended}}
+    (tmp_path / "2" / RESULT).write_text(json.dumps(result))
+    os.utime(tmp_path / "2" / RESULT, (ended + 3, ended + 3))
+    assert sweep_status(tmp_path, 11) == line
     (tmp_path / SWEEP_FILE).unlink()  # no sweep.json: the mean of the jobs' wall times
     assert sweep_status(tmp_path, 11) == "sweep: 3/11 jobs done, 0 failed, ETA 2h00m"
 

@@ -104,7 +104,8 @@ def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
     for path in sweep_dir.glob(f"*/{RESULT}"):
         try:
             data = json.loads(path.read_text())
-            ended_at = path.stat().st_mtime
+            # the worker's own end where it says it (the file is written again once MLflow has the run)
+            ended_at = data.get("info", {}).get("worker_ended_at") or path.stat().st_mtime
         except (OSError, ValueError):
             continue
         done += 1
