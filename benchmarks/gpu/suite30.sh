@@ -6,6 +6,7 @@
 #          speedup, compile time) and the two sweeps' wall times
 #   off    the A/B's off arm alone (AB_MODELS one job at a time); a later suite part, which holds the
 #          same models, is then its on arm (the table matches jobs by model): one GPU call fits both
+#   again  the off arm once more, into ab-off2 (after ab or off): off against off, the A/B's noise floor
 #   suite  SUITE_MODELS (20 of the 42) as sweep=timm_suite, with overlap when SUITE_OVERLAP=1
 # AB_PIN=1: the off arm's workers pinned to the cores the on arm's first slot gets (PIPELINE_CPUS: the first
 # half of this machine's cores, torch's and OpenMP's threads and inductor's compile workers as many), so that
@@ -55,6 +56,10 @@ for part in $parts; do
     off)  # after a suite part its on arm is the suite (the table matches jobs by model)
       off_sweep ab-off "$(cap "${CAP[0]}")" "${BASE[@]}" "model=$AB_MODELS" $C
       [ -d "$out/suite" ] && python3 benchmarks/gpu/suite30_table.py "$out/ab-off" "$out/suite" | tee "$out/ab.md" ;;
+    again)  # the off arm once more (ab-off2), after the A/B: off against off is the noise floor the
+            # A/B's on / off ratios are read against (the same models, machine and settings, minutes apart)
+      off_sweep ab-off2 "$(cap "${CAP[0]}")" "${BASE[@]}" "model=$AB_MODELS" $C
+      python3 benchmarks/gpu/suite30_table.py "$out/ab-off" "$out/ab-off2" off off2 | tee "$out/again.md" ;;
     suite)
       extra=(); [ "${SUITE_OVERLAP:-1}" = 1 ] && extra=("${OVERLAP[@]}")
       capped_sweep suite "$(cap "${CAP[2]}")" "${BASE[@]}" "model=$SUITE_MODELS" "${extra[@]}" $C

@@ -10,6 +10,12 @@ what the same jobs' workers would take one after another: each worker's life (fr
 slot to its exit; not the job's wait for the slot), less the time it was paused while the GPU's other
 job measured. An estimate, not a measured run without overlap (which also pays each job's start and
 MLflow logging, a few seconds a job).
+
+    python benchmarks/gpu/suite30_models.py --combine <summary.csv> [<summary.csv> ...]
+
+The suite's answer (counts, pass rate, geometric mean with its bootstrap over models, compile time,
+memory) over the models of several suite sweeps' summaries, each model from the first file that has it
+(the same rules as a sweep's own answer: pipeline.sweep.suite and summary.bootstrap_geomean).
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ import sys
 from pathlib import Path
 
 from pipeline.measure.stats import undetermined
+from pipeline.sweep import suite
 from pipeline.sweep.suite import OUTCOMES
+from pipeline.sweep.summary import bootstrap_geomean
 
 
 def paused_s(results: list[dict]) -> dict[int, float]:
@@ -33,7 +41,37 @@ def paused_s(results: list[dict]) -> dict[int, float]:
     return paused
 
 
+def combine(summaries: list[Path]) -> list[str]:
+    """The suite's answer over the models of several summary.csv files, each model from the first."""
+    rows: dict[str, dict] = {}
+    for path in summaries:
+        for row in csv.DictReader(path.open()):
+            rows.setdefault(row["model"], row)
+
+    def number(row: dict, key: str) -> float | None:
+        return float(row[key]) if row.get(key) not in (None, "") else None
+
+    outcomes = [
+        suite.ModelOutcome(
+            model=model,
+            run_name=row["run_name"],
+            outcome=row["outcome"],
+            speedup=number(row, "speedup/vs_eager"),
+            low=number(row, "speedup/ci95_low"),
+            high=number(row, "speedup/ci95_high"),
+            failure=row.get("error", ""),
+            compile_s=number(row, "compile/total_s"),
+            memory_ratio=number(row, "memory/ratio_vs_eager"),
+        )
+        for model, row in rows.items()
+    ]
+    return suite.answer(outcomes, bootstrap=bootstrap_geomean).lines()
+
+
 def main() -> None:
+    if sys.argv[1] == "--combine":
+        print("\n".join(combine([Path(a) for a in sys.argv[2:]])))
+        return
     sweep_dir, summary_csv = Path(sys.argv[1]), Path(sys.argv[2])
     rows = {r["model"]: r for r in csv.DictReader(summary_csv.open())}
     paths = sorted(sweep_dir.glob("*/result.json"))

@@ -1,6 +1,8 @@
 """Issue 30's A/B: the same suite one job at a time (off) and with benchmark.overlap (on), per model.
 
-    python benchmarks/gpu/suite30_table.py <sweep dir, overlap off> <sweep dir, overlap on>
+    python benchmarks/gpu/suite30_table.py <sweep dir, overlap off> <sweep dir, overlap on> [<label> <label>]
+
+The labels name the two sweeps in the table (default `off` and `on`; `off off2` for the off arm repeated).
 
 Prints a markdown table (model, step p50 off/on and their ratio, paired speedup off/on, compile time
 off/on, noisy flags, how far the host's own CPU speed moved in each job) and each sweep's wall time
@@ -40,8 +42,10 @@ def cell(metrics: dict, key: str, fmt: str = "{:.2f}") -> str:
 
 def main() -> None:
     off, on = (jobs(Path(d)) for d in sys.argv[1:3])
+    x, y = sys.argv[3:5] if len(sys.argv) >= 5 else ("off", "on")
     print(
-        "| model | off p50 ms | on p50 ms | on / off | off speedup | on speedup | off compile s | on compile s | noisy off/on | host moved off/on % |"
+        f"| model | {x} p50 ms | {y} p50 ms | {y} / {x} | {x} speedup | {y} speedup | {x} compile s | {y} compile s "
+        f"| noisy {x}/{y} | host moved {x}/{y} % |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     ratios, steady = [], []
@@ -62,9 +66,9 @@ def main() -> None:
     within = sum(abs(r - 1) <= 0.01 for r in ratios)
     within_steady = sum(abs(r - 1) <= 0.01 for r in steady)
     print(
-        f"\nwall time: off {wall_s(off):.0f} s for {len(off)} jobs ({wall_s(off) / max(len(off), 1):.0f} s a job), "
-        f"on {wall_s(on):.0f} s for {len(on)} jobs ({wall_s(on) / max(len(on), 1):.0f} s a job); "
-        f"{within} of {len(ratios)} models within 1% (on / off step p50); "
+        f"\nwall time: {x} {wall_s(off):.0f} s for {len(off)} jobs ({wall_s(off) / max(len(off), 1):.0f} s a job), "
+        f"{y} {wall_s(on):.0f} s for {len(on)} jobs ({wall_s(on) / max(len(on), 1):.0f} s a job); "
+        f"{within} of {len(ratios)} models within 1% ({y} / {x} step p50); "
         f"{within_steady} of the {len(steady)} whose jobs were both steady (not noisy)"
     )
 
