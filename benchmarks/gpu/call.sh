@@ -30,6 +30,7 @@ if [ -d "$dir/bench" ]; then
   python3 benchmarks/gpu/collect.py "$dir/bench/jobs.json" "$dir/bench" > "$dir/bench/jobs.txt"
 fi
 cat "$dir"/*/jobs.txt 2>/dev/null | cut -c1-300
-cd /tmp/gpu && tar czf "$OUT/results.tgz" --exclude='*inductor_cache*' --exclude='mlartifacts' --exclude='*.db' "$name" \
+cd /tmp/gpu && tar czf "$OUT/results.tgz" --exclude='*inductor_cache*' --exclude='mlartifacts' --exclude='*.db' \
+  --exclude="$name/final" "$name" \
   && tar czf "$OUT/mlflow.tgz" $(find "$name" -maxdepth 3 \( -name '*.db' -o -name mlartifacts \) ) 2>/dev/null
 ls -la "$OUT"

@@ -89,11 +89,11 @@ def main() -> None:
             f"| {model} | {r['outcome']} | {float(r['speedup/vs_eager']):.2f}x [{low:.2f}, {high:.2f}]{wide} "
             f"| {float(r['step/p50_ms']):.2f} | {float(r['eager/p50_ms']):.2f} "
             f"| {float(r['step/spread_pct']):.1f}{noisy} | {float(r['compile/total_s']):.1f} "
-            f"| {float(r['memory/ratio_vs_eager']):.2f} |"
+            f"| {float(r.get('memory/ratio_vs_eager') or 'nan'):.2f} |"  # none on a CPU
         )
     infos = [r["info"] for r in results if "worker_started_at" in r.get("info", {})]
     started = min(i["worker_started_at"] for i in infos)
-    ended = max(p.stat().st_mtime for p in paths)
+    ended = max(i.get("worker_ended_at", 0.0) for i in infos)  # a resumed sweep's pace spans its pause
     pace = ended - started
     print(f"\npace: {len(results)} jobs ended in {pace:.0f} s ({pace / len(results):.0f} s a job)", end="")
     pauses = paused_s(results)
