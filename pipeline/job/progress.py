@@ -105,7 +105,7 @@ def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
         try:
             data = json.loads(path.read_text())
             # the worker's own end where it says it (the file is written again once MLflow has the run)
-            ended_at = data.get("info", {}).get("worker_ended_at") or path.stat().st_mtime
+            ended_at = (data.get("info") or {}).get("worker_ended_at") or path.stat().st_mtime
         except (OSError, ValueError):
             continue
         done += 1
