@@ -27,7 +27,6 @@ from pathlib import Path
 
 from pipeline.measure.stats import undetermined
 from pipeline.sweep import suite
-from pipeline.sweep.suite import OUTCOMES
 from pipeline.sweep.summary import bootstrap_geomean
 
 
@@ -74,14 +73,13 @@ def main() -> None:
         return
     sweep_dir, summary_csv = Path(sys.argv[1]), Path(sys.argv[2])
     rows = {r["model"]: r for r in csv.DictReader(summary_csv.open())}
-    paths = sorted(sweep_dir.glob("*/result.json"))
-    results = [json.loads(p.read_text()) for p in paths]
+    results = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/result.json"))]
     print(
         "| model | outcome | speedup vs paired eager [95%] | compiled p50 ms | eager p50 ms "
         "| p10-p90 spread % | compile s | memory compiled/eager |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for model, r in sorted(rows.items(), key=lambda kv: (OUTCOMES.index(kv[1]["outcome"]), kv[0])):
+    for model, r in sorted(rows.items(), key=lambda kv: (suite.OUTCOMES.index(kv[1]["outcome"]), kv[0])):
         low, high = float(r["speedup/ci95_low"]), float(r["speedup/ci95_high"])
         wide = " undetermined" if undetermined(low, high) else ""
         noisy = " (noisy)" if r["step/noisy"] in ("1.0", "True", "1") else ""
