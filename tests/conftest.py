@@ -29,9 +29,14 @@ CONF = ROOT / "conf"
 # A job small enough for a CPU: ViT with 2 blocks on 32 px images, batch 2, 4 steps (1 warm-up).
 TINY = ["model=vit_tiny", "trainer.steps=4", "trainer.warmup_steps=1", "trainer.batch_size=2"]
 # Every job the tests start runs a few calls of the host check (pipeline/measure/host.py) instead of 0.3 s a
-# job (the suites run hundreds of jobs), and measures a fixed length: 3 rounds a variant, one look
-# (benchmark.budget_s=0), instead of measuring until its speedup is decided; unless the test sets them.
-TEST_DEFAULTS = {"benchmark.host_check_s": "0.02", "benchmark.budget_s": "0", "benchmark.rounds": "3"}
+# job (the suites run hundreds of jobs), and measures a fixed length: trainer.steps in rounds of one unit,
+# one look (benchmark.budget_s=0), instead of measuring until its speedup is decided; unless the test sets them.
+TEST_DEFAULTS = {
+    "benchmark.host_check_s": "0.02",
+    "benchmark.budget_s": "0",
+    "benchmark.rounds": "1",
+    "benchmark.round_s": "1e-06",
+}
 
 
 def with_host_check(args: list[str]) -> list[str]:

@@ -325,7 +325,7 @@ class BenchmarkConfig:
     rounds: int = doc(
         10,
         "timed rounds per variant at least before the first look (more when trainer.steps asks for more steps); "
-        "paired variants alternate round by round (E C | C E | ...)",
+        "paired variants alternate round by round (C E | E C | ...)",
         gt=0,
     )
     round_s: float = doc(

@@ -70,7 +70,7 @@ def describe_method(
     if paired:
         lines.append(
             "Paired eager baseline: an eager copy with the same initial weights and batches, in the same worker, its rounds alternating with the compiled "
-            "variant's (E C | C E | E C ...) so the host's changing speed hits both alike; each pair of adjacent rounds gives a ratio (eager round median / "
+            "variant's (C E | E C | C E ..., the compiled variant's solo round opening the first pair) so the host's changing speed hits both alike; each pair of adjacent rounds gives a ratio (eager round median / "
             "compiled round median), and speedup/vs_eager is their Hodges-Lehmann estimate with Wilcoxon's signed-rank interval (rank-based: a round the host "
             "stalled is one outlier among many pairs), widened for autocorrelated pairs. Memory figures come from solo phases only: an eager probe runs alone "
             "first and is freed, then the compiled variant warms up and runs one round before the eager copy exists; memory/ratio_vs_eager compares reserved peaks "

@@ -2,7 +2,8 @@
 generation) run by variants, measured the same way whatever the unit is.
 
 Order (paired mode): eager memory probe alone (then freed) -> compiled warm-up and one round alone ->
-eager copy warm-up -> short rounds alternating E C | C E | E C ..., each about `benchmark.round_s`, until
+eager copy warm-up and its first round (the first pair) -> short rounds alternating E C | C E | ..., each
+about `benchmark.round_s`, until
 the job's question is decided or `benchmark.budget_s` is spent (pipeline/measure/sequential.py). Every
 memory figure comes from a phase where its variant is alone on the device; the timing rounds alternate so
 the host's changing speed hits both variants alike. Diagnostics that run units (syncs, profile) come
@@ -329,6 +330,8 @@ class Scenario:
             units=lambda: self.size_rounds(main.unit_s(), eager_unit_s),
             after_first=lambda: self.gate.acquire("measure"),
         )
+        if self.measures_latency:  # the solo round is the main variant's first: its requests' latency too
+            timer.latency_round(main, self.round_units)
         now = (
             settings.snapshot()
         )  # as the units run: every flag that differs from the worker's start is recorded
@@ -369,9 +372,10 @@ class Scenario:
         return LATENCY if self.measures_latency else None
 
     def measure_rounds(self, main: Variant, eager: Variant | None, probe: Variant | None) -> Stop:
-        """Timed rounds, alternating E C | C E | ... when paired, until a look answers the job's question
-        or the budget is spent (pipeline/measure/sequential.py); every rank stops where rank 0 does. The
-        looks are planned from the solo rounds' times: as many as the budget holds."""
+        """Timed rounds, alternating C E | E C | C E ... when paired (the compiled variant's solo round opens
+        the first pair), until a look answers the job's question or the budget is spent
+        (pipeline/measure/sequential.py); every rank stops where rank 0 does. The looks are planned from the
+        solo rounds' times: as many as the budget holds."""
         bench, units = self.cfg.benchmark, self.round_units
         variants = (main,) if eager is None else (eager, main)
         unit_ms = sum(statistics.median(v.step_ms) for v in (main, probe) if v is not None and v.step_ms)
@@ -385,22 +389,25 @@ class Scenario:
         measuring = Measuring(looks, rule, paired=eager is not None)
         self.info["looks"] = list(looks.counts)
         self.host.spread_over(bench.host_check_s, len(variants) * looks.counts[0])
-        started, rounds = time.perf_counter(), 0
+        started = time.perf_counter()
+        if eager is not None:  # the first pair: the compiled variant's solo round, then the eager copy's
+            self.timed_round(eager, units)
+        rounds = 1
         while True:
+            if measuring.due(rounds):
+                stop = None
+                if self.ranks.rank == 0:
+                    low, estimate, high = self.question(main, eager, looks.confidence)
+                    stop = measuring.look(rounds, time.perf_counter() - started, low, estimate, high)
+                stop = agree(stop, self.device, broadcast=True)
+                if stop is not None:
+                    return stop
+                measuring.advance()
+                continue
             self.timer.measured_total = measuring.next_count * units
-            for variant in variants if rounds % 2 == 0 else variants[::-1]:
+            for variant in variants if rounds % 2 == 1 else variants[::-1]:  # C E | E C | C E ...
                 self.timed_round(variant, units)
             rounds += 1
-            if not measuring.due(rounds):
-                continue
-            stop = None
-            if self.ranks.rank == 0:
-                low, estimate, high = self.question(main, eager, looks.confidence)
-                stop = measuring.look(rounds, time.perf_counter() - started, low, estimate, high)
-            stop = agree(stop, self.device, broadcast=True)
-            if stop is not None:
-                return stop
-            measuring.advance()
 
     def timed_round(self, variant: Variant, units: int) -> None:
         """One round of a variant: its units back to back, then (scenarios that time a request's latency)
