@@ -49,7 +49,7 @@ from pipeline.measure.sequential import (  # noqa: E402
     StopRule,
     speedup_interval,
 )
-from pipeline.measure.stats import Latency, percentile  # noqa: E402
+from pipeline.measure.stats import Latency, effective_count, percentile, t975  # noqa: E402
 from pipeline.sweep.summary import Row, summarize  # noqa: E402
 from pipeline.sweep.verdict import FASTEST, Rule, Verdict  # noqa: E402
 
@@ -226,7 +226,7 @@ def by_host() -> None:
 # variant's solo round, the eager probe's, then rounds of k units alternating E C | C E | ..., each about
 # ROUND_S, looks planned from the solo rounds' times and the budget, and at each due look the paired
 # speedup's interval (pipeline.measure.sequential, the code the worker runs) and the stopping rule.
-ROUND_S, FIRST_ROUNDS, BUDGET_S, TARGET_PCT, MIN_EFFECT_PCT = 0.1, 10, 30.0, 2.5, 1.0
+ROUND_S, FIRST_ROUNDS, BUDGET_S, TARGET_PCT, MIN_EFFECT_PCT = 0.02, 10, 30.0, 1.0, 1.0
 UNIT_MS = 20.0  # the eager unit's time on an undisturbed host
 SEQ_TRIALS = 500
 
@@ -313,6 +313,32 @@ def paired_job(host: Host, speedup: float, *, budget_s: float = BUDGET_S) -> tup
     return stop, metrics
 
 
+def fixed_paired_job(host: Host, speedup: float, measured: int = 90) -> tuple[str | None, float]:
+    """The protocol before measuring until decided, for comparison: the compiled variant's solo round, then
+    E1 C2 E2 C3 E3, 3 rounds of measured / 3 steps each; each round cut into blocks of 3 steps, block j of
+    compiled round r paired with block j of eager round r, the t interval of their mean log-ratio over its
+    effective number, centred on eager median / compiled median. Returns its answer and its seconds."""
+    per_round = measured // 3
+    share, rounds = 0.8, {"c": [], "e": []}
+    for variant in ("c", "e", "c", "e", "c", "e"):
+        base = UNIT_MS / speedup if variant == "c" else UNIT_MS
+        rounds[variant].append([host.step(base, share) for _ in range(per_round)])
+    blocks_per_round = per_round // 3
+    logs = []
+    for e_round, c_round in zip(rounds["e"], rounds["c"], strict=True):
+        for j in range(blocks_per_round):
+            e, c = e_round[3 * j : 3 * j + 3], c_round[3 * j : 3 * j + 3]
+            logs.append(math.log(statistics.median(e) / statistics.median(c)))
+    all_e = [ms for r in rounds["e"] for ms in r]
+    all_c = [ms for r in rounds["c"] for ms in r]
+    center = statistics.median(all_e) / statistics.median(all_c)
+    n_eff = min(effective_count(logs), len(logs))
+    half = t975(int(n_eff) - 1) * statistics.stdev(logs) / math.sqrt(n_eff)
+    low, high = center * math.exp(-half), center * math.exp(half)
+    rule = StopRule(min_effect_pct=MIN_EFFECT_PCT, target_pct=TARGET_PCT, budget_s=0)
+    return rule.answer(low, high), (sum(all_e) + sum(all_c)) / 1000
+
+
 def eager_row(name: str, metrics: dict[str, float]) -> Row:
     """The sweep's eager job, from a paired job's eager copy (its figure is what the verdict compares)."""
     steps = {k.replace("eager/", "step/"): v for k, v in metrics.items() if k == "eager/p50_ms"}
@@ -320,7 +346,7 @@ def eager_row(name: str, metrics: dict[str, float]) -> Row:
     return Row(
         name=name,
         status="FINISHED",
-        config={"model": "m", "mode": "eager", "job": name},
+        config={"model": "m", "mode": "eager"},
         metrics=m,
         config_hash=name,
         pool_hash=name,
@@ -332,7 +358,7 @@ def compiled_row(name: str, mode: str, metrics: dict[str, float]) -> Row:
     return Row(
         name=name,
         status="FINISHED",
-        config={"model": "m", "mode": mode, "job": name},
+        config={"model": "m", "mode": mode},
         metrics=metrics,
         config_hash=name,
         pool_hash=name,
@@ -345,9 +371,9 @@ def sequential_answers(trials: int = SEQ_TRIALS) -> None:
     3% faster (`faster` is found): how often each answer came, by the look it came at."""
     print(
         "| host model | as fast: false answers by look 1 / 2 / 3 / all | as fast: no difference | as fast: measured s "
-        "| 3% faster: found | 3% faster: measured s |"
+        "| 3% faster: found | 3% faster: measured s | before (90 steps, 3 rounds): false / found |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for name, make in HOSTS.items():
         rng = random.Random(11)
         same = [paired_job(make(rng), 1.0) for _ in range(trials)]
@@ -358,10 +384,13 @@ def sequential_answers(trials: int = SEQ_TRIALS) -> None:
         right = 100 * sum(s.answer == SAME for s, _ in same) / trials
         faster = [paired_job(make(rng), 1.03) for _ in range(trials)]
         found_ = 100 * sum(s.answer == FASTER for s, _ in faster) / trials
+        before_false = sum(fixed_paired_job(make(rng), 1.0)[0] in (FASTER, SLOWER) for _ in range(trials))
+        before_found = sum(fixed_paired_job(make(rng), 1.03)[0] == FASTER for _ in range(trials))
         print(
             f"| {name} | " + " / ".join(f"{f:.1f}%" for f in false_by_look) + f" | {right:.1f}% | "
             f"{statistics.mean(s.seconds for s, _ in same):.1f} | {found_:.1f}% | "
-            f"{statistics.mean(s.seconds for s, _ in faster):.1f} |"
+            f"{statistics.mean(s.seconds for s, _ in faster):.1f} | "
+            f"{100 * before_false / trials:.1f}% / {100 * before_found / trials:.1f}% |"
         )
 
 

@@ -342,7 +342,7 @@ class BenchmarkConfig:
         ge=0,
     )
     target_pct: float = doc(
-        2.5,
+        1.0,
         "precise enough: an interval's half-width in % of its figure (the paired speedup's, or a lone figure's) "
         "at which a job may stop measuring",
         gt=0,
