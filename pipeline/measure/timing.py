@@ -50,7 +50,8 @@ class Variant:
         self.name = name
         self.setup_s = setup_s  # the torch.compile call(s) that made this variant
         self.done = 0  # units recorded (warm-up included)
-        self.measured = 0  # units timed
+        self.measured = 0  # units timed and read
+        self.queued = 0  # units timed, their laps not read yet (Timer.flush)
         self.warmup_s: list[float] = []
         self.laps: dict[str, list[float]] = {}  # label -> ms, over every timed round
         self.round_sizes: dict[str, list[int]] = {}  # label -> laps per timed round
@@ -215,6 +216,7 @@ class Timer:
         self.measured_total = measured_total  # measured units per variant by the next look (progress)
         self.progress_every = progress_every  # 0: about 50 progress events over measured_total
         self.host = host if host is not None else HostCheck(burst_s=0.0)  # the host's speed before each round
+        self.pending: list[tuple[Variant, Laps, int]] = []  # timed rounds not read yet (flush)
 
     def warm_up(
         self,
@@ -236,11 +238,13 @@ class Timer:
             if show:
                 self.progress(variant.name, "warmup", i + 1, units)
 
-    def timed_round(self, variant: Variant, units: int, *, show: bool = True) -> dict[str, list[float]]:
-        """Run `units` measured units with boundary events and no host sync; return their laps (ms).
-        Before the round (outside its time, the device idle) a burst of the host check; the host's CPU
-        steal, this process's threads' CPU time and wait, and other processes' use of its CPUs are read
-        before the first and after the last unit (outside the timed loop)."""
+    def timed_round(self, variant: Variant, units: int, *, show: bool = True) -> None:
+        """Run `units` measured units with boundary events and no host sync: their laps are read at the next
+        `flush` (a look), so the device never drains between rounds and each unit's host preamble (guards,
+        launches) overlaps the work queued before it, as in a loop of steps back to back. Before the round
+        (outside its time) a burst of the host check; the host's CPU steal, this process's threads' CPU time
+        and wait, and other processes' use of its CPUs are read before the first and after the last unit
+        (outside the timed loop)."""
         self.host.sample()
         variant.reserve(variant.done + units)
         every = self.progress_every or max(1, self.measured_total // 50)
@@ -251,10 +255,9 @@ class Timer:
         laps.mark(None)
         for i in range(units):
             variant.run_unit(laps)
-            done = variant.measured + i + 1
+            done = variant.measured + variant.queued + i + 1
             if show and (done % every == 0 or i + 1 == units):
                 self.progress(variant.name, "measure", done, self.measured_total)
-        found = laps.read()
         threads_after = thread_cpu_and_wait_ns()
         after = cpu_ticks()
         if before is not None and after is not None:
@@ -265,12 +268,20 @@ class Timer:
             variant.thread_run_ns += run_ns
             variant.thread_wait_ns += wait_ns
             variant.others_cpu.stop(after, own_threads_ns=run_ns)
-        variant.add_round(found, units)
-        return found
+        variant.queued += units
+        self.pending.append((variant, laps, units))
+
+    def flush(self) -> None:
+        """Read the rounds timed since the last flush (one sync) into their variants, in order."""
+        for variant, laps, units in self.pending:
+            variant.add_round(laps.read(), units)
+            variant.queued -= units
+        self.pending.clear()
 
     def latency_round(self, variant: Variant, units: int) -> list[float]:
         """Run `units` units one at a time, each synchronized before and after and timed by the host's
         clock: the latency a request sees (its launch included), not the time per unit of a busy queue."""
+        self.flush()  # its syncs end the rounds before it: read them in order
         times = []
         for _ in range(units):
             synchronize(self.device)
@@ -302,6 +313,7 @@ class Timer:
         peaks.job_allocated, peaks.job_reserved = memory.peak_allocated(), memory.peak_reserved()
         memory.reset_peak()
         self.timed_round(variant, units(), show=show)
+        self.flush()
         peaks.allocated, peaks.reserved = memory.peak_allocated(), memory.peak_reserved()
         peaks.job_allocated = max(peaks.job_allocated, peaks.allocated)
         peaks.job_reserved = max(peaks.job_reserved, peaks.reserved)

@@ -395,6 +395,7 @@ class Scenario:
         rounds = 1
         while True:
             if measuring.due(rounds):
+                self.timer.flush()  # the rounds since the last look: one sync
                 stop = None
                 if self.ranks.rank == 0:
                     low, estimate, high = self.question(main, eager, looks.confidence)
