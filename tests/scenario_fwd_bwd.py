@@ -1,6 +1,8 @@
 """A scenario added with one config file (tests/conf/scenario/fwd_bwd.yaml) and this one module: forward
-and backward without an optimizer step. The protocol (pipeline/scenarios/protocol.py) gives it
-everything else: warm-up, paired eager rounds, compile time, memory, noise, the report.
+and backward without an optimizer step. It names its step and its timed unit (`recipe`); the axes
+(weights' dtype, precision, parallel wrap, compilation and the compile call's time) are applied by
+pipeline/scenarios/variant.py, and the protocol (pipeline/scenarios/protocol.py) gives it everything
+else: warm-up, paired eager rounds, compile time, memory, noise, the report.
 
 The built-in scenarios keep their config class apart from their implementation (config.py, scenario.py)
 so that a job's parent never imports torch; a scenario of one's own may be one module, as this one."""
@@ -8,17 +10,18 @@ so that a job's parent never imports torch; a scenario of one's own may be one m
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from losses import build_loss
-from pipeline.axes.compile import Compiled, StepFn, apply_compile
+from pipeline.axes.compile import Compiled, MakeStep, StepFn
 from pipeline.config.schema import CompileConfig
 from pipeline.measure.timing import StepVariant
 from pipeline.scenarios.base import ScenarioConfig
 from pipeline.scenarios.protocol import Measured, Scenario
+from pipeline.scenarios.variant import Recipe
 
 
 @dataclass(kw_only=True)
@@ -34,23 +37,26 @@ class FwdBwdScenario(Scenario):
         with torch.device(self.device):
             return build_loss(self.cfg.loss, self.spec)
 
-    def make_variant(self, name: str, settings: CompileConfig) -> tuple[StepVariant, Compiled]:
-        net = self.fresh_model().train()
+    def recipe(self) -> Recipe:
+        def step(net: nn.Module, optimizer: Any, settings: CompileConfig) -> MakeStep:
+            def make_step(forward_loss: nn.Module, *, mark_cudagraph_step: bool) -> StepFn:
+                def fwd_bwd(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+                    for p in net.parameters():
+                        p.grad = None
+                    with self.precision.autocast(self.device.type):
+                        loss = forward_loss(batch)
+                    loss.backward()
+                    return loss.detach()
 
-        def make_step(forward_loss: nn.Module, *, mark_cudagraph_step: bool) -> StepFn:
-            def step(batch: dict[str, torch.Tensor]) -> torch.Tensor:
-                for p in net.parameters():
-                    p.grad = None
-                with self.precision.autocast(self.device.type):
-                    loss = forward_loss(batch)
-                loss.backward()
-                return loss.detach()
+                return fwd_bwd
 
-            return step
+            return make_step
 
-        compiled = apply_compile(settings, model=net, loss=self.head, make_step=make_step)
-        losses = torch.zeros(self.cfg.trainer.steps, device=self.device)
-        return StepVariant(name, compiled.step, self.batches(), outputs=losses), compiled
+        def unit(name: str, compiled: Compiled, net: nn.Module, setup_s: float) -> StepVariant:
+            losses = torch.zeros(self.cfg.trainer.steps, device=self.device)
+            return StepVariant(name, compiled.step, self.batches(), outputs=losses, setup_s=setup_s)
+
+        return Recipe(step=step, unit=unit)
 
     def paired_losses(self, measured: Measured) -> tuple[list[float], list[float]]:
         """Loss parity against the eager copy: the losses each variant's steps returned."""

@@ -215,3 +215,79 @@ def test_design_map_names_every_module_and_only_modules_that_exist():
     existing = {str(p.relative_to(ROOT)) for p in modules(PIPELINE) if p.name != "__init__.py"}
     assert not existing - named, f"docs/design.md does not mention {sorted(existing - named)}"
     assert not named - existing, f"docs/design.md names modules that do not exist: {sorted(named - existing)}"
+
+
+# What applies an axis to a variant: only pipeline/scenarios/variant.py calls these (the model's dtype and
+# precision, its parallel wrap, its optimizer, torch.compile and the compile call's timing).
+AXIS_CALLS = {"apply_compile", "parallelize", "build_optimizer", "convert", "perf_counter"}
+
+
+def axis_calls(path: Path) -> list[str]:
+    """The axis-applying calls in a module (`f(...)` or `x.f(...)` with f in AXIS_CALLS), with their lines."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = (
+                func.id
+                if isinstance(func, ast.Name)
+                else func.attr
+                if isinstance(func, ast.Attribute)
+                else ""
+            )
+            if name in AXIS_CALLS:
+                found.append(f"{path.name}:{node.lineno}: {name}()")
+    return found
+
+
+def scenario_modules() -> list[Path]:
+    """Every scenario's implementation: the built-in ones under pipeline/scenarios/<name>/ and the example."""
+    built_in = [p for p in modules(PIPELINE / "scenarios") if p.parent != PIPELINE / "scenarios"]
+    return [*built_in, ROOT / "tests" / "scenario_fwd_bwd.py"]
+
+
+def test_no_scenario_applies_an_axis_itself():
+    """A scenario names its step and its timed unit (a Recipe); pipeline/scenarios/variant.py applies the
+    model's dtype, the precision, the parallel wrap, the optimizer and compilation, in one order, and times
+    the compile call."""
+    found = [call for path in scenario_modules() for call in axis_calls(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_axis_rule_would_catch_a_scenario_that_applies_one(tmp_path: Path):
+    rogue = tmp_path / "rogue.py"
+    rogue.write_text(
+        "def make(settings, net, head, step):\n"
+        "    started = time.perf_counter()\n"
+        "    return apply_compile(settings, model=precision.convert(net), loss=head, make_step=step)\n"
+    )
+    assert sorted(c.split(": ")[1] for c in axis_calls(rogue)) == [
+        "apply_compile()",
+        "convert()",
+        "perf_counter()",
+    ]
+
+
+def test_each_scenarios_yaml_and_class_name_agree():
+    """conf/scenario/<name>.yaml names a config class whose `name` is <name> (run names and tags use the
+    class's, Hydra's choice the file's): the built-in ones and the example's (tests/conf/scenario/)."""
+    from hydra.utils import get_class
+    from omegaconf import OmegaConf
+
+    files = [
+        *sorted((ROOT / "conf" / "scenario").glob("*.yaml")),
+        *sorted((ROOT / "tests" / "conf" / "scenario").glob("*.yaml")),
+    ]
+    assert len(files) >= 4
+
+    def target(path: Path) -> str:  # a `@package _global_` file holds its node under `scenario`
+        node = OmegaConf.load(path)
+        return node["scenario"]["_target_"] if "scenario" in node else node["_target_"]
+
+    disagree = [
+        f"{path.relative_to(ROOT)}: {cls.__name__}.name = {cls.name!r}"
+        for path in files
+        for cls in [get_class(target(path))]
+        if cls.name != path.stem
+    ]
+    assert not disagree, "\n".join(disagree)

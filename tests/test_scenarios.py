@@ -410,3 +410,36 @@ def test_the_standalone_eager_job_and_a_compiled_jobs_paired_eager_copy_run_the_
     assert len(alone) > 20 and not any(grad for _, _, grad in alone)
     if precision == "amp":  # autocast is on in both: the matmuls run in bfloat16
         assert any(("linear" in op or "mm" in op) and "torch.bfloat16" in dtypes for op, dtypes, _ in alone)
+
+
+def test_the_example_scenario_gets_its_weights_dtype_and_compile_time_without_writing_them(tmp_path: Path):
+    """tests/scenario_fwd_bwd.py names only its step and its timed unit; pipeline/scenarios/variant.py
+    applies the rest: at precision=bf16 its weights are bfloat16, and its variant carries the compile
+    call's time."""
+    import torch
+
+    from pipeline.scenarios import runner_class
+    from pipeline.scenarios.protocol import Timeline, WorkerContext
+
+    conf = Path(__file__).parent / "conf"
+    cfg = validate(
+        compose(
+            [
+                f"hydra.searchpath=[file://{conf}]",
+                "scenario=fwd_bwd",
+                "model=vit_tiny",
+                "trainer.batch_size=2",
+                "precision=bf16",
+                "compile.backend=aot_eager",
+            ]
+        )
+    )
+    ctx = WorkerContext(
+        device=torch.device("cpu"), progress=lambda *a, **k: None, out_dir=tmp_path, timeline=Timeline()
+    )
+    scenario = runner_class(cfg.scenario)(cfg, ctx)
+    scenario.head = scenario.prepare()
+    variant, compiled = scenario.make_variant("compiled", cfg.compile)
+    weights = {p.dtype for p in compiled.forward.parameters()}
+    assert weights == {torch.bfloat16}, weights
+    assert variant.setup_s > 0 and compiled.kwargs["backend"] == "aot_eager"

@@ -10,7 +10,8 @@ the host's changing speed hits both variants alike. Diagnostics that run units (
 after the measurement.
 
 A scenario (`pipeline/scenarios/<name>/scenario.py`) subclasses :class:`Scenario` and supplies what it
-builds once (`prepare`), its variant (`make_variant`) and its own figures (`finish_report`); everything
+builds once (`prepare`), its variant's ingredients (`recipe`: its step and its timed unit; the axes are
+applied by pipeline/scenarios/variant.py) and its own figures (`finish_report`); everything
 else (compile time, the compile diagnosis, memory, noise, the paired comparison, throughput from the
 work its config states, MFU, the method's words) is here, once.
 """
@@ -55,6 +56,7 @@ from pipeline.measure.sequential import Looks, Measuring, Stop, StopRule, speedu
 from pipeline.measure.stats import Latency, Throughput
 from pipeline.measure.timing import LATENCY, Timer, Variant, units_per_round
 from pipeline.progress import Progress
+from pipeline.scenarios.variant import Recipe, build_variant, placed_model
 
 
 class Timeline:
@@ -187,7 +189,7 @@ class UnitReport:
 
 class Scenario:
     """A unit of work, warmed up, timed in (paired) rounds and diagnosed. Subclasses implement `prepare`
-    and `make_variant`, and may extend `finish_report`, `measuring`, `method_lines`, `count_flops`."""
+    and `recipe`, and may extend `finish_report`, `measuring`, `method_lines`, `count_flops`."""
 
     timed_unit = "step"  # what trainer.steps counts for this scenario, in words
     measures_latency = False  # also time units one at a time, synchronized: a request's latency (latency/*)
@@ -219,8 +221,13 @@ class Scenario:
         """Build what every variant shares (the loss, or an output head); returns it."""
         raise NotImplementedError
 
-    def make_variant(self, name: str, settings: CompileConfig) -> tuple[Variant, Compiled]:
+    def recipe(self) -> Recipe:
+        """What the scenario's variant is made of (its step and its timed unit); the axes are applied by
+        pipeline/scenarios/variant.py, in one order, for every scenario."""
         raise NotImplementedError
+
+    def make_variant(self, name: str, settings: CompileConfig) -> tuple[Variant, Compiled]:
+        return build_variant(self, name, settings, self.recipe())
 
     def measuring(self) -> contextlib.AbstractContextManager[Any]:
         """The context every unit runs in (warm-up, measurement, diagnostics alike)."""
@@ -287,12 +294,19 @@ class Scenario:
         self.ctx.progress(measured.main.name, "done", 1, 1, force=True)
         return report
 
-    def fresh_model(self) -> nn.Module:
-        """The model, built and initialized on the device from the job's seed: every call gives the
-        same initial weights, so paired variants start equal, and nothing is initialized on the host."""
+    def fresh_model(self, dtype: torch.dtype | None = None) -> nn.Module:
+        """The model, built and initialized on the device from the job's seed (in `dtype` from the start
+        when given): every call gives the same initial weights, so paired variants start equal, and nothing
+        is initialized on the host."""
         torch.manual_seed(self.cfg.trainer.seed)
-        with torch.device(self.device):
-            model = build_model(self.cfg.model)
+        previous = torch.get_default_dtype()
+        if dtype is not None:
+            torch.set_default_dtype(dtype)
+        try:
+            with torch.device(self.device):
+                model = build_model(self.cfg.model)
+        finally:
+            torch.set_default_dtype(previous)
         self.info["parameters"] = sum(p.numel() for p in model.parameters())
         return model
 
@@ -542,7 +556,7 @@ class Scenario:
         """`torch._dynamo.explain` on a throwaway copy, before anything real is compiled; its compile
         state is then forgotten so the job's own statistics start from zero."""
         assert self.head is not None
-        model = self.fresh_model().to(dtype=self.precision.param_dtype)
+        model = placed_model(self, self.recipe())
         batch = next(self.batches(num_batches=1))
         with self.precision.autocast(self.device.type):
             text = explain_mod.explain(ModelWithLoss(model, self.head), batch)

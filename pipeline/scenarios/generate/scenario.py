@@ -22,22 +22,21 @@ from __future__ import annotations
 import contextlib
 import inspect
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from models import build_model
-from pipeline.axes.compile import Compiled, StepFn, apply_compile
-from pipeline.config.schema import CompileConfig, Config
+from pipeline.axes.compile import Compiled, StepFn
+from pipeline.config.schema import Config
 from pipeline.diagnose.flops import DecodeBandwidth, decode_bytes
 from pipeline.measure.clocks import Laps, synchronize
 from pipeline.measure.memory import gib
 from pipeline.measure.stats import Latency
 from pipeline.measure.timing import Variant
 from pipeline.scenarios.protocol import Measured, Scenario, UnitReport, WorkerContext
+from pipeline.scenarios.variant import Recipe
 
 TIE_RTOL = 0.01  # two logits this close (relative to the largest) are a tie at bf16 precision
 TTFT, DECODE = "ttft", "decode"
@@ -230,35 +229,29 @@ class GenerateScenario(Scenario):
             vocab, (self.batch_size, self.prompt_len), generator=generator, device=self.device
         )
 
-    def make_variant(self, name: str, settings: CompileConfig) -> tuple[GenerationVariant, Compiled]:
+    def recipe(self) -> Recipe:
         from transformers import StaticCache
 
-        assert self.head is not None
-        torch.manual_seed(self.cfg.trainer.seed)
-        dtype = self.precision.param_dtype
-        previous = torch.get_default_dtype()
-        torch.set_default_dtype(dtype)  # built in its own dtype: no float32 copy of a 7B model first
-        try:
-            with torch.device(self.device):
-                lm = build_model(self.cfg.model).model  # the HF causal LM inside LogitsOnly
-        finally:
-            torch.set_default_dtype(previous)
-        lm = lm.to(device=self.device, dtype=dtype).eval().requires_grad_(False)
-        lm.config.use_cache = True
-        self.info["parameters"] = sum(p.numel() for p in lm.parameters())
-        cache = StaticCache(config=lm.config, max_cache_len=self.prompt_len + self.new_tokens)
-        started = time.perf_counter()
-        compiled = apply_compile(settings, model=Decoder(lm), loss=self.head, make_step=decode_step_factory())
-        variant = GenerationVariant(
-            name,
-            lm=lm,
-            compiled=compiled,
-            cache=cache,
-            prompt=self.prompt(),
-            new_tokens=self.new_tokens,
-            setup_s=time.perf_counter() - started,
+        def unit(name: str, compiled: Compiled, lm: nn.Module, setup_s: float) -> GenerationVariant:
+            lm.config.use_cache = True
+            cache = StaticCache(config=lm.config, max_cache_len=self.prompt_len + self.new_tokens)
+            return GenerationVariant(
+                name,
+                lm=lm,
+                compiled=compiled,
+                cache=cache,
+                prompt=self.prompt(),
+                new_tokens=self.new_tokens,
+                setup_s=setup_s,
+            )
+
+        return Recipe(
+            step=lambda model, optimizer, settings: decode_step_factory(),
+            unit=unit,
+            adapt=lambda built: built.model,  # the HF causal LM inside LogitsOnly
+            compiles=Decoder,
+            build_in_dtype=True,  # no float32 copy of a 7B model first
         )
-        return variant, compiled
 
     def explain(self) -> None:
         self.info["explain_note"] = (

@@ -12,19 +12,19 @@ measurement: with `compile.dynamic=true` one graph must serve them all (`diagnos
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Any
 
 import torch
 from torch import nn
 
-from pipeline.axes.compile import Compiled, StepFn, apply_compile
+from pipeline.axes.compile import Compiled, MakeStep, StepFn
 from pipeline.axes.data import DeviceBatches, Interleaved
 from pipeline.axes.precision import Precision
 from pipeline.config.schema import CompileConfig, Config
 from pipeline.measure.parity import output_parity
 from pipeline.measure.timing import StepVariant
 from pipeline.scenarios.protocol import Measured, Scenario, UnitReport, WorkerContext
+from pipeline.scenarios.variant import Recipe
 
 
 class Outputs(nn.Module):
@@ -80,15 +80,16 @@ class InferenceScenario(Scenario):
         streams = [self.batches(size) for size in self.sizes]
         return streams[0] if len(streams) == 1 else Interleaved(streams)
 
-    def make_variant(self, name: str, settings: CompileConfig) -> tuple[StepVariant, Compiled]:
-        assert self.head is not None
-        net = self.fresh_model().to(device=self.device, dtype=self.precision.param_dtype).eval()
-        net.requires_grad_(False)
-        make_step = inference_step_factory(precision=self.precision, device_type=self.device.type)
-        started = time.perf_counter()
-        compiled = apply_compile(settings, model=net, loss=self.head, make_step=make_step)
-        setup_s = time.perf_counter() - started
-        return StepVariant(name, compiled.step, self.batch_stream(), setup_s=setup_s), compiled
+    def recipe(self) -> Recipe:
+        def step(
+            model: nn.Module, optimizer: torch.optim.Optimizer | None, settings: CompileConfig
+        ) -> MakeStep:
+            return inference_step_factory(precision=self.precision, device_type=self.device.type)
+
+        def unit(name: str, compiled: Compiled, model: nn.Module, setup_s: float) -> StepVariant:
+            return StepVariant(name, compiled.step, self.batch_stream(), setup_s=setup_s)
+
+        return Recipe(step=step, unit=unit)
 
     def finish_report(self, report: UnitReport, measured: Measured) -> None:
         """Output parity: compiled and eager on the same batch (their weights are equal: same seed,

@@ -5,19 +5,17 @@ curves."""
 
 from __future__ import annotations
 
-import time
-
 import torch
 from torch import nn
 
 from losses import build_loss
-from pipeline.axes.compile import Compiled, apply_compile
-from pipeline.axes.parallel import parallelize
+from pipeline.axes.compile import Compiled, MakeStep
 from pipeline.config.schema import CompileConfig
 from pipeline.diagnose.flops import count_flops
 from pipeline.measure.timing import StepVariant
 from pipeline.scenarios.protocol import Measured, Scenario, UnitReport
-from pipeline.scenarios.train.step import build_optimizer, train_step_factory
+from pipeline.scenarios.train.step import train_step_factory
+from pipeline.scenarios.variant import Recipe
 
 
 class TrainScenario(Scenario):
@@ -31,30 +29,25 @@ class TrainScenario(Scenario):
         with torch.device(self.device):
             return build_loss(self.cfg.loss, self.spec).to(dtype=self.precision.param_dtype).train()
 
-    def make_variant(self, name: str, settings: CompileConfig) -> tuple[StepVariant, Compiled]:
-        trainer, device, precision = self.cfg.trainer, self.device, self.precision
-        assert self.head is not None
-        net = precision.convert(self.fresh_model().to(device=device, dtype=precision.param_dtype).train())
-        net = parallelize(
-            net, self.cfg.parallel, device
-        )  # DDP or FSDP2, before the optimizer sees its parameters
-        optimizer = build_optimizer(
-            net.parameters(), trainer.optimizer, tensor_lr=settings.compiles_optimizer, device=device
-        )
-        make_step = train_step_factory(
-            optimizer=optimizer,
-            scaler=precision.make_scaler(device.type),
-            precision=precision,
-            device_type=device.type,
-        )
-        started = time.perf_counter()
-        compiled = apply_compile(
-            settings, model=net, loss=self.head, make_step=make_step, optimizer=optimizer
-        )
-        setup_s = time.perf_counter() - started
-        losses = torch.zeros(trainer.steps, device=device, dtype=torch.float32)  # grown between rounds
-        variant = StepVariant(name, compiled.step, self.batches(), outputs=losses, setup_s=setup_s)
-        return variant, compiled
+    def recipe(self) -> Recipe:
+        precision, device = self.precision, self.device
+
+        def step(
+            model: nn.Module, optimizer: torch.optim.Optimizer | None, settings: CompileConfig
+        ) -> MakeStep:
+            assert optimizer is not None
+            scaler = precision.make_scaler(device.type)
+            return train_step_factory(
+                optimizer=optimizer, scaler=scaler, precision=precision, device_type=device.type
+            )
+
+        def unit(name: str, compiled: Compiled, model: nn.Module, setup_s: float) -> StepVariant:
+            losses = torch.zeros(
+                self.cfg.trainer.steps, device=device, dtype=torch.float32
+            )  # grown between rounds
+            return StepVariant(name, compiled.step, self.batches(), outputs=losses, setup_s=setup_s)
+
+        return Recipe(step=step, unit=unit)
 
     def paired_losses(self, measured: Measured) -> tuple[list[float], list[float]] | None:
         assert isinstance(measured.main, StepVariant) and isinstance(measured.eager, StepVariant)

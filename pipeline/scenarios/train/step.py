@@ -4,33 +4,13 @@ scaler). No timing, no logging: the hot loop in one screen."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
-from hydra.utils import get_class
 from torch import nn
 
 from pipeline.axes.compile import StepFn
 from pipeline.axes.data import Batch
 from pipeline.axes.precision import Precision
-from pipeline.config.schema import OptimizerConfig
-
-
-def build_optimizer(
-    params: Any, cfg: OptimizerConfig, *, tensor_lr: bool, device: torch.device
-) -> torch.optim.Optimizer:
-    """The optimizer from `trainer.optimizer`. With `tensor_lr` the learning rate is a tensor, so a
-    compiled step does not guard on (and recompile for) its value."""
-    kwargs = dict(cfg.kwargs)
-    for key in ("fused", "foreach"):
-        if getattr(cfg, key) is not None:
-            kwargs[key] = getattr(cfg, key)
-    lr: float | torch.Tensor = cfg.lr
-    if tensor_lr:
-        lr = torch.tensor(lr, device=device if kwargs.get("fused") or device.type == "cuda" else "cpu")
-        if device.type == "cuda" and not kwargs.get("fused"):
-            kwargs.setdefault("capturable", True)
-    return get_class(cfg._target_)(params, lr=lr, **kwargs)
 
 
 def train_step_factory(

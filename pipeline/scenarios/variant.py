@@ -1,0 +1,82 @@
+"""Building a scenario's variant: one function applies the axes in one fixed order, as torchtitan's
+`parallelize_*` composes its own (model -> dtype -> mode -> precision -> parallel -> optimizer -> compile,
+the compile call timed), from the ingredients a scenario names in its :class:`Recipe`: what it makes of
+the model, its step, and the timed unit around the compiled step. A scenario never applies an axis itself
+(`tests/test_layout.py` checks it)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from pipeline.axes.compile import Compiled, MakeStep, apply_compile
+from pipeline.axes.optimizer import build_optimizer
+from pipeline.axes.parallel import parallelize
+from pipeline.config.schema import CompileConfig
+from pipeline.measure.timing import Variant
+
+if TYPE_CHECKING:
+    from pipeline.scenarios.protocol import Scenario
+
+
+def _same(model: nn.Module) -> nn.Module:
+    return model
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recipe:
+    """What a scenario's variant is made of."""
+
+    # (the model as built and placed, its optimizer or None, the compile settings) -> apply_compile's make_step
+    step: Callable[[nn.Module, torch.optim.Optimizer | None, CompileConfig], MakeStep]
+    # (name, the compiled step, the model, the compile call's seconds) -> the timed variant
+    unit: Callable[[str, Compiled, nn.Module, float], Variant]
+    # what the scenario runs of the model the factory builds (generation: the HF causal LM inside)
+    adapt: Callable[[nn.Module], nn.Module] = _same
+    # what apply_compile compiles of it (generation: a decode step's module around the LM)
+    compiles: Callable[[nn.Module], nn.Module] = _same
+    # build the weights in the precision's dtype from the start (a 7B model: no float32 copy first)
+    build_in_dtype: bool = False
+
+
+def placed_model(scenario: Scenario, recipe: Recipe) -> nn.Module:
+    """The model axes before compilation: built from the job's seed on the device (every call gives the
+    same weights, so paired variants start equal), adapted by the scenario, in the precision's weight dtype,
+    in train mode converted by the precision (float8 training) when the scenario trains (its config's
+    `trains`), else in eval mode without gradients."""
+    precision, device = scenario.precision, scenario.device
+    model = recipe.adapt(scenario.fresh_model(dtype=precision.param_dtype if recipe.build_in_dtype else None))
+    model = model.to(device=device, dtype=precision.param_dtype)
+    if scenario.cfg.scenario.trains:  # the scenario's config says whether it trains
+        return precision.convert(model.train())
+    return model.eval().requires_grad_(False)
+
+
+def build_variant(
+    scenario: Scenario, name: str, settings: CompileConfig, recipe: Recipe
+) -> tuple[Variant, Compiled]:
+    """The variant `name` under `settings`: the model placed (placed_model), and for a scenario that trains
+    wrapped for its parallel strategy with its optimizer; the scenario's step compiled (the torch.compile call's time is the variant's
+    `setup_s`), and the scenario's timed unit around it."""
+    model = placed_model(scenario, recipe)
+    optimizer = None
+    if scenario.cfg.scenario.trains:
+        model = parallelize(model, scenario.cfg.parallel, scenario.device)  # before the optimizer sees it
+        optimizer = build_optimizer(
+            model.parameters(),
+            scenario.cfg.trainer.optimizer,
+            tensor_lr=settings.compiles_optimizer,
+            device=scenario.device,
+        )
+    make_step = recipe.step(model, optimizer, settings)
+    started = time.perf_counter()
+    compiled = apply_compile(
+        settings, model=recipe.compiles(model), loss=scenario.head, make_step=make_step, optimizer=optimizer
+    )
+    setup_s = time.perf_counter() - started
+    return recipe.unit(name, compiled, model, setup_s), compiled
