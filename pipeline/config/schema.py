@@ -370,6 +370,11 @@ class DiagnoseConfig:
     flops: bool = doc(True, "count FLOPs of one step with torch.utils.flop_counter, for MFU")
     cache_dir: str | None = doc(None, "inductor cache dir; null: shared per sweep under outputs/")
     cold_cache: bool = doc(False, "start from an empty inductor cache (cold-start compile time)")
+    comm: bool = doc(
+        True,
+        "distributed jobs: profile a few extra steps after measuring for the exposed communication and the "
+        "collectives' bus bandwidth (comm/*), against the machine's own from a probe run once per machine",
+    )
 
 
 @dataclass(kw_only=True)

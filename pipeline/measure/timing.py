@@ -180,8 +180,11 @@ class Timer:
         measured_total: int,
         progress_every: int = 0,
         host: HostCheck | None = None,
+        before_round: Callable[[], None] | None = None,
     ):
         self.device = device
+        # run before each timed round's first mark, after the host check (a distributed job: its ranks meet)
+        self.before_round = before_round
         self.memory = Memory(device)
         self.progress = progress
         self.measured_total = measured_total  # measured units per variant, over all rounds
@@ -210,11 +213,14 @@ class Timer:
 
     def timed_round(self, variant: Variant, units: int, *, show: bool = True) -> dict[str, list[float]]:
         """Run `units` measured units with boundary events and no host sync; return their laps (ms).
-        Before the round (outside its time, the device idle) a burst of the host check; the host's CPU
+        Before the round (outside its time, the device idle) a burst of the host check, then
+        `before_round` (a distributed job's ranks meet there); the host's CPU
         steal, this process's threads' CPU time and wait, and other processes' use of its CPUs are read
         before the first and after the last unit (outside the timed loop)."""
         self.host.sample()
         laps = Laps(self.device, 1 + units * variant.marks_per_unit)
+        if self.before_round is not None:
+            self.before_round()
         before = cpu_ticks()
         variant.others_cpu.start(before)
         threads_before = thread_cpu_and_wait_ns()

@@ -19,6 +19,7 @@ import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,8 +32,8 @@ from pipeline.axes.data import make_batches
 from pipeline.axes.parallel import Ranks
 from pipeline.axes.precision import Precision
 from pipeline.config.schema import CompileConfig, Config
+from pipeline.diagnose import comm, profiler, syncs
 from pipeline.diagnose import explain as explain_mod
-from pipeline.diagnose import profiler, syncs
 from pipeline.diagnose.compile_log import CompileLogRecorder
 from pipeline.diagnose.compile_stats import CompileDiagnosis, CompileStats, reset_compile_state
 from pipeline.diagnose.flops import Mfu
@@ -45,7 +46,7 @@ from pipeline.measure.memory import MemoryPeaks, cpu_rss_peak_gib, nvml_process_
 from pipeline.measure.method import describe_method
 from pipeline.measure.noise import Noise, round_drift_pct
 from pipeline.measure.paired import PairedComparison, compare
-from pipeline.measure.ranks import ParallelFigures, slowest_rank_steps
+from pipeline.measure.ranks import ParallelFigures, align_ranks, slowest_rank_steps
 from pipeline.measure.stats import Latency, Throughput
 from pipeline.measure.timing import LATENCY, Timer, Variant, split_rounds
 from pipeline.progress import Progress
@@ -197,7 +198,11 @@ class Scenario:
         timed_rounds = 2 * len(self.rounds) + 1 if cfg.paired else 1  # paired: the eager probe's round too
         self.host = HostCheck(burst_s=cfg.benchmark.host_check_s / timed_rounds)  # before each timed round
         self.timer = Timer(
-            device=self.device, progress=ctx.progress, measured_total=self.measured, host=self.host
+            device=self.device,
+            progress=ctx.progress,
+            measured_total=self.measured,
+            host=self.host,
+            before_round=partial(align_ranks, self.device) if cfg.parallel.distributed else None,
         )
         self.info: dict[str, Any] = {"rounds": self.rounds}
         self.head: nn.Module | None = None  # what turns the model's outputs into the unit's result; prepare()
@@ -480,6 +485,10 @@ class Scenario:
                 report.host_syncs_per_step = found["count"]
         if self.cfg.profile:
             profiler.profile_steps(unit, self.device, JobDir(self.ctx.out_dir).profile)
+        if self.cfg.parallel.distributed and self.cfg.diagnose.comm:  # where a step's time goes on the wire
+            figures = comm.diagnose(unit, self.device, JobDir(self.ctx.out_dir).comm, step_ms=report.step.p50)
+            report.records.append(figures)
+            report.series.update(figures.series())
 
 
 def import_model_library(target: str) -> None:
