@@ -284,9 +284,41 @@ def test_unsupported_parallel_combinations_are_refused_before_anything_starts(
         validate(compose([*TINY_CPU, "parallel=ddp", "gpu_pool=[0]"]))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # more ranks than GPUs this job may use
     with pytest.raises(ConfigError, match=r"at most the 1 GPU\(s\) this job sees \(device=cuda\)"):
-        validate(compose([*TINY_CPU, "parallel=ddp", "device=cuda"]))
+        validate(compose([*TINY_CPU, "parallel=ddp", "parallel.nproc=2", "device=cuda"]))
     with pytest.raises(ConfigError, match=r"needs compile\.scope=step"):
         validate(compose([*TINY_CPU, "parallel=ddp", "parallel.optimize_ddp=compiled_autograd"]))
+
+
+def test_parallel_nproc_defaults_to_the_gpus_the_job_may_use(monkeypatch: pytest.MonkeyPatch):
+    """parallel=ddp/fsdp compose `parallel.nproc: null`, resolved before the job starts without CUDA: one
+    rank per GPU of the job's pool (hydra/launcher=local_gpus), else per GPU CUDA_VISIBLE_DEVICES (or
+    NVML) shows; 2 gloo processes on the CPU or where no GPU is seen; a number given stays."""
+    from pipeline.config.checks import check
+    from pipeline.job.preflight import with_ranks
+
+    tiny = [a for a in TINY_CPU if a != "device=cpu"]
+
+    def ranks(*overrides: str) -> int | None:
+        return with_ranks(check(compose([*tiny, *overrides]))).parallel.nproc
+
+    monkeypatch.delenv("PIPELINE_GPU_POOL", raising=False)
+    assert compose([*tiny, "parallel=ddp"]).parallel.nproc is None
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
+    assert ranks("parallel=ddp") == 3 and ranks("parallel=fsdp") == 3
+    assert ranks("parallel=ddp", "device=cpu") == 2
+    assert ranks("parallel=ddp", "gpu_pool=[4,5]") == 2  # the pool's GPUs are the job's
+    assert ranks("parallel=ddp", "parallel.nproc=1") == 1
+    assert ranks("parallel=none") == 1
+    monkeypatch.setenv("PIPELINE_GPU_POOL", "all")  # the launcher's pool: NVML's GPUs (none here: the visible)
+    assert ranks("parallel=ddp") == 3
+    monkeypatch.delenv("PIPELINE_GPU_POOL")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU: the CPU's gloo processes
+    assert ranks("parallel=ddp") == 2
+    # validate resolves it too, and a job's name and params show the number
+    assert validate(compose([*TINY_CPU, "parallel=ddp"])).parallel.nproc == 2
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    with pytest.raises(ConfigError, match=r"parallel.nproc=3 is not allowed: at most the 1 GPU"):
+        validate(compose([*tiny, "parallel=ddp", "parallel.nproc=3", "device=cuda"]))
 
 
 def test_slurm_asks_for_a_distributed_jobs_gpus_and_cpus_in_one_task():
