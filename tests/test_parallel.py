@@ -309,7 +309,9 @@ def test_parallel_nproc_defaults_to_the_gpus_the_job_may_use(monkeypatch: pytest
     assert ranks("parallel=ddp", "gpu_pool=[4,5]") == 2  # the pool's GPUs are the job's
     assert ranks("parallel=ddp", "parallel.nproc=1") == 1
     assert ranks("parallel=none") == 1
-    monkeypatch.setenv("PIPELINE_GPU_POOL", "all")  # the launcher's pool: NVML's GPUs (none here: the visible)
+    monkeypatch.setenv(
+        "PIPELINE_GPU_POOL", "all"
+    )  # the launcher's pool: NVML's GPUs (none here: the visible)
     assert ranks("parallel=ddp") == 3
     monkeypatch.delenv("PIPELINE_GPU_POOL")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU: the CPU's gloo processes
