@@ -105,6 +105,26 @@ def test_ddp_job_with_aot_eager_logs_every_rank(tmp_path: Path, store: str):
     assert m["diagnose/rank_max_unique_graphs"] >= 1
     assert not (tmp_path / "run" / "result.rank1.json").read_text().count('"error": {')  # rank 1 finished
     assert json.loads((tmp_path / "run" / "result.rank1.json").read_text())["status"] == "FINISHED"
+    # Why it scales as it does: 3 profiled steps after the measurement, against the machine's own probe.
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert 0 < m["comm/exposed_ms"] <= m["comm/collective_ms"]
+    assert m["comm/exposed_pct"] == pytest.approx(100 * m["comm/exposed_ms"] / m["step/p50_ms"])
+    # DDP all-reduces every gradient once a step: float32, one per parameter
+    assert m["comm/mb_per_step"] * 1e6 == pytest.approx(4 * result["info"]["parameters"])
+    assert m["comm/busbw_gbps"] > 0 and m["comm/probe_peak_busbw_gbps"] > 0
+    assert m["comm/busbw_vs_probe"] == pytest.approx(m["comm/busbw_gbps"] / m["comm/probe_busbw_gbps"])
+    exposed = rank_series(store, run.info.run_id, "rank/comm_exposed_ms")
+    assert sorted(exposed) == [0, 1] and max(exposed.values()) == pytest.approx(m["comm/exposed_ms"])
+    comm = tmp_path / "run" / "comm"
+    assert sorted(p.name for p in comm.iterdir()) == [
+        "probe.json",
+        "trace.rank0.json.gz",
+        "trace.rank1.json.gz",
+    ]
+    probe = json.loads((comm / "probe.json").read_text())
+    assert probe["world_size"] == 2 and {r["kind"] for r in probe["rows"]} >= {"all_reduce", "all_gather"}
+    assert list((Path(os.environ["PIPELINE_CACHE_DIR"]) / "comm_probe").glob("*.json"))  # once per machine
+    assert "comm exposed " in proc.stdout and "of this machine's at those sizes" in proc.stdout
     assert wait_until_gone(str(tmp_path)) == []
 
 
@@ -251,6 +271,7 @@ def test_sweep_over_parallel_none_and_ddp_summarizes_both_with_scaling(tmp_path:
     md = (tmp_path / "multirun" / "summary.md").read_text()
     assert "ddp" in md and "none" in md
     assert "scaling efficiency of vit_tiny·amp·eager·ddp×2 on 2 processes vs vit_tiny·amp·eager" in md, md
+    assert "% (throughput / (2 x the one-process throughput)); comm exposed " in md, md  # why it scales so
     # Different global batches: the sweep ranks by throughput, not step time.
     assert "throughput, samples/s" in md
 
