@@ -19,6 +19,7 @@ import math
 import os
 import platform
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -232,7 +233,6 @@ def _time_collective(kind: str, numel: int, device: Any, *, iters: int, warmup: 
     import torch.distributed as dist
 
     world = dist.get_world_size()
-    cuda = device.type == "cuda"
     whole = torch.ones(numel, dtype=torch.float32, device=device)
     share = torch.ones(numel // world, dtype=torch.float32, device=device)
 
@@ -244,6 +244,17 @@ def _time_collective(kind: str, numel: int, device: Any, *, iters: int, warmup: 
         else:
             dist.reduce_scatter_tensor(share, whole)
 
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # newer torch renames these; 2.11 has only these
+        return _timed(call, device, iters=iters, warmup=warmup)
+
+
+def _timed(call: Any, device: Any, *, iters: int, warmup: int) -> float:
+    """Seconds per call: `warmup` calls, the ranks aligned, `iters` calls back to back; the slowest rank's."""
+    import torch
+    import torch.distributed as dist
+
+    cuda = device.type == "cuda"
     for _ in range(warmup):
         call()
     align_ranks(device)
