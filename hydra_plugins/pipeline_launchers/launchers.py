@@ -31,10 +31,9 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher import submitit_launcher as hydra_submitit
 from omegaconf import OmegaConf, open_dict
 
-from pipeline.config.checks import check
 from pipeline.config.schema import CPU_RANKS
 from pipeline.identity import config_hash
-from pipeline.job.preflight import with_ranks
+from pipeline.job.preflight import checked
 from pipeline.job.result import JobResult
 from pipeline.jobdir import JobDir
 from pipeline.redaction import redact_text
@@ -175,7 +174,7 @@ class _Tolerant(hydra_submitit.BaseSubmititLauncher):
                 job_dir = Path(str(composed.hydra.sweep.dir)) / str(composed.hydra.sweep.subdir)
                 with open_dict(composed):
                     del composed["hydra"]
-                run = tracker.finished_run_for(sweep.sweep_id, config_hash(with_ranks(check(composed))))
+                run = tracker.finished_run_for(sweep.sweep_id, config_hash(checked(composed)))
             except Exception:
                 continue
             if run is None:

@@ -29,9 +29,7 @@ from pipeline.job.gpu_pool import pool_indices
 def validate(cfg: Config | DictConfig) -> Config:
     """Every check, the config's own first; return the typed config, or raise the first
     :class:`ConfigError` (every error found is in its `.errors`)."""
-    config = check(cfg)
-    if config.parallel.nproc is None:
-        config = check(with_ranks(config))  # again, the checks that count ranks now with their number
+    config = checked(cfg)
     raise_first(host_errors(config))
     errors = model_errors("model", config.model)  # imports the model library, once per version
     if config.compile.compiled:
@@ -147,6 +145,14 @@ def parallel_errors(config: Config) -> list[ConfigError]:
                 )
             )
     return errors
+
+
+def checked(cfg: Config | DictConfig) -> Config:
+    """The config's own checks (:func:`pipeline.config.checks.check`) with `parallel.nproc` resolved
+    (`with_ranks`): those that count ranks run again with the number. The typed config a job's identity,
+    hash and host checks are made of, wherever a job's config is composed."""
+    config = check(cfg)
+    return check(with_ranks(config)) if config.parallel.nproc is None else config
 
 
 def with_ranks(config: Config) -> Config:

@@ -229,11 +229,10 @@ def _compose_jobs(
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
-    from pipeline.config.checks import check
     from pipeline.config.compose import describe_compose_error, printable
     from pipeline.config.errors import ConfigError
     from pipeline.identity import config_hash, run_name
-    from pipeline.job.preflight import with_ranks
+    from pipeline.job.preflight import checked
 
     varied = swept_keys(config.hydra)
     store = None
@@ -244,7 +243,7 @@ def _compose_jobs(
             HydraConfig.instance().set_config(composed)
             with open_dict(composed):
                 del composed["hydra"]
-            job = with_ranks(check(composed))
+            job = checked(composed)
         except ConfigError as err:
             planned.append(PlannedJob(num=num, name=" ".join(overrides), error=printable(str(err))))
             continue
