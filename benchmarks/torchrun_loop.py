@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import gzip
 import inspect
 import itertools
 import json
@@ -273,8 +274,10 @@ def run_variant(
         "compile_s": setup_s + max(0.0, warmup_s - args.warmup * sum(laps) / len(laps) / 1000),
     }
     every = [{k: None if math.isnan(v) else v for k, v in r.items()} for r in gather_dicts(mine, device)]
+    traces = None
     if args.profile_dir:
-        profile(step, cycle, device, Path(args.profile_dir) / f"{mode}", rank)
+        traces = Path(args.profile_dir) / mode
+        profile(step, cycle, device, traces, rank)
     del step, batches
     gc.collect()
     if cuda:
@@ -297,6 +300,8 @@ def run_variant(
         "samples_per_s_mean": batch * world * 1000 / job_mean,
         "samples_per_s_p50": batch * world * 1000 / job_p50,
         "ranks": every,
+        "profile": str(traces) if traces else None,  # trace.rank<r>.json.gz of PROFILED_STEPS more steps
+        "profiled_steps": PROFILED_STEPS if traces else 0,
         "loss_first": float(losses[0]),
         "loss_last": float(losses[-1]),
         "device": torch.cuda.get_device_name(device) if cuda else "cpu",
@@ -324,20 +329,34 @@ def gather_dicts(mine: dict[str, float], device: torch.device) -> list[dict[str,
     return [dict(zip(keys, t.tolist(), strict=True)) for t in out]
 
 
+PROFILED_STEPS = 3
+
+
 def profile(step: Any, cycle: Any, device: torch.device, out_dir: Path, rank: int) -> None:
-    """A Chrome trace of 3 more steps (after one untraced), this rank's, for a side-by-side look with the
-    pipeline job's comm/trace.rank<r>.json.gz."""
+    """A Chrome trace of PROFILED_STEPS more steps (after one untraced, the ranks aligned), this rank's, as
+    `trace.rank<r>.json.gz`: the same view as the pipeline job's comm/trace.rank<r>.json.gz."""
     from torch.profiler import ProfilerActivity
 
     out_dir.mkdir(parents=True, exist_ok=True)
     step(next(cycle))
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with torch.profiler.profile(activities=activities) as prof:
-        for _ in range(3):
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+    if dist.is_initialized() and cuda:
+        dist.barrier(device_ids=[device.index])
+    elif dist.is_initialized():
+        dist.barrier()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with torch.profiler.profile(activities=activities, record_shapes=not cuda) as prof:
+        for _ in range(PROFILED_STEPS):
             step(next(cycle))
-        if device.type == "cuda":
+        if cuda:
             torch.cuda.synchronize(device)
-    prof.export_chrome_trace(str(out_dir / f"trace.rank{rank}.json"))
+    trace = out_dir / f"trace.rank{rank}.json"
+    prof.export_chrome_trace(str(trace))
+    with open(trace, "rb") as raw, gzip.open(f"{trace}.gz", "wb") as packed:
+        packed.writelines(raw)
+    trace.unlink()
 
 
 def main(argv: list[str] | None = None) -> int:
