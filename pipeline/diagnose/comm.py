@@ -202,10 +202,9 @@ def read_trace(events: list[dict[str, Any]], *, world: int, main_tid: Any = None
 
 
 def _read_device(device: list[dict[str, Any]], complete: list[dict[str, Any]], world: int) -> TraceComm:
+    # the CPU op that carries a collective's arguments (record_param_comms), by its External id
     launched_by: dict[Any, dict[str, Any]] = {}
-    for (
-        e
-    ) in complete:  # the CPU op that carries a collective's arguments (record_param_comms), by External id
+    for e in complete:
         args = e.get("args") or {}
         if e.get("cat") == "cpu_op" and "Collective name" in args and "External id" in args:
             launched_by.setdefault(args["External id"], args)
@@ -371,7 +370,8 @@ def diagnose(
     steps: int = PROFILED_STEPS,
 ) -> CommFigures:
     """Profile one warm-up and `steps` extra units on every rank (the ranks aligned first), read each
-    rank's trace, gather the ranks' figures. Each rank's trace is kept as `out_dir/trace.rank<r>.json.gz`."""
+    rank's trace, gather the ranks' figures. Each rank's trace is kept as `out_dir/trace.rank<r>.json.gz`.
+    Raises CommNotRead on every rank where some rank's trace could not be read."""
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile
 
@@ -385,25 +385,43 @@ def diagnose(
     run_unit()  # a warm-up outside the trace
     align_ranks(device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities, record_shapes=not cuda) as prof:  # gloo's sizes need the shapes
-        started = time.perf_counter()
-        for _ in range(steps):
-            run_unit()
-        synchronize(device)
-        wall_s = time.perf_counter() - started
-    trace_file = out_dir / f"trace.rank{rank}.json"
-    prof.export_chrome_trace(str(trace_file))
-    events = json.loads(trace_file.read_text()).get("traceEvents", [])
-    with open(trace_file, "rb") as raw, gzip.open(f"{trace_file}.gz", "wb") as packed:
-        packed.writelines(raw)
-    trace_file.unlink()
-    probe = Probe.load(out_dir / PROBE_FILE)
-    mine = rank_comm(read_trace(events, world=world), steps=steps, world=world, wall_s=wall_s, probe=probe)
     fields = [f.name for f in dataclasses.fields(RankComm)]
-    every = gather([float(getattr(mine, f)) for f in fields], device)
+    probe = Probe.load(out_dir / PROBE_FILE)
+    try:
+        with profile(activities=activities, record_shapes=not cuda) as prof:  # gloo's sizes need the shapes
+            started = time.perf_counter()
+            for _ in range(steps):
+                run_unit()
+            synchronize(device)
+            wall_s = time.perf_counter() - started
+        events = export(prof, out_dir / f"trace.rank{rank}.json")
+        mine = rank_comm(
+            read_trace(events, world=world), steps=steps, world=world, wall_s=wall_s, probe=probe
+        )
+        values = [float(getattr(mine, f)) for f in fields]
+        failed = ""
+    except Exception as exc:  # a diagnosis, not the measurement: the job keeps its figures, and says why
+        values, failed = [math.nan] * len(fields), f"rank {rank}: {type(exc).__name__}: {exc}"[:300]
+    every = gather(values, device)  # every rank gets here, its trace read or not: no rank waits forever
+    if any(math.isnan(v) for row in every for v in row):
+        raise CommNotRead(failed or "another rank's trace was not read")
     return CommFigures(
         ranks=[RankComm(**dict(zip(fields, row, strict=True))) for row in every],
         steps=steps,
         step_ms=step_ms,
         probe_peak_gbps=probe.peak_busbw() if probe is not None else None,
     )
+
+
+class CommNotRead(RuntimeError):
+    """The profiled steps could not be read on some rank (the job's figures stand without comm/*)."""
+
+
+def export(prof: Any, path: Path) -> list[dict[str, Any]]:
+    """The profiler's Chrome trace, its events read back, kept as `<path>.gz`."""
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text()).get("traceEvents", [])
+    with open(path, "rb") as raw, gzip.open(f"{path}.gz", "wb") as packed:
+        packed.writelines(raw)
+    path.unlink()
+    return events

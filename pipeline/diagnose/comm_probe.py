@@ -208,9 +208,10 @@ def run(device: Any, machine: dict[str, Any], sizes: tuple[int, ...] | None = No
     world = dist.get_world_size()
     if sizes is None:
         sizes = GPU_SIZES if cuda else CPU_SIZES
-        if cuda:  # the probe's buffers (S and S / world) well inside what the device has free
-            free, _ = torch.cuda.mem_get_info(device)
-            sizes = tuple(s for s in sizes if 4 * s <= free) or sizes[:1]
+        if cuda:  # the probe's buffers (S and S / world) well inside what every rank's device has free
+            free = torch.tensor([float(torch.cuda.mem_get_info(device)[0])], device=device)
+            dist.all_reduce(free, op=dist.ReduceOp.MIN)  # one list of sizes on every rank
+            sizes = tuple(s for s in sizes if 4 * s <= free.item()) or sizes[:1]
     started = time.perf_counter()
     rows = []
     for kind in KINDS:

@@ -486,9 +486,15 @@ class Scenario:
         if self.cfg.profile:
             profiler.profile_steps(unit, self.device, JobDir(self.ctx.out_dir).profile)
         if self.cfg.parallel.distributed and self.cfg.diagnose.comm:  # where a step's time goes on the wire
-            figures = comm.diagnose(unit, self.device, JobDir(self.ctx.out_dir).comm, step_ms=report.step.p50)
-            report.records.append(figures)
-            report.series.update(figures.series())
+            try:
+                figures = comm.diagnose(
+                    unit, self.device, JobDir(self.ctx.out_dir).comm, step_ms=report.step.p50
+                )
+            except comm.CommNotRead as why:
+                self.info["comm_note"] = f"communication not diagnosed: {why}"
+            else:
+                report.records.append(figures)
+                report.series.update(figures.series())
 
 
 def import_model_library(target: str) -> None:
