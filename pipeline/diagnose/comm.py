@@ -308,22 +308,24 @@ class CommFigures:
 
     ranks: list[RankComm]
     steps: int
-    step_ms: float  # the job's measured median step (the exposed share's denominator)
     probe_peak_gbps: float | None = None
 
     def metrics(self) -> dict[str, float]:
         ranks = self.ranks
         exposed = max(r.exposed_ms for r in ranks)  # the most any rank lost to communication per step
         collective = sum(r.collective_ms for r in ranks)
+        step = max(
+            r.profiled_step_ms for r in ranks
+        )  # the same steps' time: the share is of what was profiled
         m = {
             "comm/exposed_ms": exposed,
-            "comm/exposed_pct": 100 * exposed / self.step_ms if self.step_ms > 0 else math.nan,
+            "comm/exposed_pct": 100 * exposed / step if step > 0 else math.nan,
             "comm/collective_ms": max(r.collective_ms for r in ranks),
             "comm/overlapped_pct": 100 * (1 - sum(r.exposed_ms for r in ranks) / collective)
             if collective > 0
             else 0.0,
             "comm/mb_per_step": ranks[0].size_bytes / 1e6,
-            "comm/profiled_step_ms": max(r.profiled_step_ms for r in ranks),
+            "comm/profiled_step_ms": step,
         }
         timed = sum(r.timed_us for r in ranks)
         if timed > 0:
@@ -366,7 +368,6 @@ def diagnose(
     device: Any,
     out_dir: Path,
     *,
-    step_ms: float,
     steps: int = PROFILED_STEPS,
 ) -> CommFigures:
     """Profile one warm-up and `steps` extra units on every rank (the ranks aligned first), read each
@@ -408,7 +409,6 @@ def diagnose(
     return CommFigures(
         ranks=[RankComm(**dict(zip(fields, row, strict=True))) for row in every],
         steps=steps,
-        step_ms=step_ms,
         probe_peak_gbps=probe.peak_busbw() if probe is not None else None,
     )
 

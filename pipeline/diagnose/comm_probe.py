@@ -145,11 +145,18 @@ def machine_key(device: Any) -> dict[str, Any]:
             {
                 "gpu": torch.cuda.get_device_name(device),
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                "nccl": ".".join(str(v) for v in torch.cuda.nccl.version()),
+                "nccl": _nccl_version(),
                 "driver": _driver_version(),
             }
         )
     return key
+
+
+def _nccl_version() -> str:
+    import torch
+
+    version = torch.cuda.nccl.version()  # (2, 27, 5); an int in older torch
+    return ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
 
 
 def _driver_version() -> str | None:

@@ -308,7 +308,8 @@ METRICS: dict[str, Metric] = {
         "the most of any rank; a collective waiting for a late peer counts: what the step lost to communication",
     ),
     "comm/exposed_pct": Metric(
-        "%", "distributed: comm/exposed_ms / step/p50_ms: the share of a step lost to communication"
+        "%",
+        "distributed: comm/exposed_ms / comm/profiled_step_ms: the share of a profiled step lost to communication",
     ),
     "comm/collective_ms": Metric(
         "ms", "distributed: per step, the time some collective ran, hidden or not (the most of any rank)"

@@ -487,9 +487,7 @@ class Scenario:
             profiler.profile_steps(unit, self.device, JobDir(self.ctx.out_dir).profile)
         if self.cfg.parallel.distributed and self.cfg.diagnose.comm:  # where a step's time goes on the wire
             try:
-                figures = comm.diagnose(
-                    unit, self.device, JobDir(self.ctx.out_dir).comm, step_ms=report.step.p50
-                )
+                figures = comm.diagnose(unit, self.device, JobDir(self.ctx.out_dir).comm)
             except comm.CommNotRead as why:
                 self.info["comm_note"] = f"communication not diagnosed: {why}"
             else:
