@@ -8,7 +8,8 @@
 #             compile.scope=regional, then the plain torchrun loop (benchmarks/torchrun_loop.py) of every
 #             cell in the same call, each variant with a profiler trace of 3 more steps per rank
 #   vit_attr  ViT-B/16 DDP and FSDP2 compiled without the paired eager copy (benchmark.paired_eager=false:
-#             what the copy beside the compiled model costs), and what DDP's settings change:
+#             what the copy beside the compiled model costs; DDP also with OMP_NUM_THREADS=1 per rank, as
+#             torchrun alone sets it), and what DDP's settings change:
 #             parallel.optimize_ddp=off, then compile.scope=step with optimize_ddp=on and compiled_autograd,
 #             each with its plain loop
 #   llama     llama_1b amp: as vit (no attr part)
@@ -17,7 +18,7 @@
 # Then benchmarks/gpu/dist44_table.py turns the folder into the tables (tables.md), after every part.
 # Compile caches: the pipeline's jobs (diagnose.cache_dir) and the plain loops share one inductor cache
 # (compile times of vit/llama are not cold; the suite's are). NVLink multicast is off in every process.
-# Caps (s): DIST_CAPS='probe vit vit_attr llama suite' (default '60 450 240 480 300', 25.5 minutes);
+# Caps (s): DIST_CAPS='probe vit vit_attr llama suite' (default '60 450 300 480 240', 25.5 minutes);
 # DIST_DEADLINE (epoch s) cuts every cap to end by then. DIST_SMOKE=1: the same on a CPU with tiny models
 # (gloo, 2 ranks, aot_eager, 6 steps; the suite with a pretend pool of 2 GPUs): a check of this script.
 # Usage on the GPU host: bash benchmarks/gpu/dist44.sh <out dir> [parts...]
@@ -37,7 +38,7 @@ export PIPELINE_CACHE_DIR=$out/cache  # the machine's probe and config checks, a
 CACHE=$out/inductor_cache
 export TORCHINDUCTOR_CACHE_DIR=$CACHE TRITON_CACHE_DIR=$CACHE/triton  # the plain loops' (the jobs': diagnose.cache_dir)
 M="mlflow.tracking_uri=sqlite:///$out/mlflow.db"
-read -r -a CAPS <<< "${DIST_CAPS:-60 450 240 480 300}"
+read -r -a CAPS <<< "${DIST_CAPS:-60 450 300 480 240}"
 H100_SUITE=timm/vit_small_patch16_224,timm/deit_small_patch16_224,timm/beit_base_patch16_224,timm/mixer_b16_224,timm/gernet_l,timm/resnet18,timm/resnet101,timm/densenet121,timm/mobilenetv2_100,timm/vit_large_patch16_224,timm/deit_base_patch16_224,timm/swin_tiny_patch4_window7_224,timm/coat_lite_mini,timm/levit_128,timm/cait_s24_224,timm/dpn68,timm/inception_v3,timm/res2net50_26w_4s,timm/mnasnet_100,timm/volo_d1_224,timm/nfnet_l0,timm/rexnet_100
 if [ "${DIST_SMOKE:-0}" = 1 ]; then
   NPROC=2
@@ -102,6 +103,9 @@ for part in $parts; do
     vit_attr)
       L=("${LOOP[@]}" "${LOOP_VIT[@]}")
       capped_sweep vit_unpaired "$(cap 150)" "${VIT[@]}" parallel=ddp,fsdp compile.mode=default benchmark.paired_eager=false
+      # the ranks' intra-op threads as torchrun alone sets them (the pipeline's launcher gives each cores / ranks)
+      OMP_NUM_THREADS=1 capped_sweep vit_unpaired_omp1 "$(cap 90)" "${VIT[@]}" parallel=ddp compile.mode=default \
+        benchmark.paired_eager=false
       capped_sweep vit_ddp_off "$(cap 120)" "${VIT[@]}" parallel=ddp compile.mode=default parallel.optimize_ddp=off
       loop vit_ddp_off "$(cap 90)" "${L[@]}" --parallel ddp --compile default --optimize-ddp off
       capped_sweep vit_ddp_step "$(cap 240)" "${VIT[@]}" parallel=ddp compile.mode=default compile.scope=step \

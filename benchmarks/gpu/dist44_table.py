@@ -221,22 +221,26 @@ def main_table(
 
 
 def paired_table(all_jobs: list[dict[str, Any]], reference: dict[tuple, dict[str, Any]]) -> list[str]:
+    """DDP and FSDP2 compiled: with the paired eager copy (the main sweep), without it, and without it
+    with one intra-op thread per rank (torchrun's own default), against the plain loop."""
     out = [
-        "| cell | paired: samples/s | unpaired: samples/s | unpaired / paired | plain loop p50 | unpaired / loop |",
-        "|---|---|---|---|---|---|",
+        "| cell | paired: samples/s | unpaired | unpaired, OMP_NUM_THREADS=1 | plain loop p50 "
+        "| paired / loop | unpaired / loop | unpaired OMP 1 / loop |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for job in all_jobs:
-        if job["sweep"] != "vit_unpaired":
-            continue
-        key = job_key(job)
-        paired = next((j for j in all_jobs if j["sweep"] == "vit" and job_key(j) == key), None)
-        tput = throughput(job)[0]
-        p = throughput(paired)[0] if paired else None
+    by_sweep = {(j["sweep"], job_key(j)): j for j in all_jobs}
+    keys = sorted({job_key(j) for j in all_jobs if j["sweep"] in ("vit_unpaired", "vit_unpaired_omp1")})
+    for key in keys:
+        tput = {
+            sweep: throughput(by_sweep[(sweep, key)])[0] if (sweep, key) in by_sweep else None
+            for sweep in ("vit", "vit_unpaired", "vit_unpaired_omp1")
+        }
         loop = reference.get(key)
+        base = loop["samples_per_s_p50"] if loop else None
+        ratios = [fmt(t / base if t and base else None, ".3f") for t in tput.values()]
         out.append(
-            f"| {cell_name(key)} | {fmt(p)} | {fmt(tput)} | {fmt(tput / p if tput and p else None, '.3f')} "
-            f"| {fmt(loop['samples_per_s_p50'] if loop else None)} "
-            f"| {fmt(tput / loop['samples_per_s_p50'] if tput and loop else None, '.3f')} |"
+            f"| {cell_name(key)} | {fmt(tput['vit'])} | {fmt(tput['vit_unpaired'])} | {fmt(tput['vit_unpaired_omp1'])} "
+            f"| {fmt(base)} | " + " | ".join(ratios) + " |"
         )
     return out
 
