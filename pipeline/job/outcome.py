@@ -78,6 +78,8 @@ def result_phrases(result: JobResult) -> list[str]:
             low, high = m["speedup/ci95_low"], m["speedup/ci95_high"]
             interval = " [undetermined]" if undetermined(low, high) else f" [{low:.2f}, {high:.2f}]"
         parts.append(f"{m['speedup/vs_eager']:.2f}x vs eager{interval}")
+    if result.info.get("measure_brief"):  # how long it measured and why it stopped
+        parts.append(str(result.info["measure_brief"]))
     if "memory/peak_reserved_gib" in m:
         parts.append(
             f"peak {m['memory/peak_reserved_gib']:.2f} GiB reserved ({m['memory/peak_allocated_gib']:.2f} allocated)"
@@ -192,7 +194,7 @@ KL_ONLY = ("temperature", "alpha")
 DDP_ONLY = ("bucket_cap_mb", "optimize_ddp")
 FSDP_ONLY = ("reshard_after_forward", "param_dtype", "reduce_dtype")
 LOADER_ONLY = ("num_workers", "pin_memory", "non_blocking")
-PAIRED_ONLY = ("rounds", "loss_rtol", "parity_steps")
+PAIRED_ONLY = ("loss_rtol", "parity_steps")
 INDUCTOR_ONLY = ("cache_dir", "cold_cache")
 TRAINING_PRECISION = ("grad_scaler", "float8")  # a loss to scale, linear layers trained in float8
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -59,6 +60,21 @@ def slowest_rank(per_rank: list[list[float]]) -> int:
     """The rank whose median step is the largest (the lowest such rank on a tie)."""
     medians = [percentile(sorted(steps), 0.5) for steps in per_rank]
     return medians.index(max(medians))
+
+
+def agree(value: Any, device: torch.device, *, broadcast: bool = False) -> Any:
+    """One value on every rank of a distributed job: rank 0's (`broadcast`, any picklable value) or the
+    largest (a number). Outside a distributed job, the value itself."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return value
+    where = device if dist.get_backend() == "nccl" else torch.device("cpu")
+    if broadcast:
+        box = [value]
+        dist.broadcast_object_list(box, src=0, device=where)
+        return box[0]
+    found = torch.tensor([float(value)], dtype=torch.float64, device=where)
+    dist.all_reduce(found, op=dist.ReduceOp.MAX)
+    return found.item()
 
 
 def slowest_rank_steps(variant: Variant, device: torch.device) -> float:
