@@ -18,7 +18,7 @@
 # Then benchmarks/gpu/dist44_table.py turns the folder into the tables (tables.md), after every part.
 # Compile caches: the pipeline's jobs (diagnose.cache_dir) and the plain loops share one inductor cache
 # (compile times of vit/llama are not cold; the suite's are). NVLink multicast is off in every process.
-# Caps (s): DIST_CAPS='probe vit vit_attr llama suite' (default '60 450 300 480 240', 25.5 minutes);
+# Caps (s): DIST_CAPS='probe vit vit_attr llama suite' (default '60 540 270 480 150', 25 minutes);
 # DIST_DEADLINE (epoch s) cuts every cap to end by then. DIST_SMOKE=1: the same on a CPU with tiny models
 # (gloo, 2 ranks, aot_eager, 6 steps; the suite with a pretend pool of 2 GPUs): a check of this script.
 # Usage on the GPU host: bash benchmarks/gpu/dist44.sh <out dir> [parts...]
@@ -38,22 +38,26 @@ export PIPELINE_CACHE_DIR=$out/cache  # the machine's probe and config checks, a
 CACHE=$out/inductor_cache
 export TORCHINDUCTOR_CACHE_DIR=$CACHE TRITON_CACHE_DIR=$CACHE/triton  # the plain loops' (the jobs': diagnose.cache_dir)
 M="mlflow.tracking_uri=sqlite:///$out/mlflow.db"
-read -r -a CAPS <<< "${DIST_CAPS:-60 450 300 480 240}"
+read -r -a CAPS <<< "${DIST_CAPS:-60 540 270 480 150}"
 H100_SUITE=timm/vit_small_patch16_224,timm/deit_small_patch16_224,timm/beit_base_patch16_224,timm/mixer_b16_224,timm/gernet_l,timm/resnet18,timm/resnet101,timm/densenet121,timm/mobilenetv2_100,timm/vit_large_patch16_224,timm/deit_base_patch16_224,timm/swin_tiny_patch4_window7_224,timm/coat_lite_mini,timm/levit_128,timm/cait_s24_224,timm/dpn68,timm/inception_v3,timm/res2net50_26w_4s,timm/mnasnet_100,timm/volo_d1_224,timm/nfnet_l0,timm/rexnet_100
 if [ "${DIST_SMOKE:-0}" = 1 ]; then
   NPROC=2
-  COMMON=(device=cpu compile.backend=aot_eager trainer.steps=6 trainer.warmup_steps=2 benchmark.host_check_s=0.02 "diagnose.cache_dir=$CACHE")
+  COMMON=(device=cpu compile.backend=aot_eager trainer.steps=6 trainer.warmup_steps=2 benchmark.host_check_s=0.02
+    benchmark.budget_s=0 "diagnose.cache_dir=$CACHE")
   VIT=(model=vit_tiny "${COMMON[@]}"); LLAMA=(model=llama_tiny "${COMMON[@]}")
   LOOP=(--device cpu --backend aot_eager --steps 6 --warmup 2); LOOP_VIT=(--model vit_tiny); LOOP_LLAMA=(--model llama_tiny)
-  SUITE=(sweep=tiny_suite device=cpu compile.fullgraph=false trainer.steps=6 trainer.warmup_steps=2 "gpu_pool=[0,1]")
+  SUITE=(sweep=tiny_suite device=cpu compile.fullgraph=false trainer.steps=6 trainer.warmup_steps=2 benchmark.budget_s=0
+    "gpu_pool=[0,1]")
   [ -n "${DIST_CAPS:-}" ] || CAPS=(60 420 420 420 200)
   export PIPELINE_GPU_LOCK_DIR=$out/gpu-locks  # the pretend pool's locks, this run's own
 else
   NPROC=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$NPROC" -ge 2 ] || { echo "dist44: $NPROC GPU(s): two wanted"; exit 1; }
-  COMMON=(precision=amp trainer.steps=40 "diagnose.cache_dir=$CACHE")
+  # at least 40 steps a variant, then rounds until the job's question is decided or 10 s of them are spent
+  COMMON=(precision=amp trainer.steps=40 benchmark.budget_s=10 "diagnose.cache_dir=$CACHE")
   VIT=(model=vit_b16 "${COMMON[@]}"); LLAMA=(model=llama_1b "${COMMON[@]}")
-  LOOP=(--precision amp --steps 40 --warmup 10); LOOP_VIT=(--model vit_b16); LOOP_LLAMA=(--model llama_1b)
-  SUITE=(sweep=timm_suite precision=amp "model=$H100_SUITE" diagnose.cold_cache=true)
+  LOOP=(--precision amp --warmup 10); LOOP_VIT=(--model vit_b16 --steps 100); LOOP_LLAMA=(--model llama_1b --steps 60)
+  # a fixed length (benchmark.budget_s=0: its 50 steps), as issue 30's one-GPU run measured the same models
+  SUITE=(sweep=timm_suite precision=amp "model=$H100_SUITE" diagnose.cold_cache=true benchmark.budget_s=0)
 fi
 echo "dist44: parts '$parts', caps ${CAPS[*]} s, $NPROC ranks, NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE" | tee "$out/campaign.txt"
 
