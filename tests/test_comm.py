@@ -23,6 +23,7 @@ from pipeline.diagnose.comm import (
     read_trace,
 )
 from pipeline.diagnose.comm_probe import Probe, ProbeRow
+from pipeline.measure.registry import METRICS, SERIES
 
 GIB = 2**30
 
@@ -190,6 +191,7 @@ def test_a_jobs_bus_bandwidth_is_read_against_the_probes_at_the_same_sizes():
     assert m["comm/profiled_step_ms"] == pytest.approx(25.0)
     assert m["comm/probe_peak_busbw_gbps"] == 200.0
     assert figures.series()["rank/comm_exposed_ms"] == pytest.approx([16.0, 20.0])
+    assert set(m) <= set(METRICS) and set(figures.series()) <= set(SERIES)  # each with its unit and meaning
     said = comm_phrase(m)
     assert said is not None and said.startswith("comm exposed 20.00 ms/step (80% of a step), busbw 119 GB/s")
     assert "(60% of this machine's at those sizes)" in said
