@@ -13,6 +13,8 @@ ranks, `report --sync` later), every file in it named once. Torch-free.
       step_times.csv, run_info.json, diagnostics.json, error.txt, explain.txt   beside the result
       ranks_failed.json  a distributed job's rank exits, as torch's launcher saw them
       profile/, tlparse/, torch_trace/  the profiler's trace, tlparse's report of the compiler's trace
+      comm/              a distributed job's communication: the machine's probe (probe.json), each rank's
+                         profiled steps (trace.rank<r>.json.gz)
       inductor_cache/    with diagnose.cold_cache=true (else the sweep's, shared)
 """
 
@@ -91,6 +93,11 @@ class JobDir:
         return self.path / "profile"
 
     @property
+    def comm(self) -> Path:
+        """A distributed job's communication diagnosis (pipeline.diagnose.comm, comm_probe)."""
+        return self.path / "comm"
+
+    @property
     def tlparse(self) -> Path:
         return self.path / "tlparse"
 
@@ -122,4 +129,4 @@ class JobDir:
         return files
 
     def artifact_folders(self) -> list[Path]:
-        return [self.profile, self.tlparse]
+        return [self.profile, self.tlparse, self.comm]

@@ -86,7 +86,14 @@ def test_a_config_file_that_is_not_yaml_is_one_line_and_a_sweep_of_bad_jobs_neve
         (line,) = one_line_errors(proc, "config error:")
         assert line == f"config error: {where}", line
     too_many = ["parallel=ddp", "device=cpu", f"parallel.nproc={CORES + 1}", "trainer.seed=0,1"]
-    for bad in (too_many, ["+trainer.stepz=3", "trainer.seed=0,1"]):
+    # parallel.nproc left to its default (one rank per GPU; 2 on the CPU): the sweep's start resolves it first
+    too_many_workers = [
+        "parallel=fsdp",
+        "device=cpu",
+        "data.loader=true",
+        f"data.num_workers={2 * CORES + 1}",
+    ]
+    for bad in (too_many, [*too_many_workers, "trainer.seed=0,1"], ["+trainer.stepz=3", "trainer.seed=0,1"]):
         proc = run_cli([*EAGER, *bad], tmp_path, store, multirun=True)
         assert proc.returncode == 2, output(proc)
         (line,) = one_line_errors(proc, "config error:")

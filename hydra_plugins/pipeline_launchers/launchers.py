@@ -31,8 +31,9 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher import submitit_launcher as hydra_submitit
 from omegaconf import OmegaConf, open_dict
 
-from pipeline.config.checks import check
+from pipeline.config.schema import CPU_RANKS
 from pipeline.identity import config_hash
+from pipeline.job.preflight import checked
 from pipeline.job.result import JobResult
 from pipeline.jobdir import JobDir
 from pipeline.redaction import redact_text
@@ -173,7 +174,7 @@ class _Tolerant(hydra_submitit.BaseSubmititLauncher):
                 job_dir = Path(str(composed.hydra.sweep.dir)) / str(composed.hydra.sweep.subdir)
                 with open_dict(composed):
                     del composed["hydra"]
-                run = tracker.finished_run_for(sweep.sweep_id, config_hash(check(composed)))
+                run = tracker.finished_run_for(sweep.sweep_id, config_hash(checked(composed)))
             except Exception:
                 continue
             if run is None:
@@ -210,9 +211,10 @@ class SlurmLauncher(_Tolerant, hydra_submitit.SlurmLauncher):
             print(f"slurm: {note}", flush=True)
 
     def largest_nproc(self, job_overrides: Sequence[Sequence[str]]) -> int:
-        """The most ranks a job of the sweep runs (`parallel.nproc`, from each job's composed config);
-        where a job's config does not compose here, the sweep's own `parallel.nproc`, said in one line
-        (the job itself then fails its config check in one line too)."""
+        """The most ranks a job of the sweep runs (`parallel.nproc`, from each job's composed config; null,
+        one per GPU the job gets, asks for CPU_RANKS); where a job's config does not compose here, the
+        sweep's own `parallel.nproc`, said in one line (the job itself then fails its config check in one
+        line too)."""
         assert self.hydra_context is not None and self.config is not None
         loader, found = self.hydra_context.config_loader, []
         for overrides in job_overrides:
@@ -224,8 +226,13 @@ class SlurmLauncher(_Tolerant, hydra_submitit.SlurmLauncher):
                     flush=True,
                 )
                 job = self.config
-            found.append(OmegaConf.select(job, "parallel.nproc", default=1))
-        return max([int(n or 1) for n in found], default=1)
+            nproc = OmegaConf.select(job, "parallel.nproc", default=1)
+            if nproc is None:  # one rank per GPU the job gets: ask for CPU_RANKS, as parallel=ddp did before
+                nproc = (
+                    CPU_RANKS if OmegaConf.select(job, "parallel.strategy", default="none") != "none" else 1
+                )
+            found.append(nproc)
+        return max([int(n) for n in found], default=1)
 
     def submitted(self, sweep_dir: Path, jobs: list[Any]) -> None:
         if jobs:

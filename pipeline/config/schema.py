@@ -37,6 +37,7 @@ AUTOCAST_DTYPES = ("bfloat16", "float16")
 PARAM_DTYPES = ("float32", "bfloat16", "float16")
 DISTILL_KINDS = ("mse", "kl")
 PARALLEL_STRATEGIES = ("none", "ddp", "fsdp")
+CPU_RANKS = 2  # parallel.nproc=null on the CPU (and what SLURM asks for): gloo processes
 OPTIMIZE_DDP = ("on", "off", "compiled_autograd")
 WORKER_STARTS = ("template", "spawn")
 MAX_STEPS = 10_000_000  # a job's per-step series live in memory and in MLflow: beyond this, a mistake
@@ -399,6 +400,11 @@ class DiagnoseConfig:
     flops: bool = doc(True, "count FLOPs of one step with torch.utils.flop_counter, for MFU")
     cache_dir: str | None = doc(None, "inductor cache dir; null: shared per sweep under outputs/")
     cold_cache: bool = doc(False, "start from an empty inductor cache (cold-start compile time)")
+    comm: bool = doc(
+        True,
+        "distributed jobs: profile a few extra steps after measuring for the exposed communication and the "
+        "collectives' bus bandwidth (comm/*), against the machine's own from a probe run once per machine",
+    )
 
 
 @dataclass(kw_only=True)
@@ -450,7 +456,13 @@ class ParallelConfig:
         "per repeated block, then the root)",
         choices=PARALLEL_STRATEGIES,
     )
-    nproc: int = doc(1, "processes (GPUs) per job, started by torchrun; ddp/fsdp only", ge=1)
+    nproc: int | None = doc(
+        1,
+        "processes (GPUs) per job, started by torchrun; ddp/fsdp only. null (parallel=ddp/fsdp's default): one per "
+        "GPU the job may use (gpu_pool's under hydra/launcher=local_gpus, else CUDA_VISIBLE_DEVICES or NVML's "
+        f"count), {CPU_RANKS} gloo processes on the CPU; resolved before the job starts, its run shows the number",
+        ge=1,
+    )
     bucket_cap_mb: float = doc(
         25.0, "ddp: gradient bucket size in MiB (DDPOptimizer splits graphs at buckets)", gt=0
     )
@@ -480,7 +492,7 @@ class ParallelConfig:
         return self.strategy != "none"
 
     def check(self, at: str) -> Iterator[ConfigError]:
-        if not self.distributed and self.nproc != 1:
+        if not self.distributed and self.nproc not in (1, None):
             yield ConfigError(
                 f"{at}.nproc",
                 self.nproc,
@@ -577,7 +589,7 @@ def _parallel_fits(cfg: Config) -> Iterator[ConfigError]:
     par = cfg.parallel
     if not par.distributed:
         return
-    if isinstance(cfg.gpu_pool, list) and par.nproc > len(cfg.gpu_pool):
+    if isinstance(cfg.gpu_pool, list) and par.nproc is not None and par.nproc > len(cfg.gpu_pool):
         yield ConfigError(
             "parallel.nproc",
             par.nproc,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.schema import Config, to_dict
+from pipeline.diagnose.comm import comm_phrase
 from pipeline.job.result import JobResult
 from pipeline.jobdir import JobDir
 from pipeline.measure.objective import Work
@@ -52,7 +53,8 @@ def result_phrases(result: JobResult) -> list[str]:
     """The job's figures in its own unit: `step 12.34 ms (p50)` (a training step), `call latency 0.70 ms
     (p50, p99 0.95 ms)` and its back-to-back throughput (calls timed one at a time as a request sees
     them), `decode step 1.23 ms (p50), 812 tokens/s, first token 5.10 ms` (a generation); then compile
-    time, the speedup over the paired eager copy with its 95% interval, peak memory, graph breaks."""
+    time, the speedup over the paired eager copy with its 95% interval, peak memory (a distributed job's
+    largest rank too), the communication a distributed job's step lost, graph breaks."""
     m = result.metrics
     work = Work.from_dict(result.work)
     unit = work.unit if work is not None else "training step"
@@ -82,8 +84,13 @@ def result_phrases(result: JobResult) -> list[str]:
         parts.append(
             f"peak {m['memory/peak_reserved_gib']:.2f} GiB reserved ({m['memory/peak_allocated_gib']:.2f} allocated)"
         )
+        if "memory/rank_peak_allocated_max_gib" in m:  # rank 0's above; a distributed job's largest rank
+            parts[-1] += f", the largest rank {m['memory/rank_peak_allocated_max_gib']:.2f} GiB allocated"
     elif "memory/cpu_rss_peak_gib" in m:
         parts.append(f"peak RSS {m['memory/cpu_rss_peak_gib']:.2f} GiB")
+    said = comm_phrase(m)  # a distributed job: what it lost to communication
+    if said:
+        parts.append(said)
     if m.get("diagnose/graph_breaks"):
         breaks = result.diagnostics.get("graph_breaks") or []
         parts.append(graph_break_note(int(m["diagnose/graph_breaks"]), breaks))

@@ -22,13 +22,14 @@ from omegaconf import DictConfig
 from pipeline.config import known_good
 from pipeline.config.checks import check, raise_first
 from pipeline.config.errors import ConfigError
-from pipeline.config.schema import CompileConfig, Config, ModelConfig
+from pipeline.config.schema import CPU_RANKS, CompileConfig, Config, ModelConfig
+from pipeline.job.gpu_pool import pool_indices
 
 
 def validate(cfg: Config | DictConfig) -> Config:
     """Every check, the config's own first; return the typed config, or raise the first
     :class:`ConfigError` (every error found is in its `.errors`)."""
-    config = check(cfg)
+    config = checked(cfg)
     raise_first(host_errors(config))
     errors = model_errors("model", config.model)  # imports the model library, once per version
     if config.compile.compiled:
@@ -144,6 +145,44 @@ def parallel_errors(config: Config) -> list[ConfigError]:
                 )
             )
     return errors
+
+
+def checked(cfg: Config | DictConfig) -> Config:
+    """The config's own checks (:func:`pipeline.config.checks.check`) with `parallel.nproc` resolved
+    (`with_ranks`): those that count ranks run again with the number. The typed config a job's identity,
+    hash and host checks are made of, wherever a job's config is composed."""
+    config = check(cfg)
+    return check(with_ranks(config)) if config.parallel.nproc is None else config
+
+
+def with_ranks(config: Config) -> Config:
+    """`config` with `parallel.nproc` resolved: null means one rank per GPU the job may use (`ranks_here`);
+    parallel=none runs one process. Every Config a job's identity is made of goes through here (its
+    run's name and hash show the number), before any check that counts ranks."""
+    par = config.parallel
+    if par.nproc is not None:
+        return config
+    nproc = ranks_here(config) if par.distributed else 1
+    return dataclasses.replace(config, parallel=dataclasses.replace(par, nproc=nproc))
+
+
+def ranks_here(config: Config) -> int:
+    """The GPUs a distributed job may use, counted without CUDA: gpu_pool's (hydra/launcher=local_gpus
+    hands it out: the config's, else the launcher's PIPELINE_GPU_POOL), else CUDA_VISIBLE_DEVICES or
+    NVML's count; CPU_RANKS gloo processes on the CPU or where no GPU is seen (device=cuda then fails the
+    GPU check, naming what it sees)."""
+    if config.device == "cpu":
+        return CPU_RANKS
+    pool = config.gpu_pool or os.environ.get("PIPELINE_GPU_POOL")
+    found = None
+    if pool:
+        try:
+            found = len(pool_indices(pool))
+        except Exception:  # NVML not there: what the process may see
+            found = None
+    if not found:
+        found = visible_gpus()
+    return found or CPU_RANKS
 
 
 def visible_gpus() -> int | None:

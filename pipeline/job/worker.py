@@ -138,6 +138,14 @@ def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
             result.info["process_group_backend"] = init_process_group(device)
             configure_dynamo(cfg.parallel)
             timeline.mark("process_group")
+            if cfg.diagnose.comm:  # the machine's own bandwidth, once per machine, the device still empty
+                from pipeline.diagnose import comm_probe
+
+                probe = comm_probe.ensure(device, JobDir(out_dir).comm / comm_probe.PROBE_FILE)
+                result.info["comm_probe"] = (
+                    {"seconds": probe.seconds, "machine": probe.machine} if probe else None
+                )
+                timeline.mark("comm_probe")
         progress = Progress() if rank_of_this_process(cfg) == 0 else quiet
         ctx = WorkerContext(
             device=device,

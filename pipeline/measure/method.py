@@ -78,8 +78,9 @@ def describe_method(
         )
     if parallel != "none":
         lines.append(
-            f"Distributed ({parallel}, {world_size} ranks started by torchrun, one process per device): every rank times its own {units}; after the "
-            f"measured loop the per-{unit} times are gathered and a {unit}'s time is the slowest rank's (the statistics above are of those); "
+            f"Distributed ({parallel}, {world_size} ranks started by torchrun, one process per device): every rank times its own {units}, the ranks "
+            f"meeting at a barrier before the timed rounds and after each look; after the measured loop the per-{unit} times are gathered and the job's are its slowest "
+            f"rank's own (the rank with the largest median; the statistics above are of those); "
             "trainer.batch_size is per rank and throughput counts every rank; each rank's own median, memory, compile time and graph counts "
             "are logged as rank/* histories (step = rank) with their maximum and spread; the paired eager copy runs in the same process group."
         )

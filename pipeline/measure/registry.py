@@ -287,7 +287,7 @@ METRICS: dict[str, Metric] = {
         "processes", "ranks of a distributed job (parallel=ddp/fsdp): parallel.nproc"
     ),
     "step/rank_p50_max_ms": Metric(
-        "ms", "distributed: the slowest rank's own median step time (step/* are per-step maxima over ranks)"
+        "ms", "distributed: the slowest rank's own median step time (step/* are that rank's own steps)"
     ),
     "step/rank_spread_pct": Metric(
         "%", "distributed: (max - min) / max of the ranks' own median step times: how unequal the ranks run"
@@ -321,6 +321,50 @@ METRICS: dict[str, Metric] = {
     "diagnose/rank_max_recompiles": Metric(
         "count", "distributed: the most frame compilations any rank made during the measured steps"
     ),
+    # A distributed job's communication (diagnose.comm): a profiler trace of 3 extra steps after the measurement.
+    "comm/exposed_ms": Metric(
+        "ms",
+        "distributed: per step, the time collectives ran while the device ran nothing else (GPU: NCCL kernels with no "
+        "other kernel, copy or memset at that moment; CPU: gloo's collectives while the step's thread ran no aten op), "
+        "the most of any rank; a collective waiting for a late peer counts: what the step lost to communication",
+    ),
+    "comm/exposed_pct": Metric(
+        "%",
+        "distributed: comm/exposed_ms / comm/profiled_step_ms: the share of a profiled step lost to communication",
+    ),
+    "comm/collective_ms": Metric(
+        "ms", "distributed: per step, the time some collective ran, hidden or not (the most of any rank)"
+    ),
+    "comm/overlapped_pct": Metric(
+        "%", "distributed: of the collectives' time (all ranks), the share that ran beside compute (hidden)"
+    ),
+    "comm/mb_per_step": Metric(
+        "MB",
+        "distributed: rank 0's collectives' bytes per step, each as nccl-tests sizes it (an all-reduce's buffer, the "
+        "whole gathered or scattered buffer), 1e6 bytes",
+    ),
+    "comm/profiled_step_ms": Metric(
+        "ms",
+        "distributed: wall time per profiled step (the profiler's overhead included), the slowest rank's",
+    ),
+    "comm/busbw_gbps": Metric(
+        "GB/s",
+        "distributed: the profiled collectives' achieved bus bandwidth (nccl-tests: algbw x 2(n-1)/n for an "
+        "all-reduce, x (n-1)/n for an all-gather or reduce-scatter), their bus bytes over their time, all ranks, 1e9 B/s",
+    ),
+    "comm/probe_busbw_gbps": Metric(
+        "GB/s",
+        "distributed: the bus bandwidth this machine's probe (an all-reduce/all-gather/reduce-scatter sweep over "
+        "sizes, run once per machine) gives the same collectives at the same sizes",
+    ),
+    "comm/busbw_vs_probe": Metric(
+        "ratio",
+        "distributed: comm/busbw_gbps / comm/probe_busbw_gbps: 1 when the step's collectives ran as fast as the "
+        "machine's link does alone; below 1 they waited (for a peer, or for compute sharing the device)",
+    ),
+    "comm/probe_peak_busbw_gbps": Metric(
+        "GB/s", "distributed: the probe's best all-reduce bus bandwidth on this machine (its link's ceiling)"
+    ),
 }
 
 # Per-step curves, logged as metric histories (the step is the training step).
@@ -343,6 +387,8 @@ SERIES: dict[str, Metric] = {
     "rank/recompiles_after_warmup": Metric(
         "count", "distributed: each rank's recompiles after warm-up (step = rank)"
     ),
+    "rank/comm_exposed_ms": Metric("ms", "distributed: each rank's comm/exposed_ms (step = rank)"),
+    "rank/comm_collective_ms": Metric("ms", "distributed: each rank's comm/collective_ms (step = rank)"),
 }
 
 

@@ -37,8 +37,8 @@ from pipeline.axes.data import make_batches
 from pipeline.axes.parallel import Ranks
 from pipeline.axes.precision import Precision
 from pipeline.config.schema import CompileConfig, Config
+from pipeline.diagnose import comm, profiler, syncs
 from pipeline.diagnose import explain as explain_mod
-from pipeline.diagnose import profiler, syncs
 from pipeline.diagnose.compile_log import CompileLogRecorder
 from pipeline.diagnose.compile_stats import CompileDiagnosis, CompileStats, reset_compile_state
 from pipeline.diagnose.flops import Mfu
@@ -51,7 +51,7 @@ from pipeline.measure.memory import MemoryPeaks, cpu_rss_peak_gib, nvml_process_
 from pipeline.measure.method import describe_method
 from pipeline.measure.noise import Noise, round_drift_pct
 from pipeline.measure.paired import PairedComparison, compare, pair_log_ratios
-from pipeline.measure.ranks import ParallelFigures, agree, slowest_rank_steps
+from pipeline.measure.ranks import ParallelFigures, agree, align_ranks, slowest_rank_steps
 from pipeline.measure.sequential import Looks, Measuring, Stop, StopRule, speedup_interval
 from pipeline.measure.stats import Latency, Throughput
 from pipeline.measure.timing import LATENCY, Timer, Variant, units_per_round
@@ -208,7 +208,10 @@ class Scenario:
         self.host = HostCheck(burst_s=0.0)
         self.host.spread_over(cfg.benchmark.host_check_s, 2 * cfg.benchmark.rounds + 1)
         self.timer = Timer(
-            device=self.device, progress=ctx.progress, measured_total=self.measured, host=self.host
+            device=self.device,
+            progress=ctx.progress,
+            measured_total=self.measured,
+            host=self.host,
         )
         self.round_units = 1  # units per timed round, sized once the variants have warmed up
         self.info: dict[str, Any] = {}
@@ -404,6 +407,7 @@ class Scenario:
         self.info["looks"] = list(looks.counts)
         self.host.spread_over(bench.host_check_s, len(variants) * looks.counts[0])
         started = time.perf_counter()
+        align_ranks(self.device)  # a distributed job's ranks start their rounds together
         if eager is not None:  # the first pair: the compiled variant's solo round, then the eager copy's
             self.timed_round(eager, units)
         rounds = 1
@@ -418,6 +422,7 @@ class Scenario:
                 if stop is not None:
                     return stop
                 measuring.advance()
+                align_ranks(self.device)  # the look synced every rank's device: they go on together
                 continue
             self.timer.measured_total = measuring.next_count * units
             for variant in variants if rounds % 2 == 1 else variants[::-1]:  # C E | E C | C E ...
@@ -577,6 +582,14 @@ class Scenario:
                 report.host_syncs_per_step = found["count"]
         if self.cfg.profile:
             profiler.profile_steps(unit, self.device, JobDir(self.ctx.out_dir).profile)
+        if self.cfg.parallel.distributed and self.cfg.diagnose.comm:  # where a step's time goes on the wire
+            try:
+                figures = comm.diagnose(unit, self.device, JobDir(self.ctx.out_dir).comm)
+            except comm.CommNotRead as why:
+                self.info["comm_note"] = f"communication not diagnosed: {why}"
+            else:
+                report.records.append(figures)
+                report.series.update(figures.series())
 
 
 def import_model_library(target: str) -> None:

@@ -23,13 +23,13 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from pipeline.config.checks import check, raise_first
+from pipeline.config.checks import raise_first
 from pipeline.config.compose import describe_compose_error, printable
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import MlflowConfig
 from pipeline.identity import sweep_label
 from pipeline.job.gpu_pool import pool_indices
-from pipeline.job.preflight import float8_errors, host_errors, validate, visible_gpus
+from pipeline.job.preflight import checked, float8_errors, host_errors, validate, visible_gpus
 from pipeline.job.result import refuse_overwrite, unsynced_results
 from pipeline.job.supervisor import PROJECT_ROOT, worker_env
 from pipeline.job.worker_start import TEMPLATE, TemplateProcess, fork_supported, no_template
@@ -196,7 +196,7 @@ def check_planned_jobs(config: DictConfig) -> None:
         if runnable:
             continue  # a job that can run: the sweep starts, its bad jobs fail alone
         try:
-            job = check(task_config(composed))
+            job = checked(task_config(composed))
             if here:
                 raise_first(host_errors(job))
             runnable = True
@@ -608,7 +608,7 @@ def sweep_cpu_note(config: DictConfig) -> str:
         composed = config
         if jobs and GlobalHydra.instance().is_initialized():
             composed = GlobalHydra.instance().config_loader().load_sweep_config(config, jobs[0])
-        job = check(task_config(composed))
+        job = checked(task_config(composed))
     except Exception:  # a bad first job: the sweep's own checks say why
         return ""
     note = cpu_note(job)
@@ -703,7 +703,7 @@ def _sweep_override(parser: Any, override: str) -> bool:
 def _refused_here(loader: Any, config: DictConfig, fixed: list[str], key: str, choice: str) -> str:
     """Why `key=choice` cannot run on this host ('' where it can, or where it is bad everywhere)."""
     try:
-        job = check(task_config(loader.load_sweep_config(config, [*fixed, f"{key}={choice}"])))
+        job = checked(task_config(loader.load_sweep_config(config, [*fixed, f"{key}={choice}"])))
     except Exception:  # bad everywhere (or not composable): the trial fails and is recorded
         return ""
     errors = host_errors(job) + (float8_errors(job) if job.precision.float8 else [])

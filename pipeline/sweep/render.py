@@ -20,7 +20,7 @@ from pathlib import Path
 from pipeline.identity import TABLE_KEYS, short_labels
 from pipeline.measure.stats import undetermined
 from pipeline.sweep.pareto import front_lines
-from pipeline.sweep.summary import Row, Summary
+from pipeline.sweep.summary import Row, Scaling, Summary
 
 TERMINAL_WIDTH = 120  # at most; a narrower terminal (or COLUMNS) is respected
 DASH = "–"
@@ -212,10 +212,7 @@ def aggregate_lines(summary: Summary) -> list[str]:
     if a.get("sweep/jobs_with_graph_breaks"):
         lines.append(f"passing compiled jobs with graph breaks: {int(a['sweep/jobs_with_graph_breaks'])}")
     for sc in summary.scaling:
-        lines.append(
-            f"scaling efficiency of {sc.name} on {sc.world_size} processes vs {sc.baseline}: {sc.efficiency:.0%} "
-            f"(throughput / ({sc.world_size} x the one-process throughput))"
-        )
+        lines.append(scaling_line(sc))
     lines.extend(f"note: {n}" for n in summary.notes)
     if summary.pareto is not None:
         head, *points = front_lines(summary.pareto)
@@ -223,6 +220,22 @@ def aggregate_lines(summary: Summary) -> list[str]:
     for r in summary.failures:
         lines.append(f"failed: {r.name}: {r.status}: {r.error or 'no error recorded'}")
     return lines
+
+
+def scaling_line(sc: Scaling) -> str:
+    """A distributed job: its scaling efficiency (where the sweep has its one-process twin), what its step
+    lost to communication, its largest rank's memory."""
+    if sc.baseline is not None and sc.efficiency is not None:
+        head = (
+            f"scaling efficiency of {sc.name} on {sc.world_size} processes vs {sc.baseline}: {sc.efficiency:.0%} "
+            f"(throughput / ({sc.world_size} x the one-process throughput))"
+        )
+    else:
+        head = f"{sc.name} on {sc.world_size} processes (no one-process twin in the sweep for a scaling efficiency)"
+    said = [sc.communication] if sc.communication else []
+    if sc.largest_rank_gib is not None:
+        said.append(f"the largest rank {sc.largest_rank_gib:.2f} GiB allocated")
+    return "; ".join([head, *said])
 
 
 HOW = (

@@ -156,6 +156,7 @@ def planned_work(config: Any) -> list[Work | None]:
     from omegaconf import open_dict
 
     from pipeline.config.schema import to_config
+    from pipeline.job.preflight import with_ranks
 
     jobs = planned_jobs(config.hydra) or []
     if not jobs or not GlobalHydra.instance().is_initialized():
@@ -167,7 +168,7 @@ def planned_work(config: Any) -> list[Work | None]:
             composed = loader.load_sweep_config(config, overrides)
             with open_dict(composed):
                 del composed["hydra"]
-            job = to_config(composed)
+            job = with_ranks(to_config(composed))
             works.append(job.scenario.work(job))
         except Exception:
             works.append(None)
@@ -228,10 +229,10 @@ def _compose_jobs(
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
-    from pipeline.config.checks import check
     from pipeline.config.compose import describe_compose_error, printable
     from pipeline.config.errors import ConfigError
     from pipeline.identity import config_hash, run_name
+    from pipeline.job.preflight import checked
 
     varied = swept_keys(config.hydra)
     store = None
@@ -242,7 +243,7 @@ def _compose_jobs(
             HydraConfig.instance().set_config(composed)
             with open_dict(composed):
                 del composed["hydra"]
-            job = check(composed)
+            job = checked(composed)
         except ConfigError as err:
             planned.append(PlannedJob(num=num, name=" ".join(overrides), error=printable(str(err))))
             continue

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.config.schema import from_dict
+from pipeline.diagnose.comm import comm_phrase
 from pipeline.identity import (
     REPEAT_KEY,
     TABLE_KEYS,
@@ -115,33 +116,48 @@ class Configuration:
 
 @dataclass(frozen=True, kw_only=True)
 class Scaling:
-    """A distributed job against the same configuration on one process (parallel.nproc=1 or
-    parallel=none) in the sweep: throughput_N / (N x throughput_1)."""
+    """A passing distributed job: its scaling efficiency against the same configuration on one process
+    (parallel.nproc=1 or parallel=none) in the sweep, throughput_N / (N x throughput_1), where the sweep
+    has it; what its step lost to communication and its largest rank's memory, where it logged them."""
 
     name: str
-    baseline: str
     world_size: int
-    efficiency: float
+    baseline: str | None = None
+    efficiency: float | None = None
+    communication: str | None = None  # pipeline.diagnose.comm.comm_phrase
+    largest_rank_gib: float | None = None  # memory/rank_peak_allocated_max_gib
 
 
 PARALLEL_KEYS = ("parallel", "world_size")
 
 
 def scaling_efficiencies(rows: list[Row]) -> list[Scaling]:
-    """Each passing multi-process job's scaling efficiency, where the sweep has its one-process twin
-    (the same identity but for the parallel keys; a `parallel=none` twin first)."""
+    """Each passing multi-process job, with its scaling efficiency where the sweep has its one-process
+    twin (the same identity but for the parallel keys; a `parallel=none` twin first)."""
     singles: dict[tuple[tuple[str, str], ...], Row] = {}
     for row in sorted(rows, key=lambda r: r.config.get("parallel") != "none"):
         if row.passing and row.config.get("world_size", "1") == "1":
             singles.setdefault(_without_parallel(row), row)
     out = []
+    key = "throughput/samples_per_s"
     for row in rows:
         world = int(row.config.get("world_size", "1"))
+        if world <= 1 or not row.passing:
+            continue
         single = singles.get(_without_parallel(row))
-        key = "throughput/samples_per_s"
-        if world > 1 and row.passing and single is not None and key in row.metrics and key in single.metrics:
-            efficiency = row.metrics[key] / (world * single.metrics[key])
-            out.append(Scaling(name=row.name, baseline=single.name, world_size=world, efficiency=efficiency))
+        twin = single is not None and key in row.metrics and key in single.metrics
+        out.append(
+            Scaling(
+                name=row.name,
+                world_size=world,
+                baseline=single.name if twin and single is not None else None,
+                efficiency=row.metrics[key] / (world * single.metrics[key])
+                if twin and single is not None
+                else None,
+                communication=comm_phrase(row.metrics),
+                largest_rank_gib=row.metrics.get("memory/rank_peak_allocated_max_gib"),
+            )
+        )
     return out
 
 
@@ -161,7 +177,7 @@ class Summary:
     failure_classes: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     min_effect_pct: float = 1.0  # the verdict's smallest difference that counts (sweep.min_effect_pct)
-    scaling: list[Scaling] = field(default_factory=list)  # distributed jobs with a one-process baseline
+    scaling: list[Scaling] = field(default_factory=list)  # passing distributed jobs
     geomean_jobs: int = 0  # the passing compiled jobs the geometric-mean speedup is taken over
     severe_slowdown: float = (
         SEVERE_SLOWDOWN  # the verdict's limit of severe interference (Rule.severe_slowdown)
