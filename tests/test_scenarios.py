@@ -266,7 +266,7 @@ def test_a_decode_steps_bytes_are_its_weights_and_its_whole_static_cache():
     import torch
 
     from models import build_model
-    from pipeline.diagnose.flops import DecodeBandwidth, decode_bytes
+    from pipeline.scenarios.generate.scenario import DecodeBandwidth, decode_bytes
 
     cfg = validate(compose(GENERATE))
     lm = build_model(cfg.model).model.to(torch.bfloat16)

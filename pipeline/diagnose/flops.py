@@ -51,57 +51,6 @@ def peak_bandwidth_gbs(gpu_name: str | None) -> tuple[float | None, str]:
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class DecodeBandwidth:
-    """A decode step reads every weight once and the whole static KV cache: bytes over time per step is
-    the memory bandwidth it achieved, which bounds decode speed."""
-
-    bytes_per_step: float
-    achieved_gbs: float
-    utilization: float | None  # of the GPU's peak; None where none is known (note says why)
-    note: str
-
-    @classmethod
-    def of(cls, *, bytes_per_step: float, step_time_ms: float, gpu_name: str | None) -> DecodeBandwidth:
-        achieved = bytes_per_step / (step_time_ms / 1000) / 1e9
-        peak, note = peak_bandwidth_gbs(gpu_name)
-        return cls(
-            bytes_per_step=bytes_per_step,
-            achieved_gbs=achieved,
-            utilization=achieved / peak if peak else None,
-            note=note,
-        )
-
-    def metrics(self) -> dict[str, float]:
-        m = {"generate/decode_bandwidth_gbs": self.achieved_gbs}
-        if self.utilization is not None:
-            m["generate/decode_bandwidth_util"] = self.utilization
-        return m
-
-
-def decode_bytes(lm: torch.nn.Module, *, batch: int, cache_len: int) -> tuple[float, str]:
-    """Bytes one decode step reads: the weights (the input embedding only a row per token, unless the
-    LM head shares it) and the K and V of every layer over the whole static cache (attention reads all
-    of it, masked), for every sequence of the batch; and how they were counted."""
-    params = sum(p.numel() * p.element_size() for p in lm.parameters())
-    embedding = lm.get_input_embeddings().weight
-    head = lm.get_output_embeddings()
-    tied = head is not None and head.weight is embedding
-    weights = params - (0 if tied else embedding.numel() * embedding.element_size())
-    c = lm.config
-    layers = getattr(c, "num_hidden_layers", None) or c.n_layer
-    heads = getattr(c, "num_attention_heads", None) or c.n_head
-    hidden = getattr(c, "hidden_size", None) or c.n_embd
-    kv_heads = getattr(c, "num_key_value_heads", None) or heads
-    head_dim = getattr(c, "head_dim", None) or hidden // heads
-    kv = 2 * layers * kv_heads * head_dim * cache_len * batch * embedding.element_size()
-    how = (
-        f"bytes per decode step: weights {weights / 1e9:.3f} GB (input embedding {'shared with the head' if tied else 'left out'}) "
-        f"+ KV cache {kv / 1e9:.3f} GB ({layers} layers x 2 x {kv_heads} heads x {head_dim} x {cache_len} positions x batch {batch})"
-    )
-    return float(weights + kv), how
-
-
 def precision_key(precision: PrecisionConfig) -> str:
     """Which peak applies: the dtype the matmuls run in."""
     if precision.autocast_dtype == "float16" or precision.param_dtype == "float16":

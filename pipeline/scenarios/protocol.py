@@ -106,32 +106,6 @@ class Measured:
     stop: Stop | None = None  # how long the timed rounds ran and why they stopped
 
 
-@dataclass(frozen=True, kw_only=True)
-class RequestLatency:
-    """Calls one at a time, each synchronized before and after: the latency one request sees (its launch
-    included), beside the back-to-back figure (`step/*`, what `throughput/*` is made of) and its speedup."""
-
-    latency: Latency
-    eager_back_to_back: Latency | None  # the paired eager copy's back-to-back calls
-    back_to_back_speedup: float | None
-
-    def metrics(self) -> dict[str, float]:
-        m = self.latency.metrics("latency")
-        if self.eager_back_to_back is not None and self.back_to_back_speedup is not None:
-            e = self.eager_back_to_back
-            m.update(
-                {
-                    "eager/p50_ms": e.p50,
-                    "eager/p10_ms": e.p10,
-                    "eager/p90_ms": e.p90,
-                    "eager/p50_ci95_low_ms": e.ci95_low,
-                    "eager/p50_ci95_high_ms": e.ci95_high,
-                    "speedup/back_to_back_vs_eager": self.back_to_back_speedup,
-                }
-            )
-        return m
-
-
 @dataclass(kw_only=True)
 class UnitReport:
     """A job's figures as typed records; `metrics()` gives them under the registry's names."""
@@ -507,15 +481,6 @@ class Scenario:
                 confidence=confidence,
             )
             report.series["curve/eager_step_ms"] = measured.eager.step_ms
-        if self.measures_latency:
-            eager = measured.eager.latency(confidence=confidence) if measured.eager is not None else None
-            report.records.append(
-                RequestLatency(
-                    latency=main.latency(LATENCY, confidence),
-                    eager_back_to_back=eager,
-                    back_to_back_speedup=eager.p50 / step.p50 if eager is not None else None,
-                )
-            )
         if flops:
             report.mfu = Mfu.of(
                 flops=flops,

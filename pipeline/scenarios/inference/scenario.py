@@ -12,6 +12,7 @@ measurement: with `compile.dynamic=true` one graph must serve them all (`diagnos
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,7 +23,8 @@ from pipeline.axes.data import DeviceBatches, Interleaved
 from pipeline.axes.precision import Precision
 from pipeline.config.schema import CompileConfig, Config
 from pipeline.measure.parity import output_parity
-from pipeline.measure.timing import StepVariant
+from pipeline.measure.stats import Latency
+from pipeline.measure.timing import LATENCY, StepVariant
 from pipeline.scenarios.protocol import Measured, Scenario, UnitReport, WorkerContext
 from pipeline.scenarios.variant import Recipe
 
@@ -49,6 +51,32 @@ def inference_step_factory(*, precision: Precision, device_type: str):
         return infer
 
     return make_step
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestLatency:
+    """Calls one at a time, each synchronized before and after: the latency one request sees (its launch
+    included), beside the back-to-back figure (`step/*`, what `throughput/*` is made of) and its speedup."""
+
+    latency: Latency
+    eager_back_to_back: Latency | None  # the paired eager copy's back-to-back calls
+    back_to_back_speedup: float | None
+
+    def metrics(self) -> dict[str, float]:
+        m = self.latency.metrics("latency")
+        if self.eager_back_to_back is not None and self.back_to_back_speedup is not None:
+            e = self.eager_back_to_back
+            m.update(
+                {
+                    "eager/p50_ms": e.p50,
+                    "eager/p10_ms": e.p10,
+                    "eager/p90_ms": e.p90,
+                    "eager/p50_ci95_low_ms": e.ci95_low,
+                    "eager/p50_ci95_high_ms": e.ci95_high,
+                    "speedup/back_to_back_vs_eager": self.back_to_back_speedup,
+                }
+            )
+        return m
 
 
 class InferenceScenario(Scenario):
@@ -92,8 +120,17 @@ class InferenceScenario(Scenario):
         return Recipe(step=step, unit=unit)
 
     def finish_report(self, report: UnitReport, measured: Measured) -> None:
-        """Output parity: compiled and eager on the same batch (their weights are equal: same seed,
-        never trained)."""
+        """The latency a request sees beside the back-to-back figure; output parity: compiled and eager on
+        the same batch (their weights are equal: same seed, never trained)."""
+        confidence = measured.stop.confidence if measured.stop is not None else 0.95
+        eager = measured.eager.latency(confidence=confidence) if measured.eager is not None else None
+        report.records.append(
+            RequestLatency(
+                latency=measured.main.latency(LATENCY, confidence),
+                eager_back_to_back=eager,
+                back_to_back_speedup=eager.p50 / report.step.p50 if eager is not None else None,
+            )
+        )
         if not isinstance(measured.eager, StepVariant):
             return
         main = measured.main
