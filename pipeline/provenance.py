@@ -1,11 +1,14 @@
-"""Where a result came from: the project's git commit and the command line (secrets masked).
-Plain subprocess and string work, so the job's parent can use it without importing torch."""
+"""Where a result came from: the project's git commit and the command line (secrets masked); and the
+commands the project prints for pasting, each shell-quoted from its words. Plain subprocess and string
+work, so the job's parent can use it without importing torch."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from pipeline.redaction import redact_text
@@ -35,3 +38,9 @@ def command_line(argv: list[str] | None = None) -> str:
     if args and args[0].endswith("pipeline/run.py"):
         args[0] = "python -m pipeline.run"
     return " ".join(redact_text(a) for a in args)
+
+
+def sync_command(folders: Iterable[str | Path]) -> str:
+    """`python -m pipeline.report --sync <folders>`, shell-quoted: pasted into a shell it runs that and
+    nothing else, whatever the folders' names hold."""
+    return shlex.join(["python", "-m", "pipeline.report", "--sync", *(str(f) for f in folders)])

@@ -24,6 +24,7 @@ from tests.conftest import (
     ROOT,
     TINY,
     finish,
+    lock_held,
     one_line_errors,
     output,
     popen_cli,
@@ -277,42 +278,6 @@ def test_a_file_that_is_not_sqlite_is_refused_in_one_line_and_left_as_it_is(tmp_
 
 
 # ----------------------------------------------------------------------------- a store held by another process
-# A second process holding the sqlite file with `BEGIN EXCLUSIVE`, as a long query, a backup or another
-# tool can: until its stdin closes (`seconds` 0), or for `seconds`.
-HOLD_LOCK = """
-import sqlite3, sys, time
-conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
-conn.execute("BEGIN EXCLUSIVE")
-print("locked", flush=True)
-if float(sys.argv[2]) > 0:
-    time.sleep(float(sys.argv[2]))
-else:
-    sys.stdin.read()
-conn.execute("ROLLBACK")
-"""
-
-
-@contextlib.contextmanager
-def lock_held(db: Path, seconds: float = 0):
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(db), str(seconds)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        yield holder
-    finally:
-        if holder.stdin is not None:
-            holder.stdin.close()
-        try:
-            holder.wait(timeout=60)
-        finally:
-            if holder.poll() is None:
-                holder.kill()
-
-
 def store_with_runs(store: str, count: int) -> set[str]:
     """`count` FINISHED runs logged to the store (a store someone has used)."""
     tracker = Tracker(store, "compile-sweeps")

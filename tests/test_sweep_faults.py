@@ -4,6 +4,7 @@ store that lost its runs, a double Ctrl-C and the incomplete sweep it leaves."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,11 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.job.result import JobResult
+from pipeline.sweep.finish import close_orphans
 from pipeline.sweep.view import VIEW_TAG_PREFIX, view_id_for
+from pipeline.tracking import Tracker
+from pipeline.tracking.store import sqlite_path
 from tests.conftest import (
     TINY,
     client,
     finish,
+    lock_held,
     one_line_errors,
     output,
     popen_cli,
@@ -231,3 +237,79 @@ def test_a_folder_whose_sweep_never_ended_is_refused_until_sync_closes_it(tmp_pa
     assert parent.info.status == "FAILED" and [k.info.status for k in kids] == ["KILLED"]
     reuse = run_cli([*EAGER, "trainer.seed=2"], tmp_path, store, multirun=True)
     assert reuse.returncode == 0, output(reuse)
+
+
+@pytest.mark.slow  # MLflow waits 20 s (its sqlite busy_timeout) for each write the lock refuses: two
+def test_a_lock_taken_while_a_job_runs_never_closes_its_kept_result_as_lost(tmp_path: Path, store: str):
+    """Issue 41: another process took the store's lock while a job trained; the job kept its result
+    (MLflow refused it), but the sweep's end closed its run KILLED `JobLost` and published a summary and
+    parent tags that `--sync` never corrected. Now the sweep's end follows `--sync`'s rule (a result on
+    disk is not lost), says that `--sync` uploads it and closes the sweep, and `--sync` does both."""
+    db = sqlite_path(store)
+    proc = popen_cli(
+        [*EAGER, "trainer.steps=30", "trainer.seed=0"],
+        tmp_path,
+        store,
+        multirun=True,
+        stderr=subprocess.STDOUT,
+    )
+    lines: list[str] = []
+    try:
+        with contextlib.ExitStack() as stack:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if line.startswith("job 0 "):  # its run is open, its worker trains: the lock is taken now
+                    holder = stack.enter_context(lock_held(db))
+                    assert not (tmp_path / "multirun" / "0" / "result.json").exists(), (
+                        "trained before the lock"
+                    )
+                if line.startswith("mlflow error: could not log run"):  # MLflow refused the result
+                    break
+            else:
+                raise AssertionError("".join(lines))
+            assert holder.stdin is not None
+            holder.stdin.close()  # the lock is let go before the sweep's end
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        stop_group(proc)
+    text = "".join(lines) + out
+    assert proc.returncode == 1, text
+    assert "Traceback" not in text
+    sweep_dir = tmp_path / "multirun"
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("sweep error:")]
+    assert "is not finished: 1 job result(s) are kept on disk but not in MLflow" in line, line
+    assert f"python -m pipeline.report --sync {sweep_dir}" in line, line
+    parent, (job,) = split_sweep(store)
+    assert job.info.status == "FAILED" and job.data.tags["error_type"] == "ResultNotLogged", job.data.tags
+    assert "JobLost" not in text
+    assert parent.info.status == "FAILED" and parent.data.tags["error_type"] == "ResultsNotInMlflow"
+    assert "provisional:" in (sweep_dir / "summary.md").read_text()
+
+    sync = run_report("--tracking-uri", store, "--sync", str(sweep_dir))
+    assert sync.returncode == 0, sync.stdout + sync.stderr
+    parent, (job,) = split_sweep(store)
+    assert job.info.status == "FINISHED" and "error_type" not in job.data.tags
+    assert parent.info.status == "FINISHED" and "error_type" not in parent.data.tags
+    assert parent.data.tags["jobs_failed"] == "0" and "results_pending" not in parent.data.tags
+    summary = (sweep_dir / "summary.md").read_text()
+    assert "provisional:" not in summary and "failed: 0" in summary, summary
+
+
+def test_a_sweeps_end_closes_a_job_run_left_running_by_the_rule_sync_follows(tmp_path: Path, store: str):
+    """The one rule for a run a job left RUNNING (`sync.close_ended_job_run`), at a sweep's end as in
+    `--sync`: a result on disk is not lost (FAILED `ResultNotLogged`, naming the `--sync` that uploads it);
+    no result is KILLED `JobLost`."""
+    tracker = Tracker(store, "compile-sweeps")
+    kept, lost = tmp_path / "sweep" / "0", tmp_path / "sweep" / "1"
+    for job_dir in (kept, lost):
+        job_dir.mkdir(parents=True)
+        tracker.start_run(job_dir.name, {"sweep_id": "s", "job_dir": str(job_dir)})
+    JobResult(status="FINISHED").write(kept / "result.json")
+    close_orphans(tracker, "s")
+    runs_by_dir = {r.tags["job_dir"]: r for r in tracker.sweep_children("s")}
+    closed = runs_by_dir[str(kept)]
+    assert (closed.status, closed.tags["error_type"]) == ("FAILED", "ResultNotLogged"), closed.tags
+    assert f"python -m pipeline.report --sync {kept}" in closed.tags["error_message"]
+    gone = runs_by_dir[str(lost)]
+    assert (gone.status, gone.tags["error_type"]) == ("KILLED", "JobLost")

@@ -149,6 +149,13 @@ class SweepCallback(Callback):
                 )
                 print(line, file=sys.stderr, flush=True)
                 SWEEP_FAILURES.append(line)
+            elif end.pending:
+                line = (
+                    f"sweep error: sweep {ACTIVE_SWEEP.sweep_id} is not finished: {end.pending}; parent run "
+                    f"{ACTIVE_SWEEP.parent_run_id} closed FAILED until then"
+                )
+                print(line, file=sys.stderr, flush=True)
+                SWEEP_FAILURES.append(line)
         except Exception as err:
             line = abandon(ACTIVE_SWEEP, err)
             print(line, file=sys.stderr, flush=True)

@@ -34,7 +34,7 @@ from pipeline.jobdir import JobDir
 from pipeline.measure.noise import CONTENDED_WAIT_PCT, OTHERS_CPU_PCT, crowded, waited
 from pipeline.measure.objective import OBJECTIVES, SAMPLES, STEP_TIME, TOKENS, Objective, Work, choose
 from pipeline.measure.stats import t975
-from pipeline.status import FINISHED
+from pipeline.status import FINISHED, JOB_LOST, RESULT_NOT_LOGGED
 from pipeline.sweep import suite
 from pipeline.sweep.pareto import ParetoFront, pareto_front
 from pipeline.sweep.suite import SuiteAnswer
@@ -409,8 +409,10 @@ def failure_class(row: Row) -> str | None:
         return "bad input"
     if kind in ("WorkerCrashed",):
         return "crash"
-    if kind in ("JobLost", "Interrupted"):
+    if kind in (JOB_LOST, "Interrupted"):
         return "lost or interrupted"
+    if kind == RESULT_NOT_LOGGED:
+        return "result not in MLflow yet (--sync)"
     return "eager error" if not row.compiled else "run error"
 
 
