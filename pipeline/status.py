@@ -16,6 +16,9 @@ RESULT_NOT_LOGGED = (
     "ResultNotLogged"  # the job's result is kept on disk; MLflow lacks it (`--sync` uploads it)
 )
 JOB_LOST = "JobLost"  # the job ended without recording any result (killed outright, its node failed)
+NON_FINITE_LOSS = (
+    "NonFiniteLoss"  # the training loss became NaN or infinite: the job FAILED, its figures kept
+)
 
 # Exit codes of `python -m pipeline.run`.
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130

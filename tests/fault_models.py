@@ -30,6 +30,8 @@ class _Linear(nn.Module):
                 ctypes.string_at(0)  # a real SIGSEGV in this process
             if self.fault == "oom":
                 torch.empty(2**43, dtype=torch.uint8, device=x.device)  # 8 TiB: the allocator refuses
+            if self.fault == "nan":
+                return self.fc(x.flatten(1)) * float("nan")  # the logits, and so the loss, are NaN
         return self.fc(x.flatten(1))
 
 
@@ -39,6 +41,11 @@ def segfault(input_spec: dict[str, Any], at_call: int = 2) -> nn.Module:
 
 def out_of_memory(input_spec: dict[str, Any], at_call: int = 2) -> nn.Module:
     return _Linear(input_spec, at_call, "oom")
+
+
+def nan_output(input_spec: dict[str, Any], at_call: int = 2) -> nn.Module:
+    """Its outputs are NaN from call `at_call` on (a model whose numerics break)."""
+    return _Linear(input_spec, at_call, "nan")
 
 
 def with_secret(input_spec: dict[str, Any], **kwargs: Any) -> nn.Module:

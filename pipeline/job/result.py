@@ -19,6 +19,8 @@ from typing import Any
 from pipeline.jobdir import RESULT, JobDir
 from pipeline.status import FAILED, KILLED
 
+LOSS_PREFIX = "loss/"  # the training loss's metrics: kept when not finite
+
 
 @dataclass
 class JobError:
@@ -46,11 +48,13 @@ class JobResult:
         self.error = JobError(error_type, one_line(message), tb)
 
     def to_json(self) -> str:
+        """The file's text. A metric that is None or NaN was not measured and is left out, but for a
+        loss: a NaN or infinite loss is what says training diverged, and stays (JSON's `NaN`)."""
         data = asdict(self)
         data["metrics"] = {
             k: v
             for k, v in self.metrics.items()
-            if v is not None and not (isinstance(v, float) and math.isnan(v))
+            if v is not None and (k.startswith(LOSS_PREFIX) or not (isinstance(v, float) and math.isnan(v)))
         }
         return json.dumps(data, indent=1, default=str, allow_nan=True)
 

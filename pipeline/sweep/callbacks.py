@@ -141,7 +141,7 @@ class SweepCallback(Callback):
         try:
             end = finish_sweep(ACTIVE_SWEEP)
             summary = end.summary
-            SWEEP_FAILURES.extend(r.name for r in summary.failures)
+            SWEEP_FAILURES.extend(r.name for r in summary.not_finished)
             if end.incomplete:
                 line = (
                     f"sweep error: sweep {ACTIVE_SWEEP.sweep_id} is incomplete: {end.incomplete}; parent run "

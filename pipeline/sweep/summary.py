@@ -34,7 +34,7 @@ from pipeline.jobdir import JobDir
 from pipeline.measure.noise import CONTENDED_WAIT_PCT, OTHERS_CPU_PCT, crowded, waited
 from pipeline.measure.objective import OBJECTIVES, SAMPLES, STEP_TIME, TOKENS, Objective, Work, choose
 from pipeline.measure.stats import t975
-from pipeline.status import FINISHED, JOB_LOST, RESULT_NOT_LOGGED
+from pipeline.status import FINISHED, JOB_LOST, NON_FINITE_LOSS, RESULT_NOT_LOGGED
 from pipeline.sweep import suite
 from pipeline.sweep.pareto import ParetoFront, pareto_front
 from pipeline.sweep.suite import SuiteAnswer
@@ -171,6 +171,12 @@ class Summary:
 
     @property
     def failures(self) -> list[Row]:
+        """Every job with a failure class: those that did not finish, and those that finished computing
+        something else than eager (loss or output parity beyond tolerance: DIVERGED)."""
+        return [r for r in self.rows if failure_class(r) is not None]
+
+    @property
+    def not_finished(self) -> list[Row]:
         return [r for r in self.rows if r.status != FINISHED]
 
     @property
@@ -397,6 +403,8 @@ def failure_class(row: Row) -> str | None:
     if row.status == FINISHED:
         return "accuracy (loss parity)" if row.parity == 0.0 else None
     kind = row.error_type
+    if kind == NON_FINITE_LOSS:
+        return "non-finite loss"
     if kind == "OutOfMemoryError":
         return "out of memory"
     if kind == "Timeout":
