@@ -36,6 +36,24 @@ from tests.conftest import (
 EAGER = [*TINY, "compile.mode=eager"]
 
 
+def slow_while(marker: Path) -> list[str]:
+    """A linear model on 32 px images (tests/fault_models.py) whose calls wait while `marker` exists,
+    4 steps, eager: a job as long as the test wants, its config the same when resumed."""
+    return [
+        "model.id=faulty",
+        "model.name=null",
+        "model.input.height=32",
+        "model.input.width=32",
+        "model.input.num_classes=10",
+        "model.batch_size=2",
+        "trainer.steps=4",
+        "trainer.warmup_steps=1",
+        "compile.mode=eager",
+        "model._target_=tests.fault_models.slow_while",
+        f"+model.kwargs.marker='{marker}'",
+    ]
+
+
 def test_view_ids_are_one_per_sweep_id():
     ids = ["hx.1", "hx_1", "hx-1", "hx__1", "hx_2e_1", "hx/1", "hx 1", "hx1", "hé", "h_e9_", "o'brien"]
     views = [view_id_for(i) for i in ids]
@@ -124,7 +142,9 @@ def test_double_ctrl_c_leaves_nothing_running_and_an_incomplete_sweep_is_never_f
     """Two Ctrl-C 0.25 s apart in a sweep's first job: no traceback, exit 130, nothing RUNNING. The
     sweep planned 3 jobs and 2 never ran: `--sync` closes it, never FINISHED, and exits 1; with its
     store file lost it writes no summary and says so; resumed (the store back), it ends FINISHED."""
-    args = [*EAGER, "trainer.steps=100000", "trainer.seed=0,1,2", "sweep.id=dbl"]
+    marker = tmp_path / "job 0 waits while this exists"
+    marker.touch()
+    args = [*slow_while(marker), "trainer.seed=0,1,2", "sweep.id=dbl"]
     proc = popen_cli(args, tmp_path / "a", store, multirun=True, stderr=subprocess.STDOUT)
     try:
         assert proc.stdout is not None
@@ -162,14 +182,9 @@ def test_double_ctrl_c_leaves_nothing_running_and_an_incomplete_sweep_is_never_f
     db.unlink()
     db.with_name("kept.db").rename(db)  # the store back
 
-    resumed = run_cli(
-        [*EAGER, "trainer.seed=0,1,2", "sweep.id=dbl", "sweep.resume=true"],
-        tmp_path / "b",
-        store,
-        multirun=True,
-    )
-    # exit 1: the interrupted job's (longer) configuration stays in the sweep as a failed one
-    assert resumed.returncode == 1 and "sweep error" not in resumed.stderr, output(resumed)
+    marker.unlink()  # resumed with its own command, its jobs now run at once
+    resumed = run_cli([*args, "sweep.resume=true"], tmp_path / "b", store, multirun=True)
+    assert resumed.returncode == 0 and "sweep error" not in resumed.stderr, output(resumed)
     parent, kids = split_sweep(store)
     assert parent.info.status == "FINISHED" and "jobs_missing" not in parent.data.tags
     assert sorted(k.info.status for k in kids) == ["FINISHED", "FINISHED", "FINISHED", "KILLED"]

@@ -35,7 +35,7 @@ from pipeline.job.supervisor import PROJECT_ROOT, worker_env
 from pipeline.job.worker_start import TEMPLATE, TemplateProcess, fork_supported, no_template
 from pipeline.measure.objective import Objective
 from pipeline.provenance import command_line
-from pipeline.redaction import make_private, private_files
+from pipeline.redaction import make_private, private_files, redact_text
 from pipeline.status import EXIT_BAD_INPUT, FAILED, KILLED, RUNNING
 from pipeline.sweep import lease
 from pipeline.sweep.finish import abandon, close_interrupted, finish_sweep, resume_hint
@@ -44,11 +44,13 @@ from pipeline.sweep.state import (
     axes_from_tag,
     axes_tag,
     axis_keys,
+    changed_work,
     count_jobs,
     planned_jobs,
     planned_objective,
     swept,
     swept_keys,
+    the_work,
 )
 from pipeline.sweep.view import publish_sweep_view
 from pipeline.sweep_context import SweepContext, new_sweep_id
@@ -290,6 +292,7 @@ def start_sweep(config: DictConfig) -> SweepContext:
     dirs = _sweep_dirs(parent, sweep_dir)
     if parent is not None:
         _refuse_while_running(sweep_id, dirs)
+        _refuse_other_work(config, parent, sweep_id)
     try:
         _DRIVER_LEASE.append(lease.hold(sweep_dir))
     except lease.Busy as busy:
@@ -306,7 +309,8 @@ def start_sweep(config: DictConfig) -> SweepContext:
     else:
         parent_id, prior_wall_s = parent.run_id, _wall_so_far(tracker, parent)
         tracker.reopen(parent_id)
-        tracker.set_tags(parent_id, {"resumed_in": str(sweep_dir), "sweep_dirs": json.dumps(dirs)})
+        resumed = {"resumed_in": str(sweep_dir), "sweep_dirs": json.dumps(dirs), "command": command_line()}
+        tracker.set_tags(parent_id, resumed)  # the command that runs it now (the same work: checked)
     sweep = SweepContext(
         sweep_id=sweep_id,
         parent_run_id=parent_id,
@@ -379,10 +383,7 @@ def _refuse_resuming_another_sweep(config: DictConfig, parent: RunRecord, sweep_
     missing = [k for k in before if k not in swept_keys(config.hydra)]
     if not missing and (not name or config.sweep.get("name") == name):
         return
-    words = [
-        w for w in parent.tags.get("command", "").split() if not w.startswith(("sweep.id=", "sweep.resume="))
-    ]
-    command = " ".join([*words, f"sweep.id={sweep_id}", "sweep.resume=true"]) if words else ""
+    command = resume_command(parent.tags.get("command", ""), sweep_id)
     varied = f"sweep={name}" if name and not missing else ", ".join(missing)
     raise SweepStopped(
         f"config error: sweep.resume=true runs the jobs this command plans, and sweep {sweep_id} varied {varied}, "
@@ -390,6 +391,40 @@ def _refuse_resuming_another_sweep(config: DictConfig, parent: RunRecord, sweep_
         + (f": {command}" if command else ", adding sweep.id and sweep.resume=true"),
         EXIT_BAD_INPUT,
     )
+
+
+def task_overrides(config: DictConfig) -> list[str]:
+    """The sweep's command-line overrides, secret values masked (as its parent's tags hold them)."""
+    return [redact_text(str(o)) for o in config.hydra.overrides.task]
+
+
+def _refuse_other_work(config: DictConfig, parent: RunRecord, sweep_id: str) -> None:
+    """A resumption runs the jobs the sweep planned, as planned: one whose overrides change the jobs'
+    work (another trainer.steps, another list of modes, any key but where it runs and logs) would pool
+    rows of different work under one name into one verdict. Refused in one line naming each differing
+    key with both values, and how to run the command as a new sweep instead. (A parent from before
+    `sweep_overrides` was recorded is not checked.)"""
+    try:
+        before = the_work(json.loads(parent.tags["sweep_overrides"]))
+    except (KeyError, ValueError, TypeError):
+        return
+    changed = changed_work(before, the_work(task_overrides(config)))
+    if not changed:
+        return
+    command = resume_command(parent.tags.get("command", ""), sweep_id)
+    own = f"resume it with its own command ({command})" if command else "resume it with its own command"
+    raise SweepStopped(
+        f"config error: sweep.resume=true runs the jobs sweep {sweep_id} planned, as planned, and this command "
+        f"changes their work: {'; '.join(changed)}: {own}, or run this command as a new sweep (leave out "
+        "sweep.resume=true and give another sweep.id, or none)",
+        EXIT_BAD_INPUT,
+    )
+
+
+def resume_command(command: str, sweep_id: str) -> str:
+    """The sweep's own command (its parent's `command` tag) with sweep.id and sweep.resume=true."""
+    words = [w for w in command.split() if not w.startswith(("sweep.id=", "sweep.resume="))]
+    return " ".join([*words, f"sweep.id={sweep_id}", "sweep.resume=true"]) if words else ""
 
 
 def _refuse_while_running(sweep_id: str, dirs: list[str]) -> None:
@@ -461,6 +496,7 @@ def _parent_tags(config: DictConfig, sweep_id: str, dirs: list[str]) -> dict[str
         "sweep_dirs": json.dumps(dirs),
         "sweep_axes": axes_tag(config.hydra),
         "command": command_line(),
+        "sweep_overrides": json.dumps(task_overrides(config)),
         "min_effect_pct": str(config.sweep.min_effect_pct),
         "max_interval_pct": str(config.sweep.max_interval_pct),
         "sweep_kind": str(config.sweep.kind),

@@ -117,6 +117,50 @@ def _sweeps(override: str) -> bool:
         return "," in value and not value.startswith(("[", "{"))
 
 
+# Overrides that say where a sweep runs and what it logs to, not what its jobs do: a resumption may
+# give other values (another folder, launcher, GPUs, or the same store spelt another way).
+NOT_THE_WORK = ("sweep.id", "sweep.resume", "verbose", "gpu_pool")
+NOT_THE_WORK_PREFIXES = ("hydra.", "hydra/", "mlflow.")
+
+
+def the_work(overrides: list[str]) -> dict[str, str]:
+    """The command-line overrides that decide the jobs a sweep runs and what each does, as `key: value`
+    read the way Hydra reads them: a sweep's values in order (`eager,default` is `default,eager`: the
+    same jobs), `+key` as `key`, `~key` as removed; the last of a repeated key wins, as in Hydra."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType, ValueType
+
+    parser = OverridesParser.create()
+    work: dict[str, str] = {}
+    for text in overrides:
+        key, _, value = text.partition("=")
+        key = key.lstrip("+~")
+        try:
+            (parsed,) = parser.parse_overrides([text])
+            key = parsed.key_or_group + (f"@{parsed.package}" if parsed.package else "")
+            if parsed.type == OverrideType.DEL:
+                value = "(removed)"
+            elif parsed.is_sweep_override() and parsed.value_type != ValueType.INTERVAL_SWEEP:
+                value = ",".join(sorted(str(v) for v in parsed.sweep_string_iterator()))
+            elif not parsed.is_sweep_override():
+                value = parsed.get_value_element_as_str()
+        except Exception:  # not Hydra's grammar: Hydra refuses it before any job; as written
+            pass
+        if key in NOT_THE_WORK or key.startswith(NOT_THE_WORK_PREFIXES):
+            continue
+        work[key] = value
+    return work
+
+
+def changed_work(before: dict[str, str], now: dict[str, str]) -> list[str]:
+    """`key=new (the sweep's: old)` for each key whose value differs."""
+    return [
+        f"{key}={now.get(key, '(not set)')} (the sweep's: {before.get(key, 'not set')})"
+        for key in sorted(set(before) | set(now))
+        if before.get(key) != now.get(key)
+    ]
+
+
 def count_jobs(hydra_cfg: Any) -> int | None:
     """How many jobs the basic sweeper will launch (task overrides and `hydra.sweeper.params`); None
     for sweepers that decide as they go (Optuna)."""
