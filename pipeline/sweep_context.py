@@ -35,6 +35,9 @@ class SweepContext:
     started_at: float = 0.0  # when this driver started the sweep (epoch seconds)
     prior_wall_s: float = 0.0  # wall time of the sweep's earlier sessions (resumed: not the gap between)
     finished: bool = False  # the summary is published and the parent run closed
+    ended_wall_s: float | None = (
+        None  # the sweep's wall time its end published (`report --results` says it too)
+    )
 
     def wall_s(self) -> float:
         """The sweep's wall time so far: its earlier sessions' plus this one's."""

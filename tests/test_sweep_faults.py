@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.job.result import JobResult
+from pipeline.job.result import JobResult, UnreadableResult
 from pipeline.sweep.finish import close_orphans
 from pipeline.sweep.view import VIEW_TAG_PREFIX, view_id_for
 from pipeline.tracking import Tracker
@@ -328,3 +329,64 @@ def test_a_sweeps_end_closes_a_job_run_left_running_by_the_rule_sync_follows(tmp
     assert f"python -m pipeline.report --sync {kept}" in closed.tags["error_message"]
     gone = runs_by_dir[str(lost)]
     assert (gone.status, gone.tags["error_type"]) == ("KILLED", "JobLost")
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("{}", "an object without a `status`"),
+        ("[]", "JSON array, not a job's result"),
+        ("null", "JSON null, not a job's result"),
+        ('{"status": "FINISHED", "metrics": {"step/p50', "not JSON, cut off or damaged"),
+        ("", "empty"),
+        ('{"status": "FINISHED", "metrics": [1]}', "its `metrics` is JSON array, not an object"),
+    ],
+)
+def test_a_result_file_that_is_not_a_jobs_result_says_what_is_wrong(tmp_path: Path, text: str, why: str):
+    path = tmp_path / "result.json"
+    path.write_text(text)
+    with pytest.raises(UnreadableResult) as unreadable:
+        JobResult.read(path)
+    assert str(unreadable.value).startswith(why), unreadable.value
+
+
+def test_unreadable_job_results_are_named_by_sync_and_report_results(tmp_path: Path, store: str):
+    """Issue 41: a truncated result.json was skipped without a word by `--sync` ("every job result is in
+    MLflow") and by `report --results`, and `{}`, `[]`, `null` gave tracebacks; `report --results`
+    rewrote the sweep's summary.md without that job, under a new title and without its wall time. Now
+    each is named (which job, what is wrong), the exit code is 1, and the sweep's own summary is kept."""
+    proc = run_cli([*EAGER, "trainer.seed=0", "sweep.id=unreadable"], tmp_path, store, multirun=True)
+    assert proc.returncode == 0, output(proc)
+    sweep_dir = tmp_path / "multirun"
+    own_summary = (sweep_dir / "summary.md").read_bytes()
+
+    intact = run_report("--results", str(sweep_dir))
+    assert intact.returncode == 0, intact.stdout + intact.stderr
+    assert (sweep_dir / "summary.md").read_bytes() == own_summary  # the sweep's end's, kept
+    written = (sweep_dir / "summary_from_results" / "summary.md").read_text()
+    assert written.startswith("# Sweep unreadable\n") and "sweep wall time" in written, written
+
+    good = sweep_dir / "0"
+    damaged = {"1": "{}", "2": "[]", "3": "null", "4": (good / "result.json").read_text()[:200]}
+    for name, text in damaged.items():
+        shutil.copytree(good, sweep_dir / name)
+        (sweep_dir / name / "result.json").write_text(text)
+    shutil.copytree(good, sweep_dir / "5")
+    (sweep_dir / "5" / "result.json").unlink()  # a job that never wrote one
+
+    sync = run_report("--tracking-uri", store, "--sync", str(sweep_dir))
+    assert sync.returncode == 1, sync.stdout + sync.stderr
+    assert "Traceback" not in sync.stdout + sync.stderr and "every job result is in MLflow" not in sync.stdout
+    named = [line for line in sync.stdout.splitlines() if line.startswith("sync error: ")]
+    assert {line.split(":", 2)[1].strip() for line in named} == {
+        str(sweep_dir / name / "result.json") for name in damaged
+    }, named
+
+    results = run_report("--results", str(sweep_dir))
+    assert results.returncode == 1, results.stdout + results.stderr
+    assert "Traceback" not in results.stdout + results.stderr
+    errors = [line for line in results.stderr.splitlines() if line.startswith("results error: ")]
+    for name in damaged:
+        assert any(f"{sweep_dir / name / 'result.json'}: " in line for line in errors), errors
+    assert any(f"{sweep_dir / '5'} holds no result.json" in line for line in errors), errors
+    assert (sweep_dir / "summary.md").read_bytes() == own_summary

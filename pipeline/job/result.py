@@ -12,7 +12,7 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,16 @@ from pipeline.jobdir import RESULT, JobDir
 from pipeline.status import FAILED, KILLED
 
 LOSS_PREFIX = "loss/"  # the training loss's metrics: kept when not finite
+
+
+class UnreadableResult(ValueError):
+    """A result file that is not a job's result: cut off, not JSON, or JSON of another shape."""
+
+
+def _json_kind(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "true/false", type(None): "null"}.get(
+        type(value), "number"
+    )
 
 
 @dataclass
@@ -75,10 +85,34 @@ class JobResult:
 
     @classmethod
     def read(cls, path: str | Path) -> JobResult:
-        data = json.loads(Path(path).read_text())
-        error = data.pop("error", None)
-        result = cls(**data)
-        result.error = JobError(**error) if error else None
+        """The result in the file; :class:`UnreadableResult` (a ValueError) saying what is wrong with a
+        file that is not one (cut off, not JSON, JSON of another shape); OSError where it cannot be read."""
+        text = Path(path).read_text()
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            what = "empty" if not text.strip() else f"not JSON, cut off or damaged ({exc})"
+            raise UnreadableResult(what) from exc
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> JobResult:
+        if not isinstance(data, dict):
+            raise UnreadableResult(f"JSON {_json_kind(data)}, not a job's result (an object with a `status`)")
+        if not isinstance(data.get("status"), str) or not data["status"]:
+            raise UnreadableResult("an object without a `status`: not a job's result")
+        known = {f.name: f for f in fields(cls)}
+        for name in ("metrics", "series", "environment", "info", "diagnostics", "work"):
+            if name in data and not isinstance(data[name], dict):
+                raise UnreadableResult(f"its `{name}` is JSON {_json_kind(data[name])}, not an object")
+        error = data.get("error")
+        if error is not None and not (
+            isinstance(error, dict) and isinstance(error.get("type"), str) and "message" in error
+        ):
+            raise UnreadableResult("its `error` is not an object with a `type` and a `message`")
+        result = cls(**{k: v for k, v in data.items() if k in known and k != "error"})
+        if error:
+            result.error = JobError(error["type"], str(error["message"]), str(error.get("traceback", "")))
         return result
 
 

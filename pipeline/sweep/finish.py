@@ -218,8 +218,11 @@ def finish_sweep(
     # The parent run's start (before any job) to now (every job ended), less the gaps between a sweep
     # and its resumptions: the sweep's wall time, but for its process start and the summary itself.
     summary.aggregates["sweep/wall_s"] = sweep.wall_s() if wall_s is None else wall_s
+    sweep.ended_wall_s = summary.aggregates["sweep/wall_s"]
     print_table(summary)
     files = publish(tracker, sweep.parent_run_id, summary, Path(sweep.sweep_dir))
+    with private_files():  # the wall time its summary says, for `report --results`
+        sweep.save()
     print(
         f"summary: {', '.join(str(p) for p in files[:2])} and {len(files) - 2} plots; logged to parent run {sweep.parent_run_id}",
         flush=True,

@@ -21,7 +21,7 @@ from pipeline.config.schema import Config, from_dict
 from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
 from pipeline.job.outcome import run_payload
 from pipeline.job.result import JobResult, recorded_run_id
-from pipeline.jobdir import RESULT, RUN_ID, JobDir
+from pipeline.jobdir import JOB_CONFIG, RESULT, RUN_ID, JobDir
 from pipeline.provenance import sync_command
 from pipeline.redaction import redact_uri
 from pipeline.status import FAILED, FINISHED, JOB_LOST, KILLED, RESULT_NOT_LOGGED, RUNNING
@@ -30,16 +30,31 @@ from pipeline.sweep_context import SweepContext
 from pipeline.tracking import RunRecord, Tracker
 
 
-def unsynced(dirs: list[Path]) -> list[Path]:
-    found = []
+def unsynced(dirs: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The result files under these folders that MLflow lacks, and those that cannot be uploaded, each
+    with what is wrong (not a job's result: cut off, not JSON, of another shape; its job's config
+    missing): never skipped without a word."""
+    found: list[Path] = []
+    problems: list[tuple[Path, str]] = []
     for root in dirs:
         for path in sorted(root.rglob(RESULT)):
             try:
-                if not JobResult.read(path).mlflow_synced and JobDir(path.parent).job_config.exists():
-                    found.append(path)
-            except (OSError, ValueError, TypeError):
+                result = JobResult.read(path)
+            except OSError as exc:
+                problems.append((path, f"cannot be read ({exc.strerror or exc})"))
                 continue
-    return found
+            except ValueError as exc:
+                problems.append((path, str(exc)))
+                continue
+            if result.mlflow_synced:
+                continue
+            if not JobDir(path.parent).job_config.exists():
+                problems.append(
+                    (path, f"has no {JOB_CONFIG} beside it (the job's config), which its run needs")
+                )
+                continue
+            found.append(path)
+    return found, problems
 
 
 def the_jobs_run(tracker: Tracker, result: JobResult, job_dir: Path) -> RunRecord | None:
@@ -100,7 +115,7 @@ def not_in_store(tracker: Tracker, dirs: list[Path]) -> list[tuple[Path, str]]:
         for path in sorted(root.rglob(RESULT)):
             try:
                 result = JobResult.read(path)
-            except (OSError, ValueError, TypeError):
+            except (OSError, ValueError):  # named by `unsynced`
                 continue
             if (
                 result.mlflow_synced
@@ -112,7 +127,12 @@ def not_in_store(tracker: Tracker, dirs: list[Path]) -> list[tuple[Path, str]]:
 
 
 def sync_results(tracker: Tracker, dirs: list[Path]) -> int:
-    paths = unsynced(dirs)
+    paths, unreadable = unsynced(dirs)
+    for path, why in unreadable:
+        print(
+            f"sync error: {path}: {why}: job {path.parent} cannot be uploaded (its run, if any, stays as it is); "
+            "look at its worker.log and error.txt, or move the folder away"
+        )
     lost = not_in_store(tracker, dirs)
     if lost:
         (first, run_id), more = lost[0], f" and {len(lost) - 1} more" if len(lost) > 1 else ""
@@ -124,10 +144,10 @@ def sync_results(tracker: Tracker, dirs: list[Path]) -> int:
             f"that store{store}"
         )
     if not paths:
-        if not lost:
+        if not lost and not unreadable:
             print(f"nothing to sync under {', '.join(map(str, dirs))}: every job result is in MLflow")
-        return 1 if lost else 0
-    failed = len(lost)
+        return 1 if lost or unreadable else 0
+    failed = len(lost) + len(unreadable)
     for path in paths:
         try:
             run_id, done = sync_one(tracker, path)
