@@ -27,6 +27,7 @@ class SweepContext:
     total_jobs: int | None = None
     resume: bool = False
     name: str | None = None
+    command: str = ""  # the command that runs this session (shell-quoted, secrets masked): resumption hints
     axes: list[str] = field(default_factory=list)  # the swept keys, e.g. ["compile.mode", "trainer.seed"]
     objective: str | None = None  # sweep.objective: the metric the sweep is judged on, if it names one
     min_effect_pct: float = 1.0  # the verdict's settings (sweep.min_effect_pct, sweep.max_interval_pct)

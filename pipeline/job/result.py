@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.jobdir import RESULT, JobDir
+from pipeline.provenance import sync_command
 from pipeline.status import FAILED, KILLED
 
 LOSS_PREFIX = "loss/"  # the training loss's metrics: kept when not finite
@@ -155,7 +156,7 @@ def refuse_overwrite(key: str, folder: Path, results: list[Path]) -> str:
     more = f" and {len(results) - 1} more" if len(results) > 1 else ""
     return (
         f"{key}={str(folder)!r} holds job results MLflow never got ({results[0]}{more}): upload them first "
-        f"(`python -m pipeline.report --sync {folder}`), or pick another folder"
+        f"(`{sync_command([folder])}`), or pick another folder"
     )
 
 

@@ -13,6 +13,7 @@ import copy
 import json
 import logging
 import re
+import shlex
 import sys
 import tempfile
 import time
@@ -34,7 +35,7 @@ from pipeline.job.result import refuse_overwrite, unsynced_results
 from pipeline.job.supervisor import PROJECT_ROOT, worker_env
 from pipeline.job.worker_start import TEMPLATE, TemplateProcess, fork_supported, no_template
 from pipeline.measure.objective import Objective
-from pipeline.provenance import command_line
+from pipeline.provenance import command_args, command_line, sync_command
 from pipeline.redaction import make_private, private_files, redact_text
 from pipeline.status import EXIT_BAD_INPUT, FAILED, KILLED, RUNNING
 from pipeline.sweep import lease
@@ -46,8 +47,10 @@ from pipeline.sweep.state import (
     axis_keys,
     changed_work,
     count_jobs,
+    hydra_value,
     planned_jobs,
     planned_objective,
+    resume_command,
     swept,
     swept_keys,
     the_work,
@@ -84,7 +87,7 @@ class SweepCallback(Callback):
             named = f"sweep={config.sweep.name}" if config.sweep.get("name") else "hydra.sweeper.params"
             raise SweepStopped(
                 f"config error: {named} is a sweep ({', '.join(axis_keys(axes)) or 'its jobs'} vary): "
-                f"add -m to run it (python -m pipeline.run -m {named} ...)",
+                f"add -m to run it (`{multirun_command()}`)",
                 EXIT_BAD_INPUT,
             )
         try:  # bad input makes no run folder
@@ -168,6 +171,13 @@ class SweepCallback(Callback):
         runs = tracker.sweep_children(ACTIVE_SWEEP.sweep_id)
         label = parent.name if parent else f"sweep {ACTIVE_SWEEP.sweep_id}"
         print(f"browse: {browse_url(tracker, ACTIVE_SWEEP, label, summary.objective, runs)}", flush=True)
+
+
+def multirun_command() -> str:
+    """This process's command with -m, shell-quoted (a sweep started without it)."""
+    words = command_args()
+    entry = 3 if words[:3] == ["python", "-m", "pipeline.run"] else 1
+    return shlex.join([*words[:entry], "-m", *words[entry:]])
 
 
 def task_config(config: DictConfig) -> DictConfig:
@@ -315,6 +325,7 @@ def start_sweep(config: DictConfig) -> SweepContext:
         sweep_id=sweep_id,
         parent_run_id=parent_id,
         sweep_dir=str(sweep_dir),
+        command=command_line(),
         tracking_uri=mlflow.tracking_uri,
         experiment=mlflow.experiment,
         total_jobs=count_jobs(config.hydra),
@@ -388,7 +399,7 @@ def _refuse_resuming_another_sweep(config: DictConfig, parent: RunRecord, sweep_
     raise SweepStopped(
         f"config error: sweep.resume=true runs the jobs this command plans, and sweep {sweep_id} varied {varied}, "
         "which this command does not: resume it with its own command"
-        + (f": {command}" if command else ", adding sweep.id and sweep.resume=true"),
+        + (f": `{command}`" if command else ", adding sweep.id and sweep.resume=true"),
         EXIT_BAD_INPUT,
     )
 
@@ -412,19 +423,13 @@ def _refuse_other_work(config: DictConfig, parent: RunRecord, sweep_id: str) -> 
     if not changed:
         return
     command = resume_command(parent.tags.get("command", ""), sweep_id)
-    own = f"resume it with its own command ({command})" if command else "resume it with its own command"
+    own = f"resume it with its own command (`{command}`)" if command else "resume it with its own command"
     raise SweepStopped(
         f"config error: sweep.resume=true runs the jobs sweep {sweep_id} planned, as planned, and this command "
         f"changes their work: {'; '.join(changed)}: {own}, or run this command as a new sweep (leave out "
         "sweep.resume=true and give another sweep.id, or none)",
         EXIT_BAD_INPUT,
     )
-
-
-def resume_command(command: str, sweep_id: str) -> str:
-    """The sweep's own command (its parent's `command` tag) with sweep.id and sweep.resume=true."""
-    words = [w for w in command.split() if not w.startswith(("sweep.id=", "sweep.resume="))]
-    return " ".join([*words, f"sweep.id={sweep_id}", "sweep.resume=true"]) if words else ""
 
 
 def _refuse_while_running(sweep_id: str, dirs: list[str]) -> None:
@@ -452,10 +457,11 @@ def _refuse_reused_folder(sweep_dir: Path, sweep_id: str) -> None:
     except (OSError, ValueError, TypeError):
         earlier = None
     if earlier is not None and earlier.sweep_id != sweep_id and _still_open(earlier):
+        again = resume_command(earlier.command, earlier.sweep_id)
+        resume = f"`{again}`" if again else f"sweep.id={hydra_value(earlier.sweep_id)} sweep.resume=true"
         raise SweepStopped(
             f"config error: hydra.sweep.dir={str(sweep_dir)!r} holds sweep {earlier.sweep_id}, whose parent run is still RUNNING: "
-            f"finish it first (`python -m pipeline.report --sync {sweep_dir}`), resume it (sweep.id={earlier.sweep_id} "
-            "sweep.resume=true), or pick another folder",
+            f"finish it first (`{sync_command([sweep_dir])}`), resume it ({resume}), or pick another folder",
             EXIT_BAD_INPUT,
         )
 
@@ -541,7 +547,7 @@ def after_interrupt() -> str:
     if ACTIVE_SWEEP is None:
         return ""
     return (
-        f"; `python -m pipeline.report --sync {ACTIVE_SWEEP.sweep_dir}` writes the summary of the jobs "
+        f"; `{sync_command([ACTIVE_SWEEP.sweep_dir])}` writes the summary of the jobs "
         f"that ended; {resume_hint(ACTIVE_SWEEP)}"
     )
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from pipeline.status import FAILED, FINISHED, KILLED, RUNNING, SKIPPED
 from pipeline.sweep import lease, slurm
 from pipeline.sweep.plots import make_plots
 from pipeline.sweep.render import print_table, to_markdown, write_csv
-from pipeline.sweep.state import axes_from_tag, axis_keys
+from pipeline.sweep.state import axes_from_tag, axis_keys, hydra_value, resume_command
 from pipeline.sweep.summary import Summary, kind_of_jobs, row_from_run, summarize
 from pipeline.sweep.sync import close_ended_job_run
 from pipeline.sweep.verdict import Rule
@@ -258,7 +259,7 @@ def abandon(sweep: SweepContext, err: Exception) -> str:
     """The one line for a sweep whose end failed: its parent run closed FAILED with the reason (when
     the store still answers), and how to finish it later."""
     reason = f"could not finish sweep {sweep.sweep_id}: {type(err).__name__}: {one_line(str(err))}"
-    later = f"`python -m pipeline.report --sync {sweep.sweep_dir}` finishes it"
+    later = f"`{sync_command([sweep.sweep_dir])}` finishes it"
     try:
         tracker = Tracker(sweep.tracking_uri, sweep.experiment)
         tracker.log_metrics(sweep.parent_run_id, {"sweep/wall_s": sweep.wall_s()})
@@ -319,7 +320,14 @@ def _finish_left(tracker: Tracker, sweep: SweepContext, folder: Path) -> bool:
 
 
 def resume_hint(sweep: SweepContext) -> str:
-    return f"run the missing jobs by resuming it: the sweep's command with sweep.id={sweep.sweep_id} sweep.resume=true"
+    """How to run a sweep's missing jobs: its own command resumed, shell-quoted (once built by splitting
+    its command on spaces: a `sweep.id` holding `;` ran as shell when pasted)."""
+    command = resume_command(sweep.command, sweep.sweep_id)
+    if not command:  # a sweep.json from before it held the command
+        resume = shlex.join([f"sweep.id={hydra_value(sweep.sweep_id)}", "sweep.resume=true"])
+        return f"run the missing jobs by resuming it: the sweep's command with {resume}"
+    masked = " (put back the values masked as ***)" if "***" in command else ""
+    return f"run the missing jobs by resuming it: `{command}`{masked}"
 
 
 def _wall_when_left(tracker: Tracker, sweep: SweepContext) -> float | None:

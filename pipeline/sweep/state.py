@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,34 @@ def changed_work(before: dict[str, str], now: dict[str, str]) -> list[str]:
     ]
 
 
+_PLAIN_VALUE = re.compile(r"[A-Za-z_][A-Za-z0-9_\-./:@]*")
+_YAML_WORDS = {"true", "false", "null", "nan", "inf", "yes", "no", "on", "off", "none"}
+
+
+def hydra_value(text: str) -> str:
+    """`text` as the value of a Hydra override that Hydra reads back as this very string: as it is where
+    it is a plain word, else in Hydra's own single quotes (`'c;id>pwned'`, `'o\\'brien'`)."""
+    from hydra.core.override_parser.types import Quote, QuotedString
+
+    if _PLAIN_VALUE.fullmatch(text) and text.lower() not in _YAML_WORDS:
+        return text
+    return QuotedString(text=text, quote=Quote.single).with_quotes()
+
+
+def resume_command(command: str, sweep_id: str) -> str:
+    """The command that resumes a sweep, shell-quoted: its own command (a parent run's `command` tag or
+    sweep.json's: shell-quoted words, read back with `shlex.split`, never split on spaces) with
+    `sweep.id=<id> sweep.resume=true` in place of its own; '' where there is no command to read."""
+    try:
+        words = shlex.split(command)
+    except ValueError:  # not shell words (a tag cut at its length limit)
+        return ""
+    words = [w for w in words if not w.startswith(("sweep.id=", "sweep.resume="))]
+    if not words:
+        return ""
+    return shlex.join([*words, f"sweep.id={hydra_value(sweep_id)}", "sweep.resume=true"])
+
+
 def count_jobs(hydra_cfg: Any) -> int | None:
     """How many jobs the basic sweeper will launch (task overrides and `hydra.sweeper.params`); None
     for sweepers that decide as they go (Optuna)."""
@@ -252,7 +281,7 @@ def plan_lines(overrides: list[str], tracking_uri: str | None = None) -> list[st
             config = loader.load_configuration("config", list(overrides), run_mode=RunMode.MULTIRUN)
         except Exception as err:
             return [f"config error: {describe_compose_error(err)}"]
-        command = " ".join(["python -m pipeline.run -m", *overrides])
+        command = shlex.join(["python", "-m", "pipeline.run", "-m", *overrides])
         jobs = planned_jobs(config.hydra)
         if jobs is None:  # a search decides its trials as it goes
             trials = config.hydra.sweeper.get("n_trials", "?")
