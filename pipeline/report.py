@@ -99,8 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if refused else 0
 
     uri = args.tracking_uri or default_tracking_uri()
+    # --list, --sweep (without --publish) and --compare only read: a read-only store will do, and
+    # nothing is probed for writing, set up or created in it
+    read_only = bool(args.list or args.compare is not None or (args.sweep and not args.publish))
     try:
-        tracker = Tracker(uri, args.experiment)
+        tracker = Tracker(uri, args.experiment, read_only=read_only)
     except TrackingUnavailable as err:
         print(f"mlflow error: {err}", file=sys.stderr)
         return 1

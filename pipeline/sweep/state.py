@@ -341,7 +341,7 @@ def _store(uri: str, experiment: str) -> Any:
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
         return None
     try:
-        return Tracker(uri, experiment)
+        return Tracker(uri, experiment, read_only=True)
     except Exception:
         return None
 
