@@ -21,7 +21,7 @@ from pipeline.sweep.finish import resume_hint
 from pipeline.sweep.state import hydra_value
 from pipeline.sweep_context import SweepContext
 from pipeline.tracking.store import locked_line
-from tests.conftest import HOST_CHECK, ROOT, TINY, one_line_errors, output
+from tests.conftest import ROOT, TINY, one_line_errors, output, with_host_check
 
 HOSTILE_ID = "c;id>pwned"
 INJECTED = ("PWNED", "pwned", "pwned2")  # what the hostile values make when run as shell
@@ -104,10 +104,7 @@ def test_pasting_a_hostile_sweeps_own_commands_resumes_and_syncs_it(tmp_path: Pa
         "-m",
         "pipeline.run",
         "-m",
-        *TINY,
-        "compile.mode=eager",
-        "trainer.seed=0",
-        HOST_CHECK,
+        *with_host_check([*TINY, "compile.mode=eager", "trainer.seed=0"]),
         f"mlflow.tracking_uri={store}",
     ]
     env = {
