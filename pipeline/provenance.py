@@ -1,11 +1,14 @@
-"""Where a result came from: the project's git commit and the command line (secrets masked).
-Plain subprocess and string work, so the job's parent can use it without importing torch."""
+"""Where a result came from: the project's git commit and the command line (secrets masked); and the
+commands the project prints for pasting, each shell-quoted from its words. Plain subprocess and string
+work, so the job's parent can use it without importing torch."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from pipeline.redaction import redact_text
@@ -28,10 +31,23 @@ def _git(*args: str) -> str:
     ).stdout.strip()
 
 
-def command_line(argv: list[str] | None = None) -> str:
-    """The command that started this process, with the values of secret-looking overrides (also inside
-    a mapping value) and URI passwords masked."""
+def command_args(argv: list[str] | None = None) -> list[str]:
+    """The words of the command that started this process (`python -m pipeline.run` for the entry
+    point), with the values of secret-looking overrides (also inside a mapping value) and URI passwords
+    masked."""
     args = list(sys.argv if argv is None else argv)
     if args and args[0].endswith("pipeline/run.py"):
-        args[0] = "python -m pipeline.run"
-    return " ".join(redact_text(a) for a in args)
+        args[0:1] = ["python", "-m", "pipeline.run"]
+    return [redact_text(a) for a in args]
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """`command_args`, shell-quoted: pasted into a shell, the same words again (`shlex.split` reads it
+    back), whatever they hold."""
+    return shlex.join(command_args(argv))
+
+
+def sync_command(folders: Iterable[str | Path]) -> str:
+    """`python -m pipeline.report --sync <folders>`, shell-quoted: pasted into a shell it runs that and
+    nothing else, whatever the folders' names hold."""
+    return shlex.join(["python", "-m", "pipeline.report", "--sync", *(str(f) for f in folders)])

@@ -35,10 +35,10 @@ from pipeline.sweep.compare import write as write_comparison
 from pipeline.sweep.finish import build_summary, finish_left_sweeps, publish, write_summary
 from pipeline.sweep.render import print_table
 from pipeline.sweep.state import REFUSED_PLAN, axes_from_tag, axis_keys, plan_lines
-from pipeline.sweep.summary import Summary, kind_of_jobs, row_from_result, summarize
+from pipeline.sweep.summary import Row, Summary, kind_of_jobs, row_from_result, summarize
 from pipeline.sweep.sync import close_lost_jobs, sync_results
 from pipeline.sweep.verdict import Rule
-from pipeline.sweep_context import SweepContext
+from pipeline.sweep_context import SWEEP_FILE, SweepContext
 from pipeline.tracking import Tracker, TrackingUnavailable
 
 
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.results is not None:
-        return summarize_folders(args.results, args.out or args.results)
+        return summarize_folders(args.results, args.out)
     if args.plan is not None:
         lines = plan_lines(args.plan, args.tracking_uri)
         print("\n".join(lines))
@@ -99,8 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if refused else 0
 
     uri = args.tracking_uri or default_tracking_uri()
+    # --list, --sweep (without --publish) and --compare only read: a read-only store will do, and
+    # nothing is probed for writing, set up or created in it
+    read_only = bool(args.list or args.compare is not None or (args.sweep and not args.publish))
     try:
-        tracker = Tracker(uri, args.experiment)
+        tracker = Tracker(uri, args.experiment, read_only=read_only)
     except TrackingUnavailable as err:
         print(f"mlflow error: {err}", file=sys.stderr)
         return 1
@@ -178,29 +181,80 @@ def attach_environment(tracker: Tracker, summary: Summary) -> None:
             return
 
 
-def summarize_folders(root: Path, out_dir: Path) -> int:
-    """The summary of the job folders under `root`, read from their result files (no MLflow)."""
-    rows = [row for path in sorted(root.rglob(RESULT)) if (row := row_from_result(path)) is not None]
+# Where `report --results` writes its summary of a sweep's folder: beside the sweep's own summary.md
+# (which its end wrote from MLflow, with the sweep's title, wall time and notes), never over it.
+FROM_RESULTS = "summary_from_results"
+
+
+def summarize_folders(root: Path, out_dir: Path | None) -> int:
+    """The summary of the job folders under `root`, read from their result files (no MLflow). Every job
+    folder whose files cannot be read (a result cut off, not JSON, of another shape; its config missing;
+    no result at all) is named in one line and left out, and the exit code is 1. A sweep's folder is
+    summarized as the sweep's end would have (its id, kind, objective, verdict settings, wall time), and
+    its files go to `summary_from_results/` beside the sweep's own summary (or `--out`)."""
+    rows: list[Row] = []
+    problems: list[str] = []
+    for path in sorted(root.rglob(RESULT)):
+        try:
+            row = row_from_result(path)
+        except OSError as exc:
+            problems.append(f"{path} cannot be read ({exc.strerror or exc})")
+        except ValueError as exc:
+            problems.append(f"{path}: {exc}")
+        else:
+            if row is not None:
+                rows.append(row)
+    for config in sorted(root.rglob(JOB_CONFIG)):
+        if not (config.parent / RESULT).exists():
+            problems.append(
+                f"{config.parent} holds no {RESULT} (its job has not ended, or was killed outright)"
+            )
+    for problem in problems:
+        print(f"results error: {problem}; left out of the summary", file=sys.stderr)
     if not rows:
         print(f"no job results under {root}", file=sys.stderr)
         return 1
-    sweep = SweepContext.load(root)
+    try:
+        sweep = SweepContext.load(root)
+    except (OSError, ValueError, TypeError) as exc:
+        print(
+            f"results error: {root / SWEEP_FILE} cannot be read ({exc}): summarized as a folder of jobs",
+            file=sys.stderr,
+        )
+        problems.append(str(exc))
+        sweep = None
     if sweep is None:  # a folder of job folders, not one sweep's: what the jobs say
         summary = summarize(root.resolve().name, rows, kind=_kind_of_folders(root))
     else:  # as the sweep's own end would have judged it: its kind, objective and verdict settings
         rule = Rule(min_effect_pct=sweep.min_effect_pct, max_interval_pct=sweep.max_interval_pct)
         summary = summarize(
-            root.resolve().name,
+            sweep.sweep_id,
             rows,
             varied=sweep.axes,
             rule=rule,
             configured=sweep.objective,
             kind=sweep.kind or _kind_of_folders(root),
         )
+        if sweep.ended_wall_s is not None:
+            summary.aggregates["sweep/wall_s"] = sweep.ended_wall_s
+    if problems:
+        summary.notes.append(
+            f"left out: {len(problems)} job folder(s) whose files cannot be read: {'; '.join(problems)}"
+        )
     print_table(summary)
-    files = write_summary(summary, out_dir)
-    print(f"wrote {files[0]}, {files[1]} and {len(files) - 2} plots")
-    return 0
+    target = out_dir if out_dir is not None else (root / FROM_RESULTS if sweep is not None else root)
+    try:
+        files = write_summary(summary, target)
+    except OSError as exc:
+        print(
+            f"results error: could not write the summary files in {target} ({exc.strerror or exc}): the summary "
+            "above is all there is; --out DIR writes them elsewhere",
+            file=sys.stderr,
+        )
+        return 1
+    kept = f"; the sweep's own {root / 'summary.md'} is kept as its end wrote it" if target != root else ""
+    print(f"wrote {files[0]}, {files[1]} and {len(files) - 2} plots{kept}")
+    return 1 if problems else 0
 
 
 def _kind_of_folders(root: Path) -> str:

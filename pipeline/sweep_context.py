@@ -27,6 +27,7 @@ class SweepContext:
     total_jobs: int | None = None
     resume: bool = False
     name: str | None = None
+    command: str = ""  # the command that runs this session (shell-quoted, secrets masked): resumption hints
     axes: list[str] = field(default_factory=list)  # the swept keys, e.g. ["compile.mode", "trainer.seed"]
     objective: str | None = None  # sweep.objective: the metric the sweep is judged on, if it names one
     min_effect_pct: float = 1.0  # the verdict's settings (sweep.min_effect_pct, sweep.max_interval_pct)
@@ -35,6 +36,9 @@ class SweepContext:
     started_at: float = 0.0  # when this driver started the sweep (epoch seconds)
     prior_wall_s: float = 0.0  # wall time of the sweep's earlier sessions (resumed: not the gap between)
     finished: bool = False  # the summary is published and the parent run closed
+    ended_wall_s: float | None = (
+        None  # the sweep's wall time its end published (`report --results` says it too)
+    )
 
     def wall_s(self) -> float:
         """The sweep's wall time so far: its earlier sessions' plus this one's."""

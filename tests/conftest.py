@@ -247,3 +247,41 @@ def every_job_line(stdout: str) -> str:
     found = re.search(r"^every job: (.*?)\n\s+sweep \S+: ", stdout, re.S | re.M)
     assert found, stdout[-3000:]
     return "every job: " + " ".join(found.group(1).split())
+
+
+# A second process holding the sqlite file with `BEGIN EXCLUSIVE`, as a long query, a backup or another
+# tool can: until its stdin closes (`seconds` 0), or for `seconds`.
+HOLD_LOCK = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+conn.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+if float(sys.argv[2]) > 0:
+    time.sleep(float(sys.argv[2]))
+else:
+    sys.stdin.read()
+conn.execute("ROLLBACK")
+"""
+
+
+@contextlib.contextmanager
+def lock_held(db: Path, seconds: float = 0):
+    """A real second process holding the sqlite file locked (`BEGIN EXCLUSIVE`) while the block runs
+    (`seconds` 0: until the block ends or the test closes its stdin; else for `seconds`)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(db), str(seconds)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        yield holder
+    finally:
+        if holder.stdin is not None:
+            holder.stdin.close()
+        try:
+            holder.wait(timeout=60)
+        finally:
+            if holder.poll() is None:
+                holder.kill()

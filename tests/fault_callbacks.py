@@ -30,6 +30,22 @@ class StopServerAtSweepEnd(Callback):
             time.sleep(0.1)
 
 
+class InterruptAfterJobs(Callback):
+    """Stops the sweep as a Ctrl-C would once `jobs` of its jobs have ended (Hydra's basic launcher runs
+    them in the driver): the sweep's later jobs never run, and a resumption with the same command runs
+    them."""
+
+    def __init__(self, jobs: int):
+        self.jobs, self.ended = jobs, 0
+
+    def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
+        self.ended += 1
+        if self.ended >= self.jobs:
+            raise KeyboardInterrupt(
+                f"SIGINT (tests.fault_callbacks.InterruptAfterJobs, after {self.ended} jobs)"
+            )
+
+
 def _alive(pid: int) -> bool:
     try:
         return " Z" not in Path(f"/proc/{pid}/stat").read_text().split(")", 1)[1][:3]

@@ -15,11 +15,11 @@ from torch import nn
 class _Linear(nn.Module):
     """A small classifier whose forward misbehaves from call `at_call` on."""
 
-    def __init__(self, input_spec: dict[str, Any], at_call: int, fault: str):
+    def __init__(self, input_spec: dict[str, Any], at_call: int, fault: str, marker: str = ""):
         super().__init__()
         features = input_spec["channels"] * input_spec["height"] * input_spec["width"]
         self.fc = nn.Linear(features, input_spec["num_classes"])
-        self.calls, self.at_call, self.fault = 0, at_call, fault
+        self.calls, self.at_call, self.fault, self.marker = 0, at_call, fault, marker
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fault == "none":  # no Python state changes: compiles once
@@ -30,6 +30,11 @@ class _Linear(nn.Module):
                 ctypes.string_at(0)  # a real SIGSEGV in this process
             if self.fault == "oom":
                 torch.empty(2**43, dtype=torch.uint8, device=x.device)  # 8 TiB: the allocator refuses
+            if self.fault == "slow":
+                while os.path.exists(self.marker):
+                    time.sleep(0.2)
+            if self.fault == "nan":
+                return self.fc(x.flatten(1)) * float("nan")  # the logits, and so the loss, are NaN
         return self.fc(x.flatten(1))
 
 
@@ -39,6 +44,17 @@ def segfault(input_spec: dict[str, Any], at_call: int = 2) -> nn.Module:
 
 def out_of_memory(input_spec: dict[str, Any], at_call: int = 2) -> nn.Module:
     return _Linear(input_spec, at_call, "oom")
+
+
+def nan_output(input_spec: dict[str, Any], at_call: int = 2) -> nn.Module:
+    """Its outputs are NaN from call `at_call` on (a model whose numerics break)."""
+    return _Linear(input_spec, at_call, "nan")
+
+
+def slow_while(input_spec: dict[str, Any], marker: str) -> nn.Module:
+    """Its calls wait while the file `marker` exists: a job that runs for as long as a test wants, its
+    config the same before and after (a sweep resumed with its own command)."""
+    return _Linear(input_spec, 1, "slow", marker)
 
 
 def with_secret(input_spec: dict[str, Any], **kwargs: Any) -> nn.Module:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import os
 import signal
 import subprocess
@@ -97,6 +98,51 @@ def test_out_of_memory_is_recorded_with_peak_memory(tmp_path: Path, store: str):
     error = (tmp_path / "run" / "error.txt").read_text()
     assert "Traceback" in error and "fault_models.py" in error
     assert "error.txt" in {a.path for a in client(store).list_artifacts(run.info.run_id)}
+
+
+def test_a_loss_that_becomes_nan_fails_the_job_says_so_and_is_logged(tmp_path: Path, store: str):
+    """Issue 41: an eager job whose loss turned NaN ended FINISHED with no word of it, and its NaN losses
+    were dropped from what was logged. Now it fails (`NonFiniteLoss`, its figures kept), its last line
+    says from which step, and the NaN losses are in its run."""
+    proc = run_cli([*FAULTY, "model._target_=tests.fault_models.nan_output"], tmp_path, store)
+    assert proc.returncode == 1, output(proc)
+    (last,) = [line for line in proc.stdout.splitlines() if ": FAILED: NonFiniteLoss: " in line]
+    assert "the loss is NaN from step 1 (3 of 4 steps not finite)" in last, last
+    run = only_run(store)
+    assert run.info.status == "FAILED" and run.data.tags["error_type"] == "NonFiniteLoss"
+    metrics = run.data.metrics
+    assert metrics["loss/non_finite_steps"] == 3 and metrics["loss/first_non_finite_step"] == 1
+    assert math.isnan(metrics["loss/final"]) and math.isfinite(metrics["loss/first"])
+    assert metrics["step/p50_ms"] > 0  # its figures are kept
+    curve = client(store).get_metric_history(run.info.run_id, "curve/loss")
+    assert [p.step for p in curve] == [0, 1, 2, 3] and [math.isnan(p.value) for p in curve] == [
+        False,
+        True,
+        True,
+        True,
+    ]
+
+
+def test_a_sweeps_job_whose_loss_diverges_is_never_ranked_and_counts_as_failed(tmp_path: Path, store: str):
+    """Issue 41: in a sweep, an eager job whose loss was NaN from step 1 (`trainer.optimizer.lr=1e30`) was
+    named fastest; the totals read `failed: 0`. Now it is a failure of its own class, never ranked."""
+    proc = run_cli(
+        [*TINY, "compile.mode=eager", "trainer.optimizer.lr=0.001,1e30", "sweep.id=nan"],
+        tmp_path,
+        store,
+        multirun=True,
+    )
+    assert proc.returncode == 1, output(proc)
+    assert "jobs: 2, failed: 1" in proc.stdout and "failures by class: 1 non-finite loss" in proc.stdout
+    all_runs = runs(store)
+    (parent,) = [r for r in all_runs if r.data.tags.get("sweep_parent") == "true"]
+    (diverged,) = [r for r in all_runs if r.data.params.get("trainer.optimizer.lr") == "1e+30"]
+    assert diverged.info.status == "FAILED" and diverged.data.tags["error_type"] == "NonFiniteLoss"
+    assert parent.data.tags["jobs_failed"] == "1" and parent.data.tags.get("verdict") != "fastest"
+    assert parent.data.tags.get("fastest_run_id") != diverged.info.run_id
+    summary = (tmp_path / "multirun" / "summary.md").read_text()
+    (row,) = [line for line in summary.splitlines() if line.startswith("| 1e+30 |")]
+    assert "FAILED (NonFiniteLoss)" in row and "★" not in row and "| – |" in row, row  # no figure, no star
 
 
 def test_segfault_in_the_worker_is_recorded(tmp_path: Path, store: str):

@@ -181,7 +181,7 @@ def test_resuming_with_only_the_sweep_id_is_refused_with_the_sweeps_own_command(
     assert proc.returncode == 2, output(proc)
     (line,) = one_line_errors(proc, "config error:")
     assert "sweep r1 varied trainer.seed, which this command does not" in line
-    assert line.endswith(f"{command} sweep.resume=true") and "sweep.id=r1 sweep.id" not in line
+    assert line.endswith(f"`{command} sweep.resume=true`") and "sweep.id=r1 sweep.id" not in line
     assert len(runs(store)) == 1  # no job was added to the old sweep
 
 

@@ -4,8 +4,11 @@ goes away mid-job. Each either works or is refused in one line, within seconds."
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
+import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -15,9 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.tracking import Tracker, TrackingUnavailable, mlflow_client
+from pipeline.tracking.store import STORE_WAIT_ENV, sqlite_path
 from tests.conftest import (
+    ROOT,
     TINY,
     finish,
+    lock_held,
     one_line_errors,
     output,
     popen_cli,
@@ -268,3 +275,259 @@ def test_a_file_that_is_not_sqlite_is_refused_in_one_line_and_left_as_it_is(tmp_
         assert not (tmp_path / str(attempt) / "run" / "worker.log").exists()  # nothing started
     assert db.read_bytes() == garbage
     assert sorted(p.name for p in db.parent.iterdir()) == ["mlflow.db"]
+
+
+# ----------------------------------------------------------------------------- a store held by another process
+def store_with_runs(store: str, count: int) -> set[str]:
+    """`count` FINISHED runs logged to the store (a store someone has used)."""
+    tracker = Tracker(store, "compile-sweeps")
+    ids = {tracker.start_run(f"earlier {i}", {"earlier": "true"}) for i in range(count)}
+    for run_id in ids:
+        tracker.end_run(run_id, "FINISHED")
+    return ids
+
+
+def fresh_copy(db: Path, folder: Path) -> Path:
+    """The store copied to a path this process never opened (MLflow keeps a store per URI)."""
+    folder.mkdir()
+    shutil.copyfile(db, folder / db.name)
+    return folder / db.name
+
+
+def set_aside_files(db: Path) -> list[str]:
+    return sorted(p.name for p in db.parent.iterdir() if p.name.startswith(db.name + "."))
+
+
+def test_a_store_another_process_holds_locked_is_waited_for_then_refused_and_left_as_it_was(
+    tmp_path: Path, store: str
+):
+    """Issue 41: a job opening a store another process held locked read `database is locked` as a store
+    half set up, dropped its tables and went on (76 runs, then 3). Now the job waits for it (said on the
+    terminal, bounded), then refuses in one line: nothing started, the file byte for byte as it was."""
+    db = sqlite_path(store)
+    earlier = store_with_runs(store, 5)
+    before = db.read_bytes()
+    env = {STORE_WAIT_ENV: "3"}
+    with lock_held(db):
+        single = run_cli(EAGER, tmp_path / "single", store, env=env)
+        sweep = run_cli([*EAGER, "trainer.seed=0,1"], tmp_path / "sweep", store, multirun=True, env=env)
+    for proc in (single, sweep):
+        assert proc.returncode == 1, output(proc)
+        (line,) = one_line_errors(proc, "mlflow error:")
+        assert f"{db} is locked by another process and stayed locked for 3 s" in line, line
+        assert "nothing was started and nothing in the store was changed" in line, line
+        assert (
+            f"{db} is locked by another process (a long query" in proc.stderr
+            and "waiting up to" in proc.stderr
+        )
+    assert not list(tmp_path.rglob("worker.log"))  # no worker started
+    assert db.read_bytes() == before
+    assert set_aside_files(db) == ["mlflow.db.lock"]  # no `.broken-*`, nothing moved
+    kept = runs(store)
+    assert {r.info.run_id for r in kept} == earlier and {r.info.status for r in kept} == {"FINISHED"}
+
+
+def test_a_lock_let_go_within_the_wait_lets_the_job_run(tmp_path: Path, store: str):
+    db = sqlite_path(store)
+    earlier = store_with_runs(store, 3)
+    with lock_held(db) as holder:
+        proc = popen_cli(EAGER, tmp_path, store)
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:  # the job says it waits: then the other process lets go
+                if "is locked by another process" in line:
+                    assert "waiting up to 60 s" in line, line
+                    break
+            else:
+                raise AssertionError("the job never said it waits for the store")
+            assert holder.stdin is not None
+            holder.stdin.close()
+            done = finish(proc)
+        finally:
+            stop_group(proc)
+    assert done.returncode == 0, output(done)
+    assert f"{db} is free again after" in done.stderr
+    after = runs(store)
+    assert earlier < {r.info.run_id for r in after} and len(after) == 4
+    assert {r.info.status for r in after} == {"FINISHED"}
+
+
+def test_a_half_set_up_store_holding_runs_is_repaired_on_a_copy_and_its_original_kept(
+    tmp_path: Path, store: str
+):
+    """A store whose migration an earlier process left halfway (alembic's scratch table behind, the schema
+    four revisions short, which MLflow's own set-up then fails on), holding runs: repaired on a copy
+    that holds every run, swapped in, and the original kept byte for byte beside it."""
+    import sqlalchemy
+    from alembic import command
+    from mlflow.store.db.utils import _get_alembic_config, _get_latest_schema_revision
+
+    db = sqlite_path(store)
+    earlier = store_with_runs(store, 3)
+    config = _get_alembic_config(store)
+    engine = sqlalchemy.create_engine(store)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "1971f2d9a75b")  # before a migration that rebuilds experiment_tags
+    engine.dispose()
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute("CREATE TABLE _alembic_tmp_experiment_tags AS SELECT * FROM experiment_tags")
+        conn.commit()
+    db = fresh_copy(db, tmp_path / "half")
+    store = sqlite_uri(db)
+    before = db.read_bytes()
+
+    mlflow_client(store)  # MLflow's own set-up fails on it: the store is repaired
+    (kept,) = [p for p in db.parent.iterdir() if ".before-repair-" in p.name]
+    assert kept.read_bytes() == before
+    assert schema_revision(db) == _get_latest_schema_revision() and not scratch_tables(db)
+    assert {r.info.run_id for r in runs(store)} == earlier
+
+
+def test_a_half_set_up_store_holding_runs_that_cannot_be_repaired_is_refused_and_left_as_it_was(
+    tmp_path: Path, store: str
+):
+    """A store whose schema is MLflow's but whose revision is one short (the migration ran, its stamp did
+    not): `mlflow db upgrade` fails on it, and it holds runs: refused in one line, untouched."""
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    db = sqlite_path(store)
+    store_with_runs(store, 2)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '75868b020152'")
+        conn.commit()
+    db = fresh_copy(db, tmp_path / "stamped")
+    store = sqlite_uri(db)
+    before = db.read_bytes()
+    with pytest.raises(TrackingUnavailable) as refused:
+        mlflow_client(store)
+    line = str(refused.value)
+    assert "the store is half set up (schema revision 75868b020152)" in line, line
+    assert "it holds 2 run(s), left as they were" in line and "mlflow db upgrade" in line, line
+    assert db.read_bytes() == before and set_aside_files(db) == ["mlflow.db.lock"]
+    assert schema_revision(db) != _get_latest_schema_revision()
+
+
+def test_a_damaged_store_is_refused_and_left_as_it_was(tmp_path: Path):
+    """A file that starts like sqlite but cannot be read (damaged): an error is never read as a store
+    holding nothing; refused, untouched."""
+    db = tmp_path / "store" / "mlflow.db"
+    db.parent.mkdir()
+    db.write_bytes(b"SQLite format 3\x00" + os.urandom(8000))
+    before = db.read_bytes()
+    with pytest.raises(TrackingUnavailable) as refused:
+        mlflow_client(sqlite_uri(db))
+    assert "it may hold runs, so nothing in it was changed" in str(refused.value), refused.value
+    assert db.read_bytes() == before and set_aside_files(db) == ["mlflow.db.lock"]
+
+
+# ----------------------------------------------------------------------------- no path that loses a store
+# What could lose what a store holds: SQL that drops or deletes, a file removed, overwritten, truncated
+# or written over.
+DESTRUCTIVE_SQL = re.compile(r"\b(DROP\s+TABLE|DELETE\s+FROM|TRUNCATE)\b")
+REMOVING = {"os.unlink", "os.remove", "os.rmdir", "shutil.rmtree", "shutil.move", "os.truncate"}
+MOVING = {"os.replace", "os.rename"}
+WRITING_METHODS = {"unlink", "truncate", "rmdir", "write_text", "write_bytes"}
+# Writes outside any store: (module, function, call), and why each cannot touch one.
+NOT_A_STORE = {
+    (
+        "payload.py",
+        "redacted_copy",
+        "copy.write_text",
+    ): "a redacted copy under the upload's own temporary folder",
+}
+
+
+def _mentions(own: set[str], text: str) -> bool:
+    """Whether an expression names the path of one of these `OwnFile` parameters."""
+    return any(f"{name}.path" in text for name in own)
+
+
+def destructive_sites(source: str, module: str) -> list[str]:
+    """Every place in `source` that could drop, delete, overwrite or truncate what a store holds and is
+    not guarded: a site is guarded when its function takes an `OwnFile` (a file this process created)
+    and acts on it, or when it moves the store only after giving its content a name of its own
+    (`os.link(store, new name)` first)."""
+    tree = ast.parse(source)
+    problems: list[str] = []
+    for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
+        own = {
+            a.arg
+            for a in func.args.args + func.args.kwonlyargs
+            if a.annotation is not None and ast.unparse(a.annotation) == "OwnFile"
+        }
+        linked: list[str] = []  # paths given a second name so far in this function
+        bound = {  # names bound in the function (`with ... as x`, `x = ...`) to what they were made from
+            ast.unparse(item.optional_vars): ast.unparse(item.context_expr)
+            for node in ast.walk(func)
+            if isinstance(node, ast.With)
+            for item in node.items
+            if item.optional_vars is not None
+        }
+        for node in sorted(
+            (n for n in ast.walk(func) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)
+        ):
+            name = ast.unparse(node.func)
+            args = [ast.unparse(a) for a in node.args]
+            site = f"{module}:{node.lineno} {func.name}: {ast.unparse(node)[:120]}"
+            if name == "os.link":
+                linked.append(args[0])
+                continue
+            sql = " ".join(
+                c.value
+                for a in node.args
+                for c in ast.walk(a)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            )
+            if DESTRUCTIVE_SQL.search(sql):
+                receiver = ast.unparse(node.func.value) if isinstance(node.func, ast.Attribute) else ""
+                if not _mentions(own, bound.get(receiver, "")):
+                    problems.append(site)
+            elif name in REMOVING or (
+                isinstance(node.func, ast.Attribute) and node.func.attr in WRITING_METHODS
+            ):
+                target = args[0] if name in REMOVING and args else ast.unparse(node.func.value)
+                allowed = (module, func.name, name) in NOT_A_STORE
+                if not (_mentions(own, target) or target in linked or allowed):
+                    problems.append(site)
+            elif name in MOVING:
+                if not (_mentions(own, args[0]) and args[1] in linked):
+                    problems.append(site)
+            elif name in ("open", "os.open"):
+                mode = args[1] if len(args) > 1 else ""
+                if (
+                    any(flag in mode for flag in ("w", "+", "O_TRUNC", "O_WRONLY", "O_RDWR"))
+                    and "O_EXCL" not in mode
+                ):
+                    problems.append(site)
+    return problems
+
+
+def test_no_code_path_of_the_tracking_package_can_drop_or_truncate_a_store_it_did_not_create():
+    """Issue 41: the tracking package dropped every table of a live store in place. Every remaining
+    operation that could lose data acts on a file this process created (`OwnFile`, made with O_EXCL),
+    or moves a store only once its content has a second name; the scan finds each, and finds a bad one."""
+    package = ROOT / "pipeline" / "tracking"
+    problems = [
+        p for path in sorted(package.glob("*.py")) for p in destructive_sites(path.read_text(), path.name)
+    ]
+    assert problems == [], problems
+    store_source = (package / "store.py").read_text()
+    assert "DROP TABLE" in store_source and "os.unlink" in store_source  # the scan has sites to judge
+    # OwnFile is made only by its `create` (O_EXCL), nowhere else
+    made = [
+        n
+        for n in ast.walk(ast.parse(store_source))
+        if isinstance(n, ast.Call) and ast.unparse(n.func) == "OwnFile"
+    ]
+    assert made == []
+    # and the scan catches what the old store did: tables dropped in place, a file emptied
+    old = """
+def _set_aside(db: Path) -> Path:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+    db.unlink()
+    with open(db, "w"):
+        pass
+"""
+    assert len(destructive_sites(old, "old.py")) == 3

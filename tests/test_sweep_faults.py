@@ -4,8 +4,10 @@ store that lost its runs, a double Ctrl-C and the incomplete sweep it leaves."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -13,11 +15,16 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.job.result import JobResult, UnreadableResult
+from pipeline.sweep.finish import close_orphans
 from pipeline.sweep.view import VIEW_TAG_PREFIX, view_id_for
+from pipeline.tracking import Tracker
+from pipeline.tracking.store import sqlite_path
 from tests.conftest import (
     TINY,
     client,
     finish,
+    lock_held,
     one_line_errors,
     output,
     popen_cli,
@@ -28,6 +35,24 @@ from tests.conftest import (
 )
 
 EAGER = [*TINY, "compile.mode=eager"]
+
+
+def slow_while(marker: Path) -> list[str]:
+    """A linear model on 32 px images (tests/fault_models.py) whose calls wait while `marker` exists,
+    4 steps, eager: a job as long as the test wants, its config the same when resumed."""
+    return [
+        "model.id=faulty",
+        "model.name=null",
+        "model.input.height=32",
+        "model.input.width=32",
+        "model.input.num_classes=10",
+        "model.batch_size=2",
+        "trainer.steps=4",
+        "trainer.warmup_steps=1",
+        "compile.mode=eager",
+        "model._target_=tests.fault_models.slow_while",
+        f"+model.kwargs.marker='{marker}'",
+    ]
 
 
 def test_view_ids_are_one_per_sweep_id():
@@ -118,7 +143,9 @@ def test_double_ctrl_c_leaves_nothing_running_and_an_incomplete_sweep_is_never_f
     """Two Ctrl-C 0.25 s apart in a sweep's first job: no traceback, exit 130, nothing RUNNING. The
     sweep planned 3 jobs and 2 never ran: `--sync` closes it, never FINISHED, and exits 1; with its
     store file lost it writes no summary and says so; resumed (the store back), it ends FINISHED."""
-    args = [*EAGER, "trainer.steps=100000", "trainer.seed=0,1,2", "sweep.id=dbl"]
+    marker = tmp_path / "job 0 waits while this exists"
+    marker.touch()
+    args = [*slow_while(marker), "trainer.seed=0,1,2", "sweep.id=dbl"]
     proc = popen_cli(args, tmp_path / "a", store, multirun=True, stderr=subprocess.STDOUT)
     try:
         assert proc.stdout is not None
@@ -156,14 +183,9 @@ def test_double_ctrl_c_leaves_nothing_running_and_an_incomplete_sweep_is_never_f
     db.unlink()
     db.with_name("kept.db").rename(db)  # the store back
 
-    resumed = run_cli(
-        [*EAGER, "trainer.seed=0,1,2", "sweep.id=dbl", "sweep.resume=true"],
-        tmp_path / "b",
-        store,
-        multirun=True,
-    )
-    # exit 1: the interrupted job's (longer) configuration stays in the sweep as a failed one
-    assert resumed.returncode == 1 and "sweep error" not in resumed.stderr, output(resumed)
+    marker.unlink()  # resumed with its own command, its jobs now run at once
+    resumed = run_cli([*args, "sweep.resume=true"], tmp_path / "b", store, multirun=True)
+    assert resumed.returncode == 0 and "sweep error" not in resumed.stderr, output(resumed)
     parent, kids = split_sweep(store)
     assert parent.info.status == "FINISHED" and "jobs_missing" not in parent.data.tags
     assert sorted(k.info.status for k in kids) == ["FINISHED", "FINISHED", "FINISHED", "KILLED"]
@@ -231,3 +253,140 @@ def test_a_folder_whose_sweep_never_ended_is_refused_until_sync_closes_it(tmp_pa
     assert parent.info.status == "FAILED" and [k.info.status for k in kids] == ["KILLED"]
     reuse = run_cli([*EAGER, "trainer.seed=2"], tmp_path, store, multirun=True)
     assert reuse.returncode == 0, output(reuse)
+
+
+@pytest.mark.slow  # MLflow waits 20 s (its sqlite busy_timeout) for each write the lock refuses: two
+def test_a_lock_taken_while_a_job_runs_never_closes_its_kept_result_as_lost(tmp_path: Path, store: str):
+    """Issue 41: another process took the store's lock while a job trained; the job kept its result
+    (MLflow refused it), but the sweep's end closed its run KILLED `JobLost` and published a summary and
+    parent tags that `--sync` never corrected. Now the sweep's end follows `--sync`'s rule (a result on
+    disk is not lost), says that `--sync` uploads it and closes the sweep, and `--sync` does both."""
+    db = sqlite_path(store)
+    proc = popen_cli(
+        [*EAGER, "trainer.steps=30", "trainer.seed=0"],
+        tmp_path,
+        store,
+        multirun=True,
+        stderr=subprocess.STDOUT,
+    )
+    lines: list[str] = []
+    try:
+        with contextlib.ExitStack() as stack:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if line.startswith("job 0 "):  # its run is open, its worker trains: the lock is taken now
+                    holder = stack.enter_context(lock_held(db))
+                    assert not (tmp_path / "multirun" / "0" / "result.json").exists(), (
+                        "trained before the lock"
+                    )
+                if line.startswith("mlflow error: could not log run"):  # MLflow refused the result
+                    break
+            else:
+                raise AssertionError("".join(lines))
+            assert holder.stdin is not None
+            holder.stdin.close()  # the lock is let go before the sweep's end
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        stop_group(proc)
+    text = "".join(lines) + out
+    assert proc.returncode == 1, text
+    assert "Traceback" not in text
+    sweep_dir = tmp_path / "multirun"
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("sweep error:")]
+    assert "is not finished: 1 job result(s) are kept on disk but not in MLflow" in line, line
+    assert f"python -m pipeline.report --sync {sweep_dir}" in line, line
+    parent, (job,) = split_sweep(store)
+    assert job.info.status == "FAILED" and job.data.tags["error_type"] == "ResultNotLogged", job.data.tags
+    assert "JobLost" not in text
+    assert parent.info.status == "FAILED" and parent.data.tags["error_type"] == "ResultsNotInMlflow"
+    assert "provisional:" in (sweep_dir / "summary.md").read_text()
+
+    sync = run_report("--tracking-uri", store, "--sync", str(sweep_dir))
+    assert sync.returncode == 0, sync.stdout + sync.stderr
+    parent, (job,) = split_sweep(store)
+    assert job.info.status == "FINISHED" and "error_type" not in job.data.tags
+    assert parent.info.status == "FINISHED" and "error_type" not in parent.data.tags
+    assert parent.data.tags["jobs_failed"] == "0" and "results_pending" not in parent.data.tags
+    summary = (sweep_dir / "summary.md").read_text()
+    assert "provisional:" not in summary and "failed: 0" in summary, summary
+
+
+def test_a_sweeps_end_closes_a_job_run_left_running_by_the_rule_sync_follows(tmp_path: Path, store: str):
+    """The one rule for a run a job left RUNNING (`sync.close_ended_job_run`), at a sweep's end as in
+    `--sync`: a result on disk is not lost (FAILED `ResultNotLogged`, naming the `--sync` that uploads it);
+    no result is KILLED `JobLost`."""
+    tracker = Tracker(store, "compile-sweeps")
+    kept, lost = tmp_path / "sweep" / "0", tmp_path / "sweep" / "1"
+    for job_dir in (kept, lost):
+        job_dir.mkdir(parents=True)
+        tracker.start_run(job_dir.name, {"sweep_id": "s", "job_dir": str(job_dir)})
+    JobResult(status="FINISHED").write(kept / "result.json")
+    close_orphans(tracker, "s")
+    runs_by_dir = {r.tags["job_dir"]: r for r in tracker.sweep_children("s")}
+    closed = runs_by_dir[str(kept)]
+    assert (closed.status, closed.tags["error_type"]) == ("FAILED", "ResultNotLogged"), closed.tags
+    assert f"python -m pipeline.report --sync {kept}" in closed.tags["error_message"]
+    gone = runs_by_dir[str(lost)]
+    assert (gone.status, gone.tags["error_type"]) == ("KILLED", "JobLost")
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("{}", "an object without a `status`"),
+        ("[]", "JSON array, not a job's result"),
+        ("null", "JSON null, not a job's result"),
+        ('{"status": "FINISHED", "metrics": {"step/p50', "not JSON, cut off or damaged"),
+        ("", "empty"),
+        ('{"status": "FINISHED", "metrics": [1]}', "its `metrics` is JSON array, not an object"),
+    ],
+)
+def test_a_result_file_that_is_not_a_jobs_result_says_what_is_wrong(tmp_path: Path, text: str, why: str):
+    path = tmp_path / "result.json"
+    path.write_text(text)
+    with pytest.raises(UnreadableResult) as unreadable:
+        JobResult.read(path)
+    assert str(unreadable.value).startswith(why), unreadable.value
+
+
+def test_unreadable_job_results_are_named_by_sync_and_report_results(tmp_path: Path, store: str):
+    """Issue 41: a truncated result.json was skipped without a word by `--sync` ("every job result is in
+    MLflow") and by `report --results`, and `{}`, `[]`, `null` gave tracebacks; `report --results`
+    rewrote the sweep's summary.md without that job, under a new title and without its wall time. Now
+    each is named (which job, what is wrong), the exit code is 1, and the sweep's own summary is kept."""
+    proc = run_cli([*EAGER, "trainer.seed=0", "sweep.id=unreadable"], tmp_path, store, multirun=True)
+    assert proc.returncode == 0, output(proc)
+    sweep_dir = tmp_path / "multirun"
+    own_summary = (sweep_dir / "summary.md").read_bytes()
+
+    intact = run_report("--results", str(sweep_dir))
+    assert intact.returncode == 0, intact.stdout + intact.stderr
+    assert (sweep_dir / "summary.md").read_bytes() == own_summary  # the sweep's end's, kept
+    written = (sweep_dir / "summary_from_results" / "summary.md").read_text()
+    assert written.startswith("# Sweep unreadable\n") and "sweep wall time" in written, written
+
+    good = sweep_dir / "0"
+    damaged = {"1": "{}", "2": "[]", "3": "null", "4": (good / "result.json").read_text()[:200]}
+    for name, text in damaged.items():
+        shutil.copytree(good, sweep_dir / name)
+        (sweep_dir / name / "result.json").write_text(text)
+    shutil.copytree(good, sweep_dir / "5")
+    (sweep_dir / "5" / "result.json").unlink()  # a job that never wrote one
+
+    sync = run_report("--tracking-uri", store, "--sync", str(sweep_dir))
+    assert sync.returncode == 1, sync.stdout + sync.stderr
+    assert "Traceback" not in sync.stdout + sync.stderr and "every job result is in MLflow" not in sync.stdout
+    named = [line for line in sync.stdout.splitlines() if line.startswith("sync error: ")]
+    assert {line.split(":", 2)[1].strip() for line in named} == {
+        str(sweep_dir / name / "result.json") for name in damaged
+    }, named
+
+    results = run_report("--results", str(sweep_dir))
+    assert results.returncode == 1, results.stdout + results.stderr
+    assert "Traceback" not in results.stdout + results.stderr
+    errors = [line for line in results.stderr.splitlines() if line.startswith("results error: ")]
+    for name in damaged:
+        assert any(f"{sweep_dir / name / 'result.json'}: " in line for line in errors), errors
+    assert any(f"{sweep_dir / '5'} holds no result.json" in line for line in errors), errors
+    assert (sweep_dir / "summary.md").read_bytes() == own_summary

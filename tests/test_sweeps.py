@@ -35,6 +35,13 @@ from tests.conftest import (
 )
 from tests.mlflow_server import start_server
 
+# The sweep stopped as by Ctrl-C once two of its jobs ended (a Hydra callback: tests/fault_callbacks.py);
+# a resumption with the sweep's own command runs the rest.
+INTERRUPT_AFTER_TWO_JOBS = [
+    "+hydra.callbacks.interrupt._target_=tests.fault_callbacks.InterruptAfterJobs",
+    "+hydra.callbacks.interrupt.jobs=2",
+]
+
 
 def split(store: str) -> tuple[object, list]:
     all_runs = runs(store)
@@ -183,10 +190,10 @@ def test_report_cli_rebuilds_the_summary_from_mlflow(tmp_path: Path, store: str)
 
 @pytest.mark.slow
 def test_resume_skips_finished_jobs_and_runs_the_rest(tmp_path: Path, store: str):
-    base = [*TINY, "compile.mode=eager", "sweep.id=resume-test"]
-    first = run_cli([*base, "trainer.seed=0,1"], tmp_path / "a", store, multirun=True)
-    assert first.returncode == 0, output(first)
-    again = run_cli([*base, "sweep.resume=true", "trainer.seed=0,1,2"], tmp_path / "b", store, multirun=True)
+    base = [*TINY, "compile.mode=eager", "sweep.id=resume-test", "trainer.seed=0,1,2"]
+    first = run_cli([*base, *INTERRUPT_AFTER_TWO_JOBS], tmp_path / "a", store, multirun=True)
+    assert first.returncode == 130, output(first)
+    again = run_cli([*base, "sweep.resume=true"], tmp_path / "b", store, multirun=True)
     assert again.returncode == 0, output(again)
     assert again.stdout.count("already FINISHED in sweep resume-test") == 2
     parent, kids = split(store)
@@ -516,15 +523,15 @@ def test_resuming_a_sweep_whose_driver_still_runs_is_refused_in_one_line(tmp_pat
 def test_a_resumed_sweep_counts_its_working_time_and_its_skipped_jobs(tmp_path: Path, store: str):
     """The sweep's wall time leaves out the idle time between a sweep and its resumption, and jobs the
     resumption skips count as done in its progress line."""
-    base = [*TINY, "compile.mode=eager", "sweep.id=gap"]
+    base = [*TINY, "compile.mode=eager", "sweep.id=gap", "trainer.seed=0,1,2"]
     started = time.monotonic()
-    first = run_cli([*base, "trainer.seed=0,1"], tmp_path / "a", store, multirun=True)
+    first = run_cli([*base, *INTERRUPT_AFTER_TWO_JOBS], tmp_path / "a", store, multirun=True)
     first_s = time.monotonic() - started
-    assert first.returncode == 0, output(first)
+    assert first.returncode == 130, output(first)
     gap_s = 20.0
     time.sleep(gap_s)
     started = time.monotonic()
-    again = run_cli([*base, "sweep.resume=true", "trainer.seed=0,1,2"], tmp_path / "b", store, multirun=True)
+    again = run_cli([*base, "sweep.resume=true"], tmp_path / "b", store, multirun=True)
     again_s = time.monotonic() - started
     assert again.returncode == 0, output(again)
     progress = [line for line in again.stdout.splitlines() if line.startswith("sweep: ")]
@@ -532,3 +539,37 @@ def test_a_resumed_sweep_counts_its_working_time_and_its_skipped_jobs(tmp_path: 
     parent, kids = split(store)
     assert len(kids) == 3 and parent.info.status == "FINISHED"
     assert parent.data.metrics["sweep/wall_s"] <= first_s + again_s  # not the gap between them
+
+
+def test_a_resumption_that_changes_the_jobs_work_is_refused_naming_what_changed(tmp_path: Path, store: str):
+    """Issue 41: `sweep.resume=true` with another trainer.steps or another list of modes was accepted:
+    rows of different work under one name were pooled into one verdict, the parent's command kept the
+    first. Now refused before anything runs, naming each changed key with both values and how to run
+    the command as a new sweep; the same work resumes, and the parent's command is this session's."""
+    base = [*TINY, "compile.mode=eager", "trainer.seed=0", "sweep.id=same-work"]
+    first = run_cli(base, tmp_path / "a", store, multirun=True)
+    assert first.returncode == 0, output(first)
+    steps = [a if a != "trainer.steps=4" else "trainer.steps=3" for a in base]
+    modes = [a if a != "compile.mode=eager" else "compile.mode=default,eager" for a in base]
+    for changed, what in (
+        (steps, "trainer.steps=3 (the sweep's: 4)"),
+        (modes, "compile.mode=default,eager (the sweep's: eager)"),
+    ):
+        proc = run_cli([*changed, "sweep.resume=true"], tmp_path / "b", store, multirun=True)
+        assert proc.returncode == 2, output(proc)
+        (line,) = one_line_errors(proc, "config error:")
+        assert f"and this command changes their work: {what}" in line, line
+        assert (
+            "run this command as a new sweep (leave out sweep.resume=true and give another sweep.id" in line
+        )
+        assert not list((tmp_path / "b").rglob("worker.log"))  # nothing ran
+    parent, kids = split(store)
+    assert len(kids) == 1 and parent.info.status == "FINISHED"
+    assert str(tmp_path / "a") in parent.data.tags["command"]
+
+    same = run_cli([*base, "sweep.resume=true"], tmp_path / "c", store, multirun=True)
+    assert same.returncode == 0, output(same)
+    assert "already FINISHED in sweep same-work" in same.stdout
+    parent, kids = split(store)
+    assert len(kids) == 1 and parent.info.status == "FINISHED"
+    assert str(tmp_path / "c") in parent.data.tags["command"]  # the command that ran it last

@@ -92,6 +92,7 @@ def test_fp8_without_torchao_or_outside_training_is_refused_before_the_job_start
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "torchao" else find_spec(name, *a)
     )
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # a GPU for the job (device=cuda), on any host
     with pytest.raises(ConfigError) as info:
         validate(compose([*TINY, "device=cuda", "precision=fp8"]))
     assert str(info.value).startswith(

@@ -21,7 +21,7 @@ import pytest
 from pipeline.measure.objective import Work
 from pipeline.measure.stats import Latency, undetermined
 from pipeline.sweep.compare import IMPROVEMENT, REGRESSION, SAME, change, compare_sweeps, lines
-from pipeline.sweep.render import table, to_markdown, write_csv
+from pipeline.sweep.render import aggregate_lines, table, to_markdown, write_csv
 from pipeline.sweep.summary import (
     MIN_BOOTSTRAP_JOBS,
     Row,
@@ -794,3 +794,29 @@ def test_two_compiled_configurations_of_one_base_compare_on_their_paired_speedup
         name="x", value=1.5, low=1.4, high=1.6, noisy=True, speedup=(8.0, 7.0, 9.0), base="vit"
     )
     assert decide([graphs, other_base], Rule(), "ms").kind == INCONCLUSIVE  # another base: step times, noisy
+
+
+def test_a_diverged_job_counts_in_the_failed_total():
+    """Issue 41: a compiled job marked DIVERGED (loss parity beyond tolerance) sat beside `failed: 0`."""
+    rows = [
+        Row(
+            name=name,
+            status="FINISHED",
+            config={"model": "m", "mode": mode},
+            metrics={
+                "step/p50_ms": 10.0,
+                **({"speedup/vs_eager": 1.5, "parity/ok": parity} if mode != "eager" else {}),
+            },
+            config_hash=name,
+            start_time=i,
+        )
+        for i, (name, mode, parity) in enumerate([("e", "eager", 1.0), ("c", "default", 0.0)])
+    ]
+    summary = summarize("x", rows)
+    assert summary.aggregates["jobs_failed"] == 1 and summary.failure_classes == {"accuracy (loss parity)": 1}
+    lines = aggregate_lines(summary)
+    assert lines[0].startswith("jobs: 2, failed: 1")
+    assert "failed: c: FINISHED, DIVERGED: loss or output parity beyond benchmark.loss_rtol" in lines
+    assert [
+        r.name for r in summary.not_finished
+    ] == []  # the sweep's exit code counts jobs that did not finish

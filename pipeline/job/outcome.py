@@ -254,10 +254,12 @@ def drop(section: dict[str, Any], keys: tuple[str, ...]) -> None:
 
 def series_points(cfg: Config, result: JobResult) -> dict[str, list[tuple[int, float]]]:
     """Per-unit curves keyed by unit: losses from step 0, step times from the first measured step
-    (= warm-up steps)."""
+    (= warm-up steps). A NaN point is one that was not measured and is left out, but for a loss: a
+    NaN loss is what says training diverged, and is logged as it is."""
     warmup = cfg.trainer.warmup_steps
     points: dict[str, list[tuple[int, float]]] = {}
     for name, values in result.series.items():
         offset = warmup if name.endswith("step_ms") else 0
-        points[name] = [(offset + i, v) for i, v in enumerate(values) if v == v]  # NaN-free
+        keep_nan = name.endswith("loss")
+        points[name] = [(offset + i, v) for i, v in enumerate(values) if keep_nan or v == v]
     return points

@@ -33,9 +33,9 @@ from pipeline.job.supervisor import WorkerLaunch, run_worker
 from pipeline.job.worker_start import plan
 from pipeline.jobdir import JobDir
 from pipeline.measure.gate import resume_all
-from pipeline.provenance import command_line
+from pipeline.provenance import command_line, sync_command
 from pipeline.redaction import looks_secret, redacted, scrub, secret_values
-from pipeline.status import FAILED, KILLED, NOT_SYNCED, SKIPPED
+from pipeline.status import FAILED, KILLED, NOT_SYNCED, RESULT_NOT_LOGGED, SKIPPED
 from pipeline.sweep_context import SweepContext
 from pipeline.tracking import Tracker, TrackingUnavailable, check_reachable, retry_bound
 from pipeline.tracking.http import one_attempt
@@ -338,7 +338,7 @@ class JobParent:
         close the run FAILED with that reason where the store still answers (one attempt, seconds),
         and say so in one line. `not_kept`: why the disk could not keep it either (then it is lost, and
         the run says so). `answering`: False when the store did not answer its health check."""
-        sync = f"python -m pipeline.report --sync {self.job_dir}"
+        sync = sync_command([self.job_dir])
         if not_kept:
             reason = (
                 f"the result is lost: MLflow could not take it ({error}) nor the disk keep it ({not_kept})"
@@ -349,7 +349,7 @@ class JobParent:
         reason = (
             f"could not log the result ({error}); it is kept in {self.folder.result}: `{sync}` uploads it"
         )
-        closed = close_after_failure(tracker, run_id, "ResultNotLogged", reason, answering=answering)
+        closed = close_after_failure(tracker, run_id, RESULT_NOT_LOGGED, reason, answering=answering)
         bound = retry_bound(self.config.mlflow.tracking_uri)
         self.say(
             f"mlflow error: could not log run {run_id} ({error}{'; ' + bound if bound else ''}); run {closed}; "

@@ -63,8 +63,18 @@ def host_cores() -> int:
 
 
 def host_errors(config: Config) -> list[ConfigError]:
-    """Limits from this host's cores, before any process starts: CPU ranks and DataLoader workers."""
+    """What this host cannot give the job, before any process starts: a CUDA GPU for `device=cuda`, CPU
+    ranks and DataLoader workers beyond its cores."""
     cores, errors = host_cores(), []
+    missing = cuda_missing() if config.device == "cuda" else ""
+    if missing:  # else its worker starts, fails on torch's own error, and a FAILED run is all there is
+        errors.append(
+            ConfigError(
+                "device",
+                "cuda",
+                f"a CUDA GPU, and {missing}: device=cpu, or device=auto (cuda where there is one)",
+            )
+        )
     par = config.parallel
     on_cpu = config.device == "cpu" or (config.device == "auto" and not visible_gpus())
     if par.distributed and par.nproc > cores and on_cpu:
@@ -183,6 +193,23 @@ def ranks_here(config: Config) -> int:
     if not found:
         found = visible_gpus()
     return found or CPU_RANKS
+
+
+def cuda_missing() -> str:
+    """Why a job here can have no CUDA GPU ('' where it may have one), through NVML and the driver's
+    files, never CUDA: CUDA_VISIBLE_DEVICES hides every GPU, NVML finds none, or (no NVML library) the
+    host has no NVIDIA driver."""
+    count = visible_gpus()
+    if count:
+        return ""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return f"CUDA_VISIBLE_DEVICES={listed!r} hides every GPU"
+    if count == 0:
+        return "NVML finds none on this host"
+    if any(Path(p).exists() for p in ("/proc/driver/nvidia/version", "/dev/nvidiactl")):
+        return ""  # a driver, but no NVML to count its GPUs: torch will say
+    return "this host has no NVIDIA driver (no /proc/driver/nvidia, no NVML)"
 
 
 def visible_gpus() -> int | None:

@@ -9,12 +9,12 @@ the job's worker.log and off the terminal unless `verbose=true`.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
+from pipeline.job.result import JobResult
 from pipeline.jobdir import RESULT
 from pipeline.progress import format_duration
 from pipeline.status import FINISHED, SKIPPED
@@ -103,17 +103,17 @@ def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
     started_at = sweep.started_at if sweep is not None else 0.0
     for path in sweep_dir.glob(f"*/{RESULT}"):
         try:
-            data = json.loads(path.read_text())
+            result = JobResult.read(path)
             # the worker's own end where it says it (the file is written again once MLflow has the run)
-            ended_at = (data.get("info") or {}).get("worker_ended_at") or path.stat().st_mtime
-        except (OSError, ValueError):
+            ended_at = result.info.get("worker_ended_at") or path.stat().st_mtime
+        except (OSError, ValueError):  # not a job's result: --sync and report --results name it
             continue
         done += 1
-        if data.get("status") == SKIPPED:
+        if result.status == SKIPPED:
             continue
-        metrics = data.get("metrics", {})
+        metrics = result.metrics
         walls.append(float(metrics.get("job/wall_s") or metrics.get("job/worker_wall_s") or 0.0))
-        failed += data.get("status") != FINISHED
+        failed += result.status != FINISHED
         if started_at and ended_at >= started_at:
             ran_since += 1
             last_end = max(last_end, ended_at)

@@ -12,12 +12,25 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from pipeline.jobdir import RESULT, JobDir
+from pipeline.provenance import sync_command
 from pipeline.status import FAILED, KILLED
+
+LOSS_PREFIX = "loss/"  # the training loss's metrics: kept when not finite
+
+
+class UnreadableResult(ValueError):
+    """A result file that is not a job's result: cut off, not JSON, or JSON of another shape."""
+
+
+def _json_kind(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "true/false", type(None): "null"}.get(
+        type(value), "number"
+    )
 
 
 @dataclass
@@ -46,11 +59,13 @@ class JobResult:
         self.error = JobError(error_type, one_line(message), tb)
 
     def to_json(self) -> str:
+        """The file's text. A metric that is None or NaN was not measured and is left out, but for a
+        loss: a NaN or infinite loss is what says training diverged, and stays (JSON's `NaN`)."""
         data = asdict(self)
         data["metrics"] = {
             k: v
             for k, v in self.metrics.items()
-            if v is not None and not (isinstance(v, float) and math.isnan(v))
+            if v is not None and (k.startswith(LOSS_PREFIX) or not (isinstance(v, float) and math.isnan(v)))
         }
         return json.dumps(data, indent=1, default=str, allow_nan=True)
 
@@ -71,10 +86,34 @@ class JobResult:
 
     @classmethod
     def read(cls, path: str | Path) -> JobResult:
-        data = json.loads(Path(path).read_text())
-        error = data.pop("error", None)
-        result = cls(**data)
-        result.error = JobError(**error) if error else None
+        """The result in the file; :class:`UnreadableResult` (a ValueError) saying what is wrong with a
+        file that is not one (cut off, not JSON, JSON of another shape); OSError where it cannot be read."""
+        text = Path(path).read_text()
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            what = "empty" if not text.strip() else f"not JSON, cut off or damaged ({exc})"
+            raise UnreadableResult(what) from exc
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> JobResult:
+        if not isinstance(data, dict):
+            raise UnreadableResult(f"JSON {_json_kind(data)}, not a job's result (an object with a `status`)")
+        if not isinstance(data.get("status"), str) or not data["status"]:
+            raise UnreadableResult("an object without a `status`: not a job's result")
+        known = {f.name: f for f in fields(cls)}
+        for name in ("metrics", "series", "environment", "info", "diagnostics", "work"):
+            if name in data and not isinstance(data[name], dict):
+                raise UnreadableResult(f"its `{name}` is JSON {_json_kind(data[name])}, not an object")
+        error = data.get("error")
+        if error is not None and not (
+            isinstance(error, dict) and isinstance(error.get("type"), str) and "message" in error
+        ):
+            raise UnreadableResult("its `error` is not an object with a `type` and a `message`")
+        result = cls(**{k: v for k, v in data.items() if k in known and k != "error"})
+        if error:
+            result.error = JobError(error["type"], str(error["message"]), str(error.get("traceback", "")))
         return result
 
 
@@ -117,7 +156,7 @@ def refuse_overwrite(key: str, folder: Path, results: list[Path]) -> str:
     more = f" and {len(results) - 1} more" if len(results) > 1 else ""
     return (
         f"{key}={str(folder)!r} holds job results MLflow never got ({results[0]}{more}): upload them first "
-        f"(`python -m pipeline.report --sync {folder}`), or pick another folder"
+        f"(`{sync_command([folder])}`), or pick another folder"
     )
 
 

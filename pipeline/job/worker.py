@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import faulthandler
 import json
+import math
 import os
 import signal
 import sys
@@ -32,7 +33,7 @@ from pipeline.job.result import JobResult, write_timeout  # noqa: E402
 from pipeline.jobdir import JobDir  # noqa: E402
 from pipeline.measure.gate import register_worker  # noqa: E402
 from pipeline.progress import Progress, quiet  # noqa: E402
-from pipeline.status import FAILED, FINISHED  # noqa: E402
+from pipeline.status import FAILED, FINISHED, NON_FINITE_LOSS  # noqa: E402
 
 
 def resolve_device(name: str) -> Any:
@@ -210,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         run_job(cfg, result, Path(args.result).parent)
         result.status = FINISHED
         over_compile_budget(cfg, result)
+        non_finite_loss(result)
     except BaseException as exc:
         result.info["failed_at"] = time.time()  # the rank that failed first is the job's failure
         error_type, message = classify_error(exc, cfg)
@@ -293,6 +295,36 @@ def over_compile_budget(cfg: Config, result: JobResult) -> None:
             "OverCompileBudget",
             f"compilation took {compile_s:.1f} s, over compile.budget_s={budget:g} s (its figures are kept)",
         )
+
+
+LOSS_CURVE, EAGER_LOSS_CURVE = "curve/loss", "curve/eager_loss"
+
+
+def non_finite_loss(result: JobResult) -> None:
+    """A job whose training loss became NaN or infinite (an exploding learning rate, a model that
+    returns NaN, a precision that overflows) trained nothing: it fails (`NonFiniteLoss`), however fast
+    its steps were, so it is never ranked; its figures stay in the result, with how many steps' loss was
+    not finite and the first of them (the losses themselves are logged as they were, NaN included)."""
+    losses = result.series.get(LOSS_CURVE) or []
+    bad = [step for step, loss in enumerate(losses) if not math.isfinite(loss)]
+    if not bad:
+        return
+    first = bad[0]
+    result.metrics["loss/non_finite_steps"] = len(bad)
+    result.metrics["loss/first_non_finite_step"] = first
+    what = "NaN" if math.isnan(losses[first]) else "infinite"
+    eager = result.series.get(EAGER_LOSS_CURVE) or []
+    paired = (
+        "; the paired eager copy's loss stayed finite: the compiled step computes something else"
+        if eager and all(math.isfinite(loss) for loss in eager)
+        else ""
+    )
+    result.fail(
+        FAILED,
+        NON_FINITE_LOSS,
+        f"the loss is {what} from step {first} ({len(bad)} of {len(losses)} steps not finite): training "
+        f"diverged (trainer.optimizer.lr, precision, the model's numerics); its figures are kept{paired}",
+    )
 
 
 def _record_memory_at_failure(result: JobResult) -> None:

@@ -147,6 +147,10 @@ METRICS: dict[str, Metric] = {
     ),
     "loss/first": Metric("loss", "loss of the first step"),
     "loss/final": Metric("loss", "loss of the last step"),
+    "loss/non_finite_steps": Metric(
+        "count", "training steps whose loss was NaN or infinite (any: the job FAILED, NonFiniteLoss)"
+    ),
+    "loss/first_non_finite_step": Metric("step", "the first training step whose loss was NaN or infinite"),
     "diagnose/graph_breaks": Metric("count", "graph breaks Dynamo recorded"),
     "diagnose/unique_graphs": Metric("count", "distinct graphs Dynamo compiled"),
     "diagnose/backend_graphs": Metric(

@@ -13,6 +13,7 @@ import copy
 import json
 import logging
 import re
+import shlex
 import sys
 import tempfile
 import time
@@ -34,8 +35,8 @@ from pipeline.job.result import refuse_overwrite, unsynced_results
 from pipeline.job.supervisor import PROJECT_ROOT, worker_env
 from pipeline.job.worker_start import TEMPLATE, TemplateProcess, fork_supported, no_template
 from pipeline.measure.objective import Objective
-from pipeline.provenance import command_line
-from pipeline.redaction import make_private, private_files
+from pipeline.provenance import command_args, command_line, sync_command
+from pipeline.redaction import make_private, private_files, redact_text
 from pipeline.status import EXIT_BAD_INPUT, FAILED, KILLED, RUNNING
 from pipeline.sweep import lease
 from pipeline.sweep.finish import abandon, close_interrupted, finish_sweep, resume_hint
@@ -44,11 +45,15 @@ from pipeline.sweep.state import (
     axes_from_tag,
     axes_tag,
     axis_keys,
+    changed_work,
     count_jobs,
+    hydra_value,
     planned_jobs,
     planned_objective,
+    resume_command,
     swept,
     swept_keys,
+    the_work,
 )
 from pipeline.sweep.view import publish_sweep_view
 from pipeline.sweep_context import SweepContext, new_sweep_id
@@ -82,7 +87,7 @@ class SweepCallback(Callback):
             named = f"sweep={config.sweep.name}" if config.sweep.get("name") else "hydra.sweeper.params"
             raise SweepStopped(
                 f"config error: {named} is a sweep ({', '.join(axis_keys(axes)) or 'its jobs'} vary): "
-                f"add -m to run it (python -m pipeline.run -m {named} ...)",
+                f"add -m to run it (`{multirun_command()}`)",
                 EXIT_BAD_INPUT,
             )
         try:  # bad input makes no run folder
@@ -141,11 +146,18 @@ class SweepCallback(Callback):
         try:
             end = finish_sweep(ACTIVE_SWEEP)
             summary = end.summary
-            SWEEP_FAILURES.extend(r.name for r in summary.failures)
+            SWEEP_FAILURES.extend(r.name for r in summary.not_finished)
             if end.incomplete:
                 line = (
                     f"sweep error: sweep {ACTIVE_SWEEP.sweep_id} is incomplete: {end.incomplete}; parent run "
                     f"{ACTIVE_SWEEP.parent_run_id} closed FAILED; {resume_hint(ACTIVE_SWEEP)}"
+                )
+                print(line, file=sys.stderr, flush=True)
+                SWEEP_FAILURES.append(line)
+            elif end.pending:
+                line = (
+                    f"sweep error: sweep {ACTIVE_SWEEP.sweep_id} is not finished: {end.pending}; parent run "
+                    f"{ACTIVE_SWEEP.parent_run_id} closed FAILED until then"
                 )
                 print(line, file=sys.stderr, flush=True)
                 SWEEP_FAILURES.append(line)
@@ -159,6 +171,13 @@ class SweepCallback(Callback):
         runs = tracker.sweep_children(ACTIVE_SWEEP.sweep_id)
         label = parent.name if parent else f"sweep {ACTIVE_SWEEP.sweep_id}"
         print(f"browse: {browse_url(tracker, ACTIVE_SWEEP, label, summary.objective, runs)}", flush=True)
+
+
+def multirun_command() -> str:
+    """This process's command with -m, shell-quoted (a sweep started without it)."""
+    words = command_args()
+    entry = 3 if words[:3] == ["python", "-m", "pipeline.run"] else 1
+    return shlex.join([*words[:entry], "-m", *words[entry:]])
 
 
 def task_config(config: DictConfig) -> DictConfig:
@@ -283,6 +302,7 @@ def start_sweep(config: DictConfig) -> SweepContext:
     dirs = _sweep_dirs(parent, sweep_dir)
     if parent is not None:
         _refuse_while_running(sweep_id, dirs)
+        _refuse_other_work(config, parent, sweep_id)
     try:
         _DRIVER_LEASE.append(lease.hold(sweep_dir))
     except lease.Busy as busy:
@@ -299,11 +319,13 @@ def start_sweep(config: DictConfig) -> SweepContext:
     else:
         parent_id, prior_wall_s = parent.run_id, _wall_so_far(tracker, parent)
         tracker.reopen(parent_id)
-        tracker.set_tags(parent_id, {"resumed_in": str(sweep_dir), "sweep_dirs": json.dumps(dirs)})
+        resumed = {"resumed_in": str(sweep_dir), "sweep_dirs": json.dumps(dirs), "command": command_line()}
+        tracker.set_tags(parent_id, resumed)  # the command that runs it now (the same work: checked)
     sweep = SweepContext(
         sweep_id=sweep_id,
         parent_run_id=parent_id,
         sweep_dir=str(sweep_dir),
+        command=command_line(),
         tracking_uri=mlflow.tracking_uri,
         experiment=mlflow.experiment,
         total_jobs=count_jobs(config.hydra),
@@ -372,15 +394,40 @@ def _refuse_resuming_another_sweep(config: DictConfig, parent: RunRecord, sweep_
     missing = [k for k in before if k not in swept_keys(config.hydra)]
     if not missing and (not name or config.sweep.get("name") == name):
         return
-    words = [
-        w for w in parent.tags.get("command", "").split() if not w.startswith(("sweep.id=", "sweep.resume="))
-    ]
-    command = " ".join([*words, f"sweep.id={sweep_id}", "sweep.resume=true"]) if words else ""
+    command = resume_command(parent.tags.get("command", ""), sweep_id)
     varied = f"sweep={name}" if name and not missing else ", ".join(missing)
     raise SweepStopped(
         f"config error: sweep.resume=true runs the jobs this command plans, and sweep {sweep_id} varied {varied}, "
         "which this command does not: resume it with its own command"
-        + (f": {command}" if command else ", adding sweep.id and sweep.resume=true"),
+        + (f": `{command}`" if command else ", adding sweep.id and sweep.resume=true"),
+        EXIT_BAD_INPUT,
+    )
+
+
+def task_overrides(config: DictConfig) -> list[str]:
+    """The sweep's command-line overrides, secret values masked (as its parent's tags hold them)."""
+    return [redact_text(str(o)) for o in config.hydra.overrides.task]
+
+
+def _refuse_other_work(config: DictConfig, parent: RunRecord, sweep_id: str) -> None:
+    """A resumption runs the jobs the sweep planned, as planned: one whose overrides change the jobs'
+    work (another trainer.steps, another list of modes, any key but where it runs and logs) would pool
+    rows of different work under one name into one verdict. Refused in one line naming each differing
+    key with both values, and how to run the command as a new sweep instead. (A parent from before
+    `sweep_overrides` was recorded is not checked.)"""
+    try:
+        before = the_work(json.loads(parent.tags["sweep_overrides"]))
+    except (KeyError, ValueError, TypeError):
+        return
+    changed = changed_work(before, the_work(task_overrides(config)))
+    if not changed:
+        return
+    command = resume_command(parent.tags.get("command", ""), sweep_id)
+    own = f"resume it with its own command (`{command}`)" if command else "resume it with its own command"
+    raise SweepStopped(
+        f"config error: sweep.resume=true runs the jobs sweep {sweep_id} planned, as planned, and this command "
+        f"changes their work: {'; '.join(changed)}: {own}, or run this command as a new sweep (leave out "
+        "sweep.resume=true and give another sweep.id, or none)",
         EXIT_BAD_INPUT,
     )
 
@@ -410,10 +457,11 @@ def _refuse_reused_folder(sweep_dir: Path, sweep_id: str) -> None:
     except (OSError, ValueError, TypeError):
         earlier = None
     if earlier is not None and earlier.sweep_id != sweep_id and _still_open(earlier):
+        again = resume_command(earlier.command, earlier.sweep_id)
+        resume = f"`{again}`" if again else f"sweep.id={hydra_value(earlier.sweep_id)} sweep.resume=true"
         raise SweepStopped(
             f"config error: hydra.sweep.dir={str(sweep_dir)!r} holds sweep {earlier.sweep_id}, whose parent run is still RUNNING: "
-            f"finish it first (`python -m pipeline.report --sync {sweep_dir}`), resume it (sweep.id={earlier.sweep_id} "
-            "sweep.resume=true), or pick another folder",
+            f"finish it first (`{sync_command([sweep_dir])}`), resume it ({resume}), or pick another folder",
             EXIT_BAD_INPUT,
         )
 
@@ -454,6 +502,7 @@ def _parent_tags(config: DictConfig, sweep_id: str, dirs: list[str]) -> dict[str
         "sweep_dirs": json.dumps(dirs),
         "sweep_axes": axes_tag(config.hydra),
         "command": command_line(),
+        "sweep_overrides": json.dumps(task_overrides(config)),
         "min_effect_pct": str(config.sweep.min_effect_pct),
         "max_interval_pct": str(config.sweep.max_interval_pct),
         "sweep_kind": str(config.sweep.kind),
@@ -498,7 +547,7 @@ def after_interrupt() -> str:
     if ACTIVE_SWEEP is None:
         return ""
     return (
-        f"; `python -m pipeline.report --sync {ACTIVE_SWEEP.sweep_dir}` writes the summary of the jobs "
+        f"; `{sync_command([ACTIVE_SWEEP.sweep_dir])}` writes the summary of the jobs "
         f"that ended; {resume_hint(ACTIVE_SWEEP)}"
     )
 

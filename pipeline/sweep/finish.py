@@ -7,19 +7,22 @@ from __future__ import annotations
 import collections
 import json
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.job.result import JobResult, one_line
+from pipeline.job.result import JobResult, one_line, unsynced_results
 from pipeline.jobdir import RESULT
+from pipeline.provenance import sync_command
 from pipeline.redaction import private_files, redact_uri
 from pipeline.status import FAILED, FINISHED, KILLED, RUNNING, SKIPPED
 from pipeline.sweep import lease, slurm
 from pipeline.sweep.plots import make_plots
 from pipeline.sweep.render import print_table, to_markdown, write_csv
-from pipeline.sweep.state import axes_from_tag, axis_keys
+from pipeline.sweep.state import axes_from_tag, axis_keys, hydra_value, resume_command
 from pipeline.sweep.summary import Summary, kind_of_jobs, row_from_run, summarize
+from pipeline.sweep.sync import close_ended_job_run
 from pipeline.sweep.verdict import Rule
 from pipeline.sweep_context import SWEEP_FILE, SweepContext
 from pipeline.tracking import RunRecord, Tracker
@@ -120,25 +123,41 @@ def verdict_tags(summary: Summary) -> dict[str, str]:
 
 
 def close_orphans(tracker: Tracker, sweep_id: str) -> None:
-    """Runs still RUNNING when every job of the sweep has ended belong to jobs that died without
-    closing them (SIGKILL, node failure, the host's OOM killer): end them KILLED, with the reason."""
+    """Runs still RUNNING when every job of the sweep has ended belong to jobs that ended without closing
+    them: closed by the one rule `--sync` follows too (`sync.close_ended_job_run`): a job whose result is
+    on disk is not lost (FAILED, `--sync` uploads it); one that died without a result (SIGKILL, node
+    failure, the host's OOM killer) is KILLED, with the reason."""
     for run in tracker.sweep_children(sweep_id):
         if run.status == RUNNING:
-            reason = "the job ended without recording a result (killed outright, or its node failed)"
             job = slurm.task_name(run.tags)
-            if job:
-                reason += f"; SLURM job {job}: {slurm.state(job)}"
-            tracker.close_run(run.run_id, KILLED, error_type="JobLost", message=reason)
-            print(f"{run.name}: KILLED: {reason}", flush=True)
+            note = f"; SLURM job {job}: {slurm.state(job)}" if job else ""
+            job_dir = Path(run.tags["job_dir"]) if run.tags.get("job_dir") else None
+            print(f"{run.name}: {close_ended_job_run(tracker, run, job_dir, note=note)}", flush=True)
+
+
+def results_not_in_mlflow(sweep: SweepContext) -> list[Path]:
+    """This session's job results kept on disk that MLflow lacks (or that cannot be read): the summary
+    from MLflow leaves them out until `--sync` uploads them."""
+    return unsynced_results(Path(sweep.sweep_dir))
+
+
+def pending_line(sweep: SweepContext, pending: list[Path]) -> str:
+    more = f" and {len(pending) - 1} more" if len(pending) > 1 else ""
+    return (
+        f"{len(pending)} job result(s) are kept on disk but not in MLflow ({pending[0]}{more}): this summary is "
+        f"provisional until `{sync_command([sweep.sweep_dir])}` uploads them, which closes the sweep and "
+        "publishes its summary again"
+    )
 
 
 @dataclass(frozen=True)
 class SweepEnd:
-    """What closing a sweep gave: its summary, and the line saying it is incomplete ('' when every
-    planned job is accounted for)."""
+    """What closing a sweep gave: its summary, the line saying it is incomplete ('' when every planned
+    job is accounted for), and the line saying results on disk are not in MLflow yet ('' when none)."""
 
     summary: Summary
     incomplete: str = ""
+    pending: str = ""
 
 
 def missing_jobs(tracker: Tracker, sweep: SweepContext) -> list[int]:
@@ -193,11 +212,18 @@ def finish_sweep(
     incomplete = incomplete_line(sweep, missing) if missing else ""
     if incomplete:
         summary.notes.append(f"incomplete: {incomplete}")
+    pending_results = results_not_in_mlflow(sweep)
+    pending = pending_line(sweep, pending_results) if pending_results else ""
+    if pending:
+        summary.notes.append(f"provisional: {pending}")
     # The parent run's start (before any job) to now (every job ended), less the gaps between a sweep
     # and its resumptions: the sweep's wall time, but for its process start and the summary itself.
     summary.aggregates["sweep/wall_s"] = sweep.wall_s() if wall_s is None else wall_s
+    sweep.ended_wall_s = summary.aggregates["sweep/wall_s"]
     print_table(summary)
     files = publish(tracker, sweep.parent_run_id, summary, Path(sweep.sweep_dir))
+    with private_files():  # the wall time its summary says, for `report --results`
+        sweep.save()
     print(
         f"summary: {', '.join(str(p) for p in files[:2])} and {len(files) - 2} plots; logged to parent run {sweep.parent_run_id}",
         flush=True,
@@ -206,16 +232,21 @@ def finish_sweep(
         interrupted = parent.status == KILLED
         before = parent.tags.get("error_message", "") if interrupted else ""
         tracker.set_tags(sweep.parent_run_id, {"jobs_missing": ", ".join(map(str, missing))})
+        if pending:
+            tracker.set_tags(sweep.parent_run_id, {"results_pending": ", ".join(map(str, pending_results))})
         tracker.close_run(
             sweep.parent_run_id,
             KILLED if interrupted else FAILED,
             error_type=parent.tags.get("error_type", "Interrupted") if interrupted else "IncompleteSweep",
             message="; ".join(filter(None, [before, incomplete])),
         )
-        return SweepEnd(summary, incomplete)
-    tracker.delete_tags(
-        sweep.parent_run_id, ["jobs_missing"]
-    )  # a resumption ran what an earlier session lacked
+        return SweepEnd(summary, incomplete, pending)
+    if pending:  # never published as final: `--sync` uploads the results and finishes the sweep
+        tracker.set_tags(sweep.parent_run_id, {"results_pending": ", ".join(map(str, pending_results))})
+        tracker.close_run(sweep.parent_run_id, FAILED, error_type="ResultsNotInMlflow", message=pending)
+        return SweepEnd(summary, pending=pending)
+    # a resumption ran what an earlier session lacked; `--sync` uploaded what the end lacked
+    tracker.delete_tags(sweep.parent_run_id, ["jobs_missing", "results_pending"])
     tracker.clear_error(sweep.parent_run_id)  # a sweep finished late (`--sync`) ends as if on time
     tracker.end_run(sweep.parent_run_id, FINISHED)
     sweep.finished = True
@@ -228,7 +259,7 @@ def abandon(sweep: SweepContext, err: Exception) -> str:
     """The one line for a sweep whose end failed: its parent run closed FAILED with the reason (when
     the store still answers), and how to finish it later."""
     reason = f"could not finish sweep {sweep.sweep_id}: {type(err).__name__}: {one_line(str(err))}"
-    later = f"`python -m pipeline.report --sync {sweep.sweep_dir}` finishes it"
+    later = f"`{sync_command([sweep.sweep_dir])}` finishes it"
     try:
         tracker = Tracker(sweep.tracking_uri, sweep.experiment)
         tracker.log_metrics(sweep.parent_run_id, {"sweep/wall_s": sweep.wall_s()})
@@ -266,7 +297,8 @@ def _finish_left(tracker: Tracker, sweep: SweepContext, folder: Path) -> bool:
     if dirs and dirs[-1] != sweep.sweep_dir:  # a later session of the sweep (resumed) finishes it
         print(f"sweep {sweep.sweep_id} ({folder}): resumed later in {dirs[-1]}, which finishes it")
         return True
-    if parent is not None and parent.status != RUNNING and "jobs_missing" in parent.tags:
+    settled = parent is not None and parent.status != RUNNING and "results_pending" not in parent.tags
+    if settled and "jobs_missing" in parent.tags:
         print(
             f"sweep {sweep.sweep_id} ({folder}) is incomplete: jobs {parent.tags['jobs_missing']} left no run; "
             f"parent run {parent.run_id} {parent.status}; {resume_hint(sweep)}"
@@ -278,12 +310,24 @@ def _finish_left(tracker: Tracker, sweep: SweepContext, folder: Path) -> bool:
             f"sweep {sweep.sweep_id} ({folder}) is incomplete: {end.incomplete}; parent run closed, not FINISHED; {resume_hint(sweep)}"
         )
         return False
+    if end.pending:
+        print(
+            f"sweep {sweep.sweep_id} ({folder}) is not finished: {end.pending}; parent run closed, not FINISHED"
+        )
+        return False
     print(f"finished sweep {sweep.sweep_id} ({folder})")
     return True
 
 
 def resume_hint(sweep: SweepContext) -> str:
-    return f"run the missing jobs by resuming it: the sweep's command with sweep.id={sweep.sweep_id} sweep.resume=true"
+    """How to run a sweep's missing jobs: its own command resumed, shell-quoted (once built by splitting
+    its command on spaces: a `sweep.id` holding `;` ran as shell when pasted)."""
+    command = resume_command(sweep.command, sweep.sweep_id)
+    if not command:  # a sweep.json from before it held the command
+        resume = shlex.join([f"sweep.id={hydra_value(sweep.sweep_id)}", "sweep.resume=true"])
+        return f"run the missing jobs by resuming it: the sweep's command with {resume}"
+    masked = " (put back the values masked as ***)" if "***" in command else ""
+    return f"run the missing jobs by resuming it: `{command}`{masked}"
 
 
 def _wall_when_left(tracker: Tracker, sweep: SweepContext) -> float | None:

@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import os
 import re
+import shlex
 import socket
 import time
 from collections.abc import Iterable, Iterator
@@ -91,11 +92,11 @@ def still_working(sweep_dirs: list[Path]) -> tuple[list[str], str]:
     held = holders(sweep_dirs)
     queued = slurm.queued(arrays(sweep_dirs))
     if queued:
-        stop = "scancel " + " ".join(sorted({job.split()[0].split("_")[0] for job in queued}))
+        stop = shlex.join(["scancel", *sorted({job.split()[0].split("_")[0] for job in queued})])
     else:
         here = socket.gethostname()
-        stop = "kill " + " ".join(
-            m[1] for h in held if (m := re.search(rf"pid (\d+) on {re.escape(here)} ", h))
+        stop = shlex.join(
+            ["kill", *(m[1] for h in held if (m := re.search(rf"pid (\d+) on {re.escape(here)} ", h)))]
         )
     return held + [f"SLURM job {job}" for job in queued], stop
 

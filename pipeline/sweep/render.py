@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pipeline.identity import TABLE_KEYS, short_labels
 from pipeline.measure.stats import undetermined
+from pipeline.status import FINISHED
 from pipeline.sweep.pareto import front_lines
 from pipeline.sweep.summary import Row, Scaling, Summary
 
@@ -218,7 +219,12 @@ def aggregate_lines(summary: Summary) -> list[str]:
         head, *points = front_lines(summary.pareto)
         lines += [head, *(f"  on the front: {line}" for line in points)]
     for r in summary.failures:
-        lines.append(f"failed: {r.name}: {r.status}: {r.error or 'no error recorded'}")
+        if r.status == FINISHED and r.parity == 0.0:
+            lines.append(
+                f"failed: {r.name}: {FINISHED}, DIVERGED: loss or output parity beyond benchmark.loss_rtol"
+            )
+        else:
+            lines.append(f"failed: {r.name}: {r.status}: {r.error or 'no error recorded'}")
     return lines
 
 

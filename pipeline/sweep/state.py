@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,78 @@ def _sweeps(override: str) -> bool:
         return "," in value and not value.startswith(("[", "{"))
 
 
+# Overrides that say where a sweep runs and what it logs to, not what its jobs do: a resumption may
+# give other values (another folder, launcher, GPUs, or the same store spelt another way).
+NOT_THE_WORK = ("sweep.id", "sweep.resume", "verbose", "gpu_pool")
+NOT_THE_WORK_PREFIXES = ("hydra.", "hydra/", "mlflow.")
+
+
+def the_work(overrides: list[str]) -> dict[str, str]:
+    """The command-line overrides that decide the jobs a sweep runs and what each does, as `key: value`
+    read the way Hydra reads them: a sweep's values in order (`eager,default` is `default,eager`: the
+    same jobs), `+key` as `key`, `~key` as removed; the last of a repeated key wins, as in Hydra."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType, ValueType
+
+    parser = OverridesParser.create()
+    work: dict[str, str] = {}
+    for text in overrides:
+        key, _, value = text.partition("=")
+        key = key.lstrip("+~")
+        try:
+            (parsed,) = parser.parse_overrides([text])
+            key = parsed.key_or_group + (f"@{parsed.package}" if parsed.package else "")
+            if parsed.type == OverrideType.DEL:
+                value = "(removed)"
+            elif parsed.is_sweep_override() and parsed.value_type != ValueType.INTERVAL_SWEEP:
+                value = ",".join(sorted(str(v) for v in parsed.sweep_string_iterator()))
+            elif not parsed.is_sweep_override():
+                value = parsed.get_value_element_as_str()
+        except Exception:  # not Hydra's grammar: Hydra refuses it before any job; as written
+            pass
+        if key in NOT_THE_WORK or key.startswith(NOT_THE_WORK_PREFIXES):
+            continue
+        work[key] = value
+    return work
+
+
+def changed_work(before: dict[str, str], now: dict[str, str]) -> list[str]:
+    """`key=new (the sweep's: old)` for each key whose value differs."""
+    return [
+        f"{key}={now.get(key, '(not set)')} (the sweep's: {before.get(key, 'not set')})"
+        for key in sorted(set(before) | set(now))
+        if before.get(key) != now.get(key)
+    ]
+
+
+_PLAIN_VALUE = re.compile(r"[A-Za-z_][A-Za-z0-9_\-./:@]*")
+_YAML_WORDS = {"true", "false", "null", "nan", "inf", "yes", "no", "on", "off", "none"}
+
+
+def hydra_value(text: str) -> str:
+    """`text` as the value of a Hydra override that Hydra reads back as this very string: as it is where
+    it is a plain word, else in Hydra's own single quotes (`'c;id>pwned'`, `'o\\'brien'`)."""
+    from hydra.core.override_parser.types import Quote, QuotedString
+
+    if _PLAIN_VALUE.fullmatch(text) and text.lower() not in _YAML_WORDS:
+        return text
+    return QuotedString(text=text, quote=Quote.single).with_quotes()
+
+
+def resume_command(command: str, sweep_id: str) -> str:
+    """The command that resumes a sweep, shell-quoted: its own command (a parent run's `command` tag or
+    sweep.json's: shell-quoted words, read back with `shlex.split`, never split on spaces) with
+    `sweep.id=<id> sweep.resume=true` in place of its own; '' where there is no command to read."""
+    try:
+        words = shlex.split(command)
+    except ValueError:  # not shell words (a tag cut at its length limit)
+        return ""
+    words = [w for w in words if not w.startswith(("sweep.id=", "sweep.resume="))]
+    if not words:
+        return ""
+    return shlex.join([*words, f"sweep.id={hydra_value(sweep_id)}", "sweep.resume=true"])
+
+
 def count_jobs(hydra_cfg: Any) -> int | None:
     """How many jobs the basic sweeper will launch (task overrides and `hydra.sweeper.params`); None
     for sweepers that decide as they go (Optuna)."""
@@ -209,7 +282,7 @@ def plan_lines(overrides: list[str], tracking_uri: str | None = None) -> list[st
             config = loader.load_configuration("config", list(overrides), run_mode=RunMode.MULTIRUN)
         except Exception as err:
             return [f"config error: {describe_compose_error(err)}"]
-        command = " ".join(["python -m pipeline.run -m", *overrides])
+        command = shlex.join(["python", "-m", "pipeline.run", "-m", *overrides])
         jobs = planned_jobs(config.hydra)
         if jobs is None:  # a search decides its trials as it goes
             trials = config.hydra.sweeper.get("n_trials", "?")
@@ -269,7 +342,7 @@ def _store(uri: str, experiment: str) -> Any:
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
         return None
     try:
-        return Tracker(uri, experiment)
+        return Tracker(uri, experiment, read_only=True)
     except Exception:
         return None
 

@@ -31,11 +31,12 @@ from pipeline.identity import (
     pool_hash,
     run_name,
 )
-from pipeline.jobdir import JobDir
+from pipeline.job.result import JobResult, UnreadableResult
+from pipeline.jobdir import JOB_CONFIG, JobDir
 from pipeline.measure.noise import CONTENDED_WAIT_PCT, OTHERS_CPU_PCT, crowded, waited
 from pipeline.measure.objective import OBJECTIVES, SAMPLES, STEP_TIME, TOKENS, Objective, Work, choose
 from pipeline.measure.stats import t975
-from pipeline.status import FINISHED
+from pipeline.status import FINISHED, JOB_LOST, NON_FINITE_LOSS, RESULT_NOT_LOGGED, SKIPPED
 from pipeline.sweep import suite
 from pipeline.sweep.pareto import ParetoFront, pareto_front
 from pipeline.sweep.suite import SuiteAnswer
@@ -187,6 +188,12 @@ class Summary:
 
     @property
     def failures(self) -> list[Row]:
+        """Every job with a failure class: those that did not finish, and those that finished computing
+        something else than eager (loss or output parity beyond tolerance: DIVERGED)."""
+        return [r for r in self.rows if failure_class(r) is not None]
+
+    @property
+    def not_finished(self) -> list[Row]:
         return [r for r in self.rows if r.status != FINISHED]
 
     @property
@@ -221,29 +228,39 @@ def row_from_run(run: RunRecord, varied: list[str] | tuple[str, ...] = ()) -> Ro
 
 def row_from_result(path: Path) -> Row | None:
     """A job from its folder (result.json + job_config.json, and the sweep's sweep.json beside it), for
-    summaries without MLflow."""
-    try:
-        result = json.loads(path.read_text())
-        cfg = from_dict(json.loads(JobDir(path.parent).job_config.read_text()))
-    except (OSError, ValueError, TypeError):
+    summaries without MLflow; None for a job a resumed sweep skipped (its run is an earlier session's).
+    OSError or ValueError (:class:`UnreadableResult`) saying what is wrong with a folder whose files
+    cannot be read."""
+    result = JobResult.read(path)
+    if result.status == SKIPPED:
         return None
+    try:
+        cfg = from_dict(json.loads(JobDir(path.parent).job_config.read_text()))
+    except OSError as exc:
+        raise UnreadableResult(
+            f"its job's config ({JOB_CONFIG}) cannot be read ({exc.strerror or exc})"
+        ) from exc
+    except Exception as exc:  # JSON, or a config of another shape
+        raise UnreadableResult(
+            f"its job's config ({JOB_CONFIG}) is not a config ({type(exc).__name__}: {exc})"
+        ) from exc
     sweep = SweepContext.load(path.parent.parent)
     varied = sweep.axes if sweep else []
-    error = result.get("error") or {}
-    started = int(1000 * (result.get("info", {}).get("worker_started_at") or path.stat().st_mtime))
+    error = result.error
+    started = int(1000 * (result.info.get("worker_started_at") or path.stat().st_mtime))
     ident = identity(cfg, varied)
     return Row(
         name=run_name(cfg, varied),
-        status=result["status"],
+        status=result.status,
         config={k: v for k, v in ident.items() if k != "teacher"},
-        metrics=result.get("metrics", {}),
-        error=f"{error['type']}: {error['message']}" if error else "",
-        error_type=error.get("type", ""),
+        metrics=dict(result.metrics),
+        error=f"{error.type}: {error.message}" if error else "",
+        error_type=error.type if error else "",
         config_hash=config_hash(cfg),
         pool_hash=pool_hash(cfg),
         start_time=started,
-        work=Work.from_dict(result.get("work")),
-        environment={k: str(v) for k, v in (result.get("environment") or {}).items()},
+        work=Work.from_dict(result.work),
+        environment={k: str(v) for k, v in result.environment.items()},
     )
 
 
@@ -413,6 +430,8 @@ def failure_class(row: Row) -> str | None:
     if row.status == FINISHED:
         return "accuracy (loss parity)" if row.parity == 0.0 else None
     kind = row.error_type
+    if kind == NON_FINITE_LOSS:
+        return "non-finite loss"
     if kind == "OutOfMemoryError":
         return "out of memory"
     if kind == "Timeout":
@@ -425,8 +444,10 @@ def failure_class(row: Row) -> str | None:
         return "bad input"
     if kind in ("WorkerCrashed",):
         return "crash"
-    if kind in ("JobLost", "Interrupted"):
+    if kind in (JOB_LOST, "Interrupted"):
         return "lost or interrupted"
+    if kind == RESULT_NOT_LOGGED:
+        return "result not in MLflow yet (--sync)"
     return "eager error" if not row.compiled else "run error"
 
 

@@ -6,8 +6,10 @@ them into the job's own run: the one the result names, else the one the job note
 (`mlflow_run_id`) as soon as the run existed, else the newest run tagged with the folder. Only a job
 the store never heard of gets a new run (same name, tags and sweep parent). Never twice: what the run
 already holds (metrics, curve points) is not logged again, and a run the store has as FINISHED is
-never overridden by a later result. A job that died without any result (killed outright) has its run,
-left RUNNING, closed KILLED once nothing holds its folder's lease.
+never overridden by a later result. A run left RUNNING by a job that has ended is closed by one rule,
+here and at a sweep's end (`close_ended_job_run`): a job whose result is on disk is not lost (FAILED
+`ResultNotLogged`, until this uploads it); one that died without any result (killed outright) is
+KILLED `JobLost`, once nothing holds its folder's lease.
 """
 
 from __future__ import annotations
@@ -19,24 +21,40 @@ from pipeline.config.schema import Config, from_dict
 from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
 from pipeline.job.outcome import run_payload
 from pipeline.job.result import JobResult, recorded_run_id
-from pipeline.jobdir import RESULT, RUN_ID, JobDir
+from pipeline.jobdir import JOB_CONFIG, RESULT, RUN_ID, JobDir
+from pipeline.provenance import sync_command
 from pipeline.redaction import redact_uri
-from pipeline.status import FINISHED, KILLED, RUNNING
+from pipeline.status import FAILED, FINISHED, JOB_LOST, KILLED, RESULT_NOT_LOGGED, RUNNING
 from pipeline.sweep import lease
 from pipeline.sweep_context import SweepContext
 from pipeline.tracking import RunRecord, Tracker
 
 
-def unsynced(dirs: list[Path]) -> list[Path]:
-    found = []
+def unsynced(dirs: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The result files under these folders that MLflow lacks, and those that cannot be uploaded, each
+    with what is wrong (not a job's result: cut off, not JSON, of another shape; its job's config
+    missing): never skipped without a word."""
+    found: list[Path] = []
+    problems: list[tuple[Path, str]] = []
     for root in dirs:
         for path in sorted(root.rglob(RESULT)):
             try:
-                if not JobResult.read(path).mlflow_synced and JobDir(path.parent).job_config.exists():
-                    found.append(path)
-            except (OSError, ValueError, TypeError):
+                result = JobResult.read(path)
+            except OSError as exc:
+                problems.append((path, f"cannot be read ({exc.strerror or exc})"))
                 continue
-    return found
+            except ValueError as exc:
+                problems.append((path, str(exc)))
+                continue
+            if result.mlflow_synced:
+                continue
+            if not JobDir(path.parent).job_config.exists():
+                problems.append(
+                    (path, f"has no {JOB_CONFIG} beside it (the job's config), which its run needs")
+                )
+                continue
+            found.append(path)
+    return found, problems
 
 
 def the_jobs_run(tracker: Tracker, result: JobResult, job_dir: Path) -> RunRecord | None:
@@ -97,7 +115,7 @@ def not_in_store(tracker: Tracker, dirs: list[Path]) -> list[tuple[Path, str]]:
         for path in sorted(root.rglob(RESULT)):
             try:
                 result = JobResult.read(path)
-            except (OSError, ValueError, TypeError):
+            except (OSError, ValueError):  # named by `unsynced`
                 continue
             if (
                 result.mlflow_synced
@@ -109,7 +127,12 @@ def not_in_store(tracker: Tracker, dirs: list[Path]) -> list[tuple[Path, str]]:
 
 
 def sync_results(tracker: Tracker, dirs: list[Path]) -> int:
-    paths = unsynced(dirs)
+    paths, unreadable = unsynced(dirs)
+    for path, why in unreadable:
+        print(
+            f"sync error: {path}: {why}: job {path.parent} cannot be uploaded (its run, if any, stays as it is); "
+            "look at its worker.log and error.txt, or move the folder away"
+        )
     lost = not_in_store(tracker, dirs)
     if lost:
         (first, run_id), more = lost[0], f" and {len(lost) - 1} more" if len(lost) > 1 else ""
@@ -121,10 +144,10 @@ def sync_results(tracker: Tracker, dirs: list[Path]) -> int:
             f"that store{store}"
         )
     if not paths:
-        if not lost:
+        if not lost and not unreadable:
             print(f"nothing to sync under {', '.join(map(str, dirs))}: every job result is in MLflow")
-        return 1 if lost else 0
-    failed = len(lost)
+        return 1 if lost or unreadable else 0
+    failed = len(lost) + len(unreadable)
     for path in paths:
         try:
             run_id, done = sync_one(tracker, path)
@@ -136,14 +159,30 @@ def sync_results(tracker: Tracker, dirs: list[Path]) -> int:
 
 
 def close_lost_jobs(tracker: Tracker, dirs: list[Path]) -> None:
-    """Close the runs of jobs that ended without a result (a job process killed outright), as a
-    sweep's end does for its jobs: KILLED, `JobLost`."""
+    """Close the runs left RUNNING by jobs that have ended (nothing holds their lease), as a sweep's end
+    does: `close_ended_job_run`."""
     for noted in sorted({p for root in dirs for p in root.rglob(RUN_ID)}):
         job_dir = noted.parent
-        if JobDir(job_dir).result.exists() or lease.holders([job_dir]):
+        if lease.holders([job_dir]):
             continue
         run = tracker.get_run(recorded_run_id(job_dir))
         if run is not None and run.status == RUNNING:
-            reason = "the job ended without recording a result (killed outright, or its node failed)"
-            tracker.close_run(run.run_id, KILLED, error_type="JobLost", message=reason)
-            print(f"closed run {run.run_id} of {job_dir}: KILLED: {reason}")
+            print(f"closed run {run.run_id} of {job_dir}: {close_ended_job_run(tracker, run, job_dir)}")
+
+
+LOST = "the job ended without recording a result (killed outright, or its node failed)"
+
+
+def close_ended_job_run(tracker: Tracker, run: RunRecord, job_dir: Path | None, *, note: str = "") -> str:
+    """The one rule for a run left RUNNING by a job that has ended, at a sweep's end and in `--sync`: a
+    job whose result file is in its folder is not lost (the store failed it as it logged: a lock, an
+    outage): its run is closed FAILED (`ResultNotLogged`), saying that `--sync` uploads it (and then
+    completes this run); a job with no result file is closed KILLED (`JobLost`, with `note`). Returns
+    what was done, in words."""
+    kept = JobDir(job_dir).result if job_dir is not None else None
+    if job_dir is not None and kept is not None and kept.exists():
+        reason = f"the job's result is kept in {kept}, not in MLflow: `{sync_command([job_dir])}` uploads it"
+        tracker.close_run(run.run_id, FAILED, error_type=RESULT_NOT_LOGGED, message=reason)
+        return f"{FAILED}: {reason}"
+    tracker.close_run(run.run_id, KILLED, error_type=JOB_LOST, message=LOST + note)
+    return f"{KILLED}: {LOST}{note}"

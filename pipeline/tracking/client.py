@@ -50,6 +50,10 @@ def experiment_description(experiment_id: str) -> str:
     )
 
 
+class NoExperiment(LookupError):
+    """A store opened for reading holds no experiment of that name (reading never creates one)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunRecord:
     """A run as the project sees it."""
@@ -67,12 +71,22 @@ class RunRecord:
 class Tracker(SweepQueries):
     """Owns the MLflow client for one tracking URI and experiment."""
 
-    def __init__(self, tracking_uri: str, experiment: str, artifact_location: str | None = None):
-        self.uri, self.experiment_name = tracking_uri, experiment
+    def __init__(
+        self,
+        tracking_uri: str,
+        experiment: str,
+        artifact_location: str | None = None,
+        *,
+        read_only: bool = False,
+    ):
+        """`read_only`: for commands that only read (`report --list`, `--sweep`): the store must exist and
+        is opened for reading (a read-only filesystem will do), nothing is probed for writing, set up or
+        created, not even the experiment."""
+        self.uri, self.experiment_name, self.read_only = tracking_uri, experiment, read_only
         self.artifact_location = artifact_location or default_artifact_location(tracking_uri)
-        check_reachable(tracking_uri)
+        check_reachable(tracking_uri, read_only=read_only)
         with quiet_store_setup():
-            self._client = mlflow_client(tracking_uri)
+            self._client = mlflow_client(tracking_uri, read_only=read_only)
         self._experiment_id: str | None = None
 
     @classmethod
@@ -86,6 +100,8 @@ class Tracker(SweepQueries):
         if self._experiment_id is None:
             exp = self._client.get_experiment_by_name(self.experiment_name)
             tags: dict[str, str] = {}
+            if exp is None and self.read_only:
+                raise NoExperiment(f"experiment {self.experiment_name!r} is not in {redact_uri(self.uri)}")
             if exp is None:
                 try:
                     self._experiment_id = self._client.create_experiment(
@@ -98,7 +114,8 @@ class Tracker(SweepQueries):
                     self._experiment_id, tags = exp.experiment_id, dict(exp.tags)
             else:
                 self._experiment_id, tags = exp.experiment_id, dict(exp.tags)
-            self.describe_experiment(tags)
+            if not self.read_only:
+                self.describe_experiment(tags)
         return self._experiment_id
 
     def describe_experiment(self, tags: dict[str, str]) -> None:
@@ -270,6 +287,12 @@ class Tracker(SweepQueries):
         return {k: v for k, v in metrics.items() if k not in have}, missing_series
 
     # ------------------------------------------------------------------------------------- reading
+    def has_experiment(self) -> bool:
+        try:
+            return bool(self.experiment_id)
+        except NoExperiment:
+            return False
+
     def read_json_artifact(self, run_id: str, path: str) -> dict[str, Any] | None:
         """A JSON artifact of a run (e.g. run_info.json), or None when it is not there."""
         import tempfile
@@ -291,6 +314,8 @@ class Tracker(SweepQueries):
             return None
 
     def runs(self, filter_string: str, max_results: int = 5000) -> list[RunRecord]:
+        if self.read_only and not self.has_experiment():
+            return []
         found = self._client.search_runs(
             [self.experiment_id], filter_string=filter_string, max_results=max_results
         )

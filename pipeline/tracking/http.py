@@ -12,7 +12,7 @@ import urllib.request
 from collections.abc import Iterator
 
 from pipeline.redaction import redact_text, redact_uri
-from pipeline.tracking.store import TrackingUnavailable, check_sqlite_writable
+from pipeline.tracking.store import TrackingUnavailable, check_sqlite
 
 # A store outage must not hold a job (and its GPU allocation) for minutes: MLflow's own defaults retry
 # each HTTP request for about 4 minutes (7 retries, backoff factor 2, 120 s timeout). These bound a
@@ -57,12 +57,16 @@ def one_attempt(timeout_s: float = HEALTH_TIMEOUT_S) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def check_reachable(tracking_uri: str, timeout_s: float = HEALTH_TIMEOUT_S) -> None:
+def check_reachable(
+    tracking_uri: str, timeout_s: float = HEALTH_TIMEOUT_S, *, read_only: bool = False
+) -> None:
     """Fail fast, in one line naming `mlflow.tracking_uri`, when the store cannot be used: a sqlite file
     that cannot be written (a read-only directory fails here in milliseconds, where MLflow would retry
-    its engine for two minutes), or a server that does not answer its health check."""
+    its engine for two minutes; `read_only`: one that cannot be read, never probed for writing), or
+    held locked by another process past the bounded wait, or a server that does not answer its health
+    check."""
     if tracking_uri.startswith("sqlite:///"):
-        check_sqlite_writable(tracking_uri)
+        check_sqlite(tracking_uri, write=not read_only)
     elif tracking_uri.startswith(("http://", "https://")):
         _check_health(tracking_uri, timeout_s)
 
