@@ -47,7 +47,7 @@ FP32_PRECISIONS = ("fp32",)
 COMPILE_KEYS = ("mode", "backend", "fullgraph", "dynamic", "scope")
 SUITE = "suite"  # sweep.kind of a suite: one compile configuration over many models
 BOOTSTRAP_SAMPLES = 2000
-# A bootstrap over fewer jobs than this resamples too few values to say how far their mean could be.
+# A bootstrap over fewer jobs than this has too few values to resample to say how far their mean could be.
 MIN_BOOTSTRAP_JOBS = 5
 
 
@@ -533,7 +533,7 @@ def _aggregates(summary: Summary) -> None:
         elif summary.suite is None:  # a suite's own line says it
             summary.notes.append(
                 f"the geometric-mean speedup has no interval: {len(speedups)} passing compiled job(s), fewer than "
-                f"{MIN_BOOTSTRAP_JOBS}; a bootstrap over so few resamples too few values to say how far their mean could be"
+                f"{MIN_BOOTSTRAP_JOBS}: too few for a bootstrap to say how far their mean could be"
             )
         amp = [r.speedup for r in with_speedup if r.config.get("precision") in AMP_PRECISIONS]
         fp32 = [r.speedup for r in with_speedup if r.config.get("precision") in FP32_PRECISIONS]
