@@ -7,6 +7,7 @@ else the worker knows goes to `run_info.json` beside the result.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from pipeline.config.schema import Config, to_dict
 from pipeline.display import figure, unit_word, with_interval
 from pipeline.job.result import JobResult
 from pipeline.jobdir import JobDir
-from pipeline.measure.objective import Work
+from pipeline.measure.objective import OBJECTIVES, Work
 from pipeline.measure.stats import undetermined
 from pipeline.provenance import PROJECT_ROOT
 from pipeline.redaction import scrub, secret_values
@@ -176,8 +177,67 @@ def outcome_tags(result: JobResult) -> dict[str, str]:
     work = Work.from_dict(result.work)
     if work is not None:  # what a unit did and what it is judged on: the summary and the view read these
         tags.update(work.tags())
+    if result.status == FINISHED:
+        tags.update(shown_tags(result.metrics, result_unit(result)))
     if result.error:
         tags["error_type"], tags["error_message"] = result.error.type, result.error.message
+    return tags
+
+
+# The figures as the UI shows them, rounded (MLflow shows a metric's every digit): a tag per figure,
+# named in the job's own words, its 95% interval beside it where it has one. The sweep's view shows
+# these columns (pipeline/sweep/view.py); the metrics keep every digit for charts, sorting and queries.
+SHOWN = {
+    "step/p50_ms": "{unit} p50 ms",
+    "latency/p50_ms": "latency p50 ms",
+    "latency/p99_ms": "latency p99 ms",
+    "throughput/samples_per_s": "samples/s",
+    "throughput/tokens_per_s": "tokens/s",
+    "generate/ttft_p50_ms": "first token p50 ms",
+    "speedup/vs_eager": "speedup vs eager",
+    "compile/total_s": "compile s",
+    "memory/peak_reserved_gib": "peak reserved GiB",
+    "memory/cpu_rss_peak_gib": "peak RSS GiB",
+}
+# Where a call's latency is the figure, the calls timed back to back are the other one.
+BACK_TO_BACK = "back-to-back {unit} p50 ms"
+INTERVALS = {  # metric -> its 95% interval's ends
+    "step/p50_ms": ("step/p50_ci95_low_ms", "step/p50_ci95_high_ms"),
+    "latency/p50_ms": ("latency/p50_ci95_low_ms", "latency/p50_ci95_high_ms"),
+    "generate/ttft_p50_ms": ("generate/ttft_ci95_low_ms", "generate/ttft_ci95_high_ms"),
+    "speedup/vs_eager": ("speedup/ci95_low", "speedup/ci95_high"),
+}
+
+
+def shown_key(metric: str, unit: str = "step", metrics: Mapping[str, float] | None = None) -> str | None:
+    """The tag that shows `metric` rounded (`step p50 ms`, `latency p99 ms`), in the words of `unit`;
+    None for a metric shown only as itself."""
+    if metric == "step/p50_ms" and metrics is not None and "latency/p50_ms" in metrics:
+        return BACK_TO_BACK.format(unit=unit)
+    key = SHOWN.get(metric)
+    return key.format(unit=unit) if key else None
+
+
+def shown_tags(metrics: Mapping[str, float], unit: str = "step") -> dict[str, str]:
+    """`{"step p50 ms": "184 [101, 259]", "speedup vs eager": "1.13x [undetermined]", "compile s":
+    "64.7", ...}`: each figure the job has, rounded to what its interval supports."""
+    tags = {}
+    for metric in SHOWN:
+        if metric not in metrics:
+            continue
+        value, low, high = metrics[metric], None, None
+        if metric in INTERVALS and all(end in metrics for end in INTERVALS[metric]):
+            low, high = (metrics[end] for end in INTERVALS[metric])
+        elif metric in OBJECTIVES and OBJECTIVES[metric].inverse_of in metrics:  # a rate: its latency's
+            _, low, high = OBJECTIVES[metric].estimate(metrics)
+        text = (
+            figure(value)
+            if low is None
+            else with_interval(value, low, high, undetermined=undetermined(low, high))
+        )
+        if metric == "speedup/vs_eager":
+            text = text.replace(" ", "x ", 1) if " " in text else f"{text}x"
+        tags[shown_key(metric, unit, metrics)] = text  # type: ignore[index]
     return tags
 
 

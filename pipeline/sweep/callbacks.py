@@ -28,13 +28,14 @@ from pipeline.config.checks import check, raise_first
 from pipeline.config.compose import describe_compose_error, printable
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import MlflowConfig
+from pipeline.display import unit_word
 from pipeline.identity import sweep_label
 from pipeline.job.gpu_pool import pool_indices
 from pipeline.job.preflight import float8_errors, host_errors, store_errors, validate, visible_gpus
 from pipeline.job.result import refuse_overwrite, unsynced_results
 from pipeline.job.supervisor import PROJECT_ROOT, worker_env
 from pipeline.job.worker_start import TEMPLATE, TemplateProcess, fork_supported, no_template
-from pipeline.measure.objective import Objective
+from pipeline.measure.objective import Objective, choose
 from pipeline.provenance import command_line
 from pipeline.redaction import make_private, private_files
 from pipeline.status import EXIT_BAD_INPUT, FAILED, KILLED, RUNNING
@@ -48,10 +49,11 @@ from pipeline.sweep.state import (
     axis_keys,
     count_jobs,
     planned_jobs,
-    planned_objective,
+    planned_work,
     swept,
     swept_keys,
 )
+from pipeline.sweep.summary import Summary
 from pipeline.sweep.view import publish_sweep_view
 from pipeline.sweep_context import SweepContext, new_sweep_id
 from pipeline.tracking import RunRecord, Tracker, TrackingUnavailable
@@ -161,7 +163,8 @@ class SweepCallback(Callback):
         parent = tracker.get_run(ACTIVE_SWEEP.parent_run_id)
         runs = tracker.sweep_children(ACTIVE_SWEEP.sweep_id)
         label = parent.name if parent else f"sweep {ACTIVE_SWEEP.sweep_id}"
-        print(f"browse: {browse_url(tracker, ACTIVE_SWEEP, label, summary.objective, runs)}", flush=True)
+        url = browse_url(tracker, ACTIVE_SWEEP, label, summary.objective, runs, summary=summary)
+        print(f"browse: {url}", flush=True)
         print_answer(summary)  # the terminal ends with the answer
 
 
@@ -254,13 +257,23 @@ def browse_url(
     label: str,
     objective: Objective,
     runs: list[RunRecord] | None = None,
+    *,
+    unit: str | None = None,
+    summary: Summary | None = None,
 ) -> str:
-    """The URL of the sweep's saved view, ranked by its objective (the summary's at the end; the planned
-    jobs' at the start); the plain runs table when MLflow would not take the view (the sweep goes on
-    either way)."""
+    """The URL of the sweep's saved view, ranked by its objective (the summary's at the end, each job's
+    row saying the verdict and the experiment's description leading with the answer; the planned jobs'
+    at the start); the plain runs table when MLflow would not take the view (the sweep goes on either
+    way)."""
     try:
         return publish_sweep_view(
-            tracker, sweep_id=sweep.sweep_id, label=label, objective=objective, runs=runs
+            tracker,
+            sweep_id=sweep.sweep_id,
+            label=label,
+            objective=objective,
+            runs=runs,
+            unit=unit,
+            summary=summary,
         )
     except Exception as exc:
         print(f"mlflow warning: could not save the sweep's view ({type(exc).__name__}: {exc})", flush=True)
@@ -344,7 +357,12 @@ def start_sweep(config: DictConfig) -> SweepContext:
         flush=True,
     )
     label = parent.name if parent is not None else f"sweep {_label(config, sweep_id)}"
-    print(f"browse: {browse_url(tracker, sweep, label, planned_objective(config))}", flush=True)
+    works = [w for w in planned_work(config) if w is not None]
+    unit = unit_word(works[0].unit) if works and len({w.unit for w in works}) == 1 else None
+    print(
+        f"browse: {browse_url(tracker, sweep, label, choose(works, config.sweep.get('objective')), unit=unit)}",
+        flush=True,
+    )
     return sweep
 
 
