@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from pipeline.display import figure, significant_digits, with_interval
 from pipeline.jobdir import RESULT
 from pipeline.measure.objective import Work
@@ -232,3 +234,34 @@ def test_make_sweep_without_slurm_is_one_line_and_leaves_no_run(tmp_path: Path, 
         "config error: hydra/launcher=slurm submits the jobs to SLURM, and there is no SLURM here"
     )
     assert runs(store) == [] and not (tmp_path / "multirun").exists()
+
+
+@pytest.mark.slow  # a minute on 2 cores: two jobs started at once, then stopped
+def test_an_interrupted_local_gpus_sweep_ends_in_its_one_line_without_submitits_traceback(
+    tmp_path: Path, store: str
+):
+    """hydra/launcher=local_gpus, SIGTERM to the sweep while its jobs run (on 2 GPUs, one printed
+    `KeyboardInterrupt` traceback of submitit's local controller per job under the sweep's one-line hint):
+    the hint alone, every run closed KILLED, nothing left running."""
+    import signal
+
+    from pipeline.jobdir import RUN_ID
+    from tests.conftest import finish, popen_cli, stop_group
+
+    args = [*EAGER, "device=cpu", "gpu_pool=[0,1]", "hydra/launcher=local_gpus", "trainer.steps=100000"]
+    env = {**os.environ, "PIPELINE_GPU_LOCK_DIR": str(tmp_path / "locks")}
+    proc = popen_cli(
+        [*args, "trainer.seed=0,1"], tmp_path, store, multirun=True, env=env, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while len(list((tmp_path / "multirun").glob(f"*/{RUN_ID}"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert len(list((tmp_path / "multirun").glob(f"*/{RUN_ID}"))) == 2, "the jobs never opened their runs"
+        proc.send_signal(signal.SIGTERM)
+        done = finish(proc, timeout=300)
+    finally:
+        stop_group(proc)
+    assert done.returncode != 0 and "Traceback" not in done.stdout, output(done)
+    assert done.stdout.strip().splitlines()[-1].startswith("interrupted by SIGTERM; "), output(done)
+    assert {r.info.status for r in runs(store)} == {"KILLED"}
