@@ -265,3 +265,29 @@ def test_an_interrupted_local_gpus_sweep_ends_in_its_one_line_without_submitits_
     assert done.returncode != 0 and "Traceback" not in done.stdout, output(done)
     assert done.stdout.strip().splitlines()[-1].startswith("interrupted by SIGTERM; "), output(done)
     assert {r.info.status for r in runs(store)} == {"KILLED"}
+
+
+def test_an_inference_sweep_says_when_its_eager_job_and_a_paired_copy_disagree():
+    """The issue's inference sweep: a compiled call at 44.98 ms beside the eager job's 14.06 ms, and
+    `5.83x vs eager` (its paired copy read 262 ms): the summary says why the two eager figures differ."""
+    from pipeline.sweep.summary import Row, summarize
+
+    def call(name: str, mode: str, latency: float, **extra: float) -> Row:
+        metrics = {
+            "step/p50_ms": latency,
+            "latency/p50_ms": latency,
+            "latency/p50_ci95_low_ms": latency * 0.99,
+            "latency/p50_ci95_high_ms": latency * 1.01,
+            **extra,
+        }
+        work = Work(unit="forward call", samples=2, tokens=None, objective="latency/p50_ms")
+        config = {"model": "vit_tiny", "mode": mode, "scenario": "x"}
+        return Row(name=name, status=FINISHED, config=config, metrics=metrics, work=work, config_hash=name)
+
+    paired = {"eager/latency_p50_ms": 262.0, "eager/latency_p50_ci95_low_ms": 255.0}
+    paired |= {"eager/latency_p50_ci95_high_ms": 270.0, "speedup/vs_eager": 5.83}
+    summary = summarize("s", [call("eager", "eager", 14.06), call("default", "default", 44.98, **paired)])
+    (note,) = [n for n in summary.notes if "paired eager baseline reads" in n]
+    assert note.startswith(
+        "the eager job eager reads 14.1 ms, but default's paired eager baseline reads 262 ms"
+    )

@@ -456,7 +456,8 @@ def test_parent_run_page_shows_the_sweep_summary(page, server: Server, sweep: di
     close_assistant_panel(page)
     text, tags = description.inner_text(), parent.data.tags
     # The description leads with the verdict the parent's tags hold, naming the configuration(s).
-    assert text.split("\n\n")[1].startswith(f"verdict: {tags['verdict']}"), text[:300]
+    assert text.startswith(f"verdict: {tags['verdict']}"), text[:300]  # the run's page names the sweep
+    assert "\n★ " in text or tags["verdict"] != "fastest", text[:600]  # its configurations listed, marked
     named = [tags["fastest_config"]] if tags["verdict"] == "fastest" else tags["tied_configs"].split(", ")
     assert all(name in text for name in named), "the summary names the verdict's configurations"
     shot = screenshot(page, "ui-parent-run.png", publish=True)

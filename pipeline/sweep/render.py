@@ -247,17 +247,43 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 def to_markdown(summary: Summary, *, compact: bool = False) -> str:
     """summary.md (full table) or the parent run's description (compact: verdict first, varying columns)."""
     out = io.StringIO()
-    out.write(f"# Sweep {summary.sweep_id}\n\n")
+    if not compact:  # the run's page names the sweep already: its description starts with the answer
+        out.write(f"# Sweep {summary.sweep_id}\n\n")
     for line in map(lambda text: in_words(summary, text), verdict_lines(summary)):
         out.write(f"**{line}**\n\n" if line.startswith(("verdict", "suite")) else f"{line}\n\n")
+    if compact:  # a list, before MLflow's "Show more": its description ran a table's cells together
+        header, rows = answer_table(summary)
+        out.write("\n".join(f"- {ranked_item(header, row)}" for row in rows) + "\n\n")
     if constant_line(summary):  # the columns every job shares, once (summary.csv holds them all)
         out.write(constant_line(summary) + "\n\n")
-    out.write(markdown_table(*table(summary, compact=True)) + "\n\n")
+    if not compact:
+        out.write(markdown_table(*table(summary, compact=True)) + "\n\n")
     out.write("\n".join(f"- {in_words(summary, line)}" for line in aggregate_lines(summary)) + "\n\n")
     out.write(in_words(summary, HOW.format(objective=summary.objective.label)) + "\n")
     if compact:
         out.write("\nThe full table: summary.md and summary.csv in this run's artifacts.\n")
     return out.getvalue()
+
+
+# The answer's table's cells in words (a configuration as a list item).
+ITEM_WORDS = {
+    "figure [95% CI]": "{}",
+    "speedup": "{} vs eager",
+    "compile s": "compile {} s",
+    "peak GiB": "peak {} GiB",
+    "graph breaks": "{} graph breaks",
+}
+
+
+def ranked_item(header: list[str], row: list[str]) -> str:
+    """One configuration of the answer's table in words: `★ default·inductor: 184 [101, 259], 1.13x
+    [undetermined] vs eager, compile 64.7 s, peak 0.672 GiB, 0 graph breaks, FINISHED`."""
+    cells = [
+        ITEM_WORDS.get(name, "{}").format(cell)
+        for name, cell in zip(header[1:], row[1:], strict=True)
+        if cell not in (DASH, "-")
+    ]
+    return f"{row[0]}: {', '.join(cells)}" if cells else row[0]
 
 
 def write_csv(summary: Summary, path: Path) -> None:
