@@ -70,6 +70,17 @@ def test_the_columns_answer_the_verdict_the_figure_and_the_speedup_with_their_in
         "tags.`speedup vs eager`",
     ]
     assert not [c for c in latency if "step" in c]
+    # Generation, once its runs logged it: a decode step's figure, tokens/s and the first token.
+    logged = {"step/p50_ms", "throughput/tokens_per_s", "generate/ttft_p50_ms"}
+    tags = {"verdict", "decode step p50 ms", "tokens/s", "first token p50 ms", "speedup vs eager"}
+    generate = columns_for(STEP_TIME, unit="decode step", logged=logged, tags=tags)
+    assert generate == [
+        "tags.`verdict`",
+        "tags.`decode step p50 ms`",
+        "tags.`tokens/s`",
+        "tags.`first token p50 ms`",
+        "tags.`speedup vs eager`",
+    ]
 
 
 def test_a_jobs_tags_show_its_figures_rounded_with_their_intervals():

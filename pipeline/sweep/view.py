@@ -43,6 +43,7 @@ STEP_TIME = STEP_P50
 SPEEDUP = "speedup/vs_eager"
 LATENCY_TAIL = "latency/p99_ms"
 SAMPLES_PER_S = "throughput/samples_per_s"
+TOKENS_PER_S, FIRST_TOKEN = "throughput/tokens_per_s", "generate/ttft_p50_ms"
 # Where the figures live on each device: the caching allocator's peak on a GPU, the process's RSS on a CPU.
 MEMORY = ("memory/peak_reserved_gib", "memory/cpu_rss_peak_gib")
 COMPILE = "compile/total_s"
@@ -199,12 +200,15 @@ def curve_charts(unit: str = "step") -> list[dict[str, object]]:
 
 def figure_metrics(objective: Objective, logged: set[str] | None) -> list[str]:
     """The figures a row is judged and read by, first the objective's: a rate's latency after it; a
-    call's latency with its tail and the throughput of calls back to back."""
+    call's latency with its tail and the throughput of calls back to back; a generation's tokens/s and
+    time to first token."""
     metrics = [objective.metric]
     if objective.inverse_of is not None:
         metrics.append(objective_named(objective.inverse_of).metric)
     if objective.metric.startswith("latency/") or (logged is not None and LATENCY_TAIL in logged):
         metrics += [LATENCY_TAIL, SAMPLES_PER_S]
+    if logged is not None and FIRST_TOKEN in logged:  # a generation: its rate and its first token
+        metrics += [TOKENS_PER_S, FIRST_TOKEN]
     return list(dict.fromkeys(metrics))
 
 
