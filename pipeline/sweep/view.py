@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pipeline.display import DASH, figure, unit_word
 from pipeline.identity import TABLE_KEYS
 from pipeline.job.outcome import shown_key, shown_tags
-from pipeline.measure.objective import STEP_P50, Objective, objective_named
+from pipeline.measure.objective import Objective, objective_named
 from pipeline.measure.registry import METRICS
 from pipeline.sweep.render import column_labels, identity_columns, sorted_rows
 from pipeline.sweep.summary import Row, Summary
@@ -39,7 +39,6 @@ SWEEP_VIEW_PREFIX = "sweep-"  # the views this project makes; others (a user's o
 KEEP_VIEWS = 30  # of ours per experiment, below the UI's 40, leaving room for a user's own views
 MAX_VALUE_CHARS = 20_000
 
-STEP_TIME = STEP_P50
 SPEEDUP = "speedup/vs_eager"
 LATENCY_TAIL = "latency/p99_ms"
 SAMPLES_PER_S = "throughput/samples_per_s"
@@ -144,10 +143,6 @@ class RunsView:
                 f"view {self.view_id!r} is {len(value)} characters; MLflow's UI takes {MAX_VALUE_CHARS}"
             )
         return value
-
-
-def section_of(metric: str) -> str:
-    return metric.split("/")[0]
 
 
 # The chart view's one section (MLflow names sections by metric prefix, one chart each: here the answer's
