@@ -13,7 +13,9 @@ one too wide to say anything) gets :data:`PLAIN_DIGITS`.
 from __future__ import annotations
 
 import math
+import os
 import shutil
+import sys
 import textwrap
 
 TERMINAL_WIDTH = 120  # at most; a narrower terminal (or COLUMNS) is respected
@@ -129,10 +131,20 @@ def terminal_width() -> int:
     return min(TERMINAL_WIDTH, shutil.get_terminal_size((TERMINAL_WIDTH, 24)).columns)
 
 
+def known_width() -> int | None:
+    """The terminal's columns where there is one to fit (a terminal, or COLUMNS set), else None: a log
+    file keeps a line whole, for grep."""
+    if os.environ.get("COLUMNS") or sys.stdout.isatty():
+        return terminal_width()
+    return None
+
+
 def wrapped(text: str, width: int | None = None) -> list[str]:
     """`text` in lines of at most `width` columns (the terminal's), continuations indented; a path or
-    URL is never cut (it may run longer)."""
-    width = width or terminal_width()
+    URL is never cut (it may run longer). Without a terminal (known_width), whole."""
+    width = width or known_width()
+    if width is None:
+        return [text]
     return textwrap.wrap(
         text, width, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False
     ) or [""]
