@@ -4,6 +4,7 @@ measured steps, and the rule replayed on step times recorded on a loaded CPU hos
     python benchmarks/verdict_power.py          # both tables of docs/verdicts.md (about 2 min on one core)
     python benchmarks/verdict_power.py --steps  # the table by measured steps (why MIN_STEPS is 10)
     python benchmarks/verdict_power.py --host   # the recorded CPU host's sweeps (benchmarks/results/cpu-2026-11-25-load)
+    python benchmarks/verdict_power.py --sequential  # measuring until decided: paired jobs and their verdicts
 
 All are deterministic and run on a CPU.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 import sys
 from collections.abc import Callable
 from itertools import combinations
@@ -37,7 +39,17 @@ sys.path.insert(0, str(ROOT))
 
 from pipeline.measure.noise import Noise  # noqa: E402
 from pipeline.measure.objective import Work  # noqa: E402
-from pipeline.measure.stats import Latency, percentile  # noqa: E402
+from pipeline.measure.sequential import (  # noqa: E402
+    FASTER,
+    SAME,
+    SLOWER,
+    Looks,
+    Measuring,
+    Stop,
+    StopRule,
+    speedup_interval,
+)
+from pipeline.measure.stats import Latency, effective_count, percentile, t975  # noqa: E402
 from pipeline.sweep.summary import Row, summarize  # noqa: E402
 from pipeline.sweep.verdict import FASTEST, Rule, Verdict  # noqa: E402
 
@@ -209,8 +221,216 @@ def by_host() -> None:
         print(f"| {name} | {len(pairs)} | {right} | {wrong} | {len(pairs) - right - wrong} |")
 
 
+# ------------------------------------------------------------------------ measuring until decided
+# A paired job as pipeline/scenarios/protocol.py runs it, its device replaced by a host model: the compiled
+# variant's solo round, the eager probe's, then rounds of k units alternating E C | C E | ..., each about
+# ROUND_S, looks planned from the solo rounds' times and the budget, and at each due look the paired
+# speedup's interval (pipeline.measure.sequential, the code the worker runs) and the stopping rule.
+ROUND_S, FIRST_ROUNDS, BUDGET_S, TARGET_PCT, MIN_EFFECT_PCT = 0.02, 10, 30.0, 1.0, 1.0
+UNIT_MS = 20.0  # the eager unit's time on an undisturbed host
+SEQ_TRIALS = 500
+
+
+class Host:
+    """A host's slowing of each step, in the order the steps run, whichever variant runs them: `draw` is
+    one of MODELS (its AR(1) noise and stalls belong to the host), or a two-speed VM (`two_speed`)."""
+
+    def __init__(self, draw: Generator | None, rng: random.Random, *, two_speed: bool = False):
+        self.draw, self.rng, self.two_speed = draw, rng, two_speed
+        self.buffer: list[float] = []
+        self.clock_s, self.state_until_s, self.slow = 0.0, 0.0, False
+
+    def step(self, base_ms: float, host_share: float) -> float:
+        """One step of `base_ms` on an undisturbed host, `host_share` of it the host's own work."""
+        if self.two_speed:  # vCPUs at two speeds 1.8x apart, switching every 50-100 ms (issue 26)
+            if self.clock_s >= self.state_until_s:
+                self.slow = self.rng.random() < 0.6
+                self.state_until_s = self.clock_s + self.rng.uniform(0.05, 0.10)
+            speed = 1.8 if self.slow else 1.0
+            ms = base_ms * (1 - host_share + host_share * speed) * (1 + 0.01 * self.rng.gauss(0, 1))
+        else:
+            if not self.buffer:
+                assert self.draw is not None
+                self.buffer = self.draw(1.0, 500, self.rng)[::-1]
+            ms = base_ms * self.buffer.pop()
+        self.clock_s += ms / 1000
+        return ms
+
+
+HOSTS: dict[str, Callable[[random.Random], Host]] = {
+    **{name: (lambda rng, d=draw: Host(d, rng)) for name, draw in MODELS.items()},
+    "two-speed VM": lambda rng: Host(None, rng, two_speed=True),
+}
+
+
+def paired_job(host: Host, speedup: float, *, budget_s: float = BUDGET_S) -> tuple[Stop, dict[str, float]]:
+    """One paired job on `host`: eager units of UNIT_MS, compiled ones `speedup` times faster (on the
+    two-speed VM eager's host share is 0.8 and compiled's the same, so `speedup` is the truth); returns
+    how it stopped and the metrics the sweep reads."""
+    unit_e, unit_c, share = UNIT_MS, UNIT_MS / speedup, 0.8
+    units = max(1, round(ROUND_S * 1000 / ((unit_e + unit_c) / 2)))
+
+    def run(base: float) -> list[float]:
+        return [host.step(base, share) for _ in range(units)]
+
+    solo_c, probe_e = run(unit_c), run(unit_e)
+    per_round_s = units * (statistics.median(solo_c) + statistics.median(probe_e)) / 1000
+    looks = Looks.plan(FIRST_ROUNDS, int(budget_s / per_round_s) if budget_s > 0 else FIRST_ROUNDS)
+    rule = StopRule(min_effect_pct=MIN_EFFECT_PCT, target_pct=TARGET_PCT, budget_s=budget_s)
+    measuring = Measuring(looks, rule, paired=True)
+    compiled, eager, logs, seconds, rounds = [solo_c], [], [], 0.0, 0
+    while True:
+        first_e = rounds % 2 == 0
+        a = run(unit_e if first_e else unit_c)
+        b = run(unit_c if first_e else unit_e)
+        e, c = (a, b) if first_e else (b, a)
+        eager.append(e)
+        compiled.append(c)
+        logs.append(math.log(statistics.median(e) / statistics.median(c)))
+        seconds += (sum(a) + sum(b)) / 1000
+        rounds += 1
+        if not measuring.due(rounds):
+            continue
+        low, estimate, high = speedup_interval(logs, looks.confidence)
+        stop = measuring.look(rounds, seconds, low, estimate, high)
+        if stop is not None:
+            break
+        measuring.advance()
+    steps = [ms for r in compiled for ms in r]
+    lat = Latency.from_values(steps, stop.confidence)
+    noise = Noise(spread_pct=lat.spread_pct, cpu_steal_pct=None, limit_pct=NOISY_SPREAD_PCT)
+    eager_lat = Latency.from_values([ms for r in eager for ms in r], stop.confidence)
+    metrics = {
+        **lat.metrics(),
+        **noise.metrics(),
+        **stop.metrics(),
+        "step/count": float(len(steps)),
+        "speedup/vs_eager": estimate,
+        "speedup/ci95_low": low,
+        "speedup/ci95_high": high,
+        "eager/p50_ms": eager_lat.p50,
+    }
+    return stop, metrics
+
+
+def fixed_paired_job(host: Host, speedup: float, measured: int = 90) -> tuple[str | None, float]:
+    """The protocol before measuring until decided, for comparison: the compiled variant's solo round, then
+    E1 C2 E2 C3 E3, 3 rounds of measured / 3 steps each; each round cut into blocks of 3 steps, block j of
+    compiled round r paired with block j of eager round r, the t interval of their mean log-ratio over its
+    effective number, centred on eager median / compiled median. Returns its answer and its seconds."""
+    per_round = measured // 3
+    share, rounds = 0.8, {"c": [], "e": []}
+    for variant in ("c", "e", "c", "e", "c", "e"):
+        base = UNIT_MS / speedup if variant == "c" else UNIT_MS
+        rounds[variant].append([host.step(base, share) for _ in range(per_round)])
+    blocks_per_round = per_round // 3
+    logs = []
+    for e_round, c_round in zip(rounds["e"], rounds["c"], strict=True):
+        for j in range(blocks_per_round):
+            e, c = e_round[3 * j : 3 * j + 3], c_round[3 * j : 3 * j + 3]
+            logs.append(math.log(statistics.median(e) / statistics.median(c)))
+    all_e = [ms for r in rounds["e"] for ms in r]
+    all_c = [ms for r in rounds["c"] for ms in r]
+    center = statistics.median(all_e) / statistics.median(all_c)
+    n_eff = min(effective_count(logs), len(logs))
+    half = t975(int(n_eff) - 1) * statistics.stdev(logs) / math.sqrt(n_eff)
+    low, high = center * math.exp(-half), center * math.exp(half)
+    rule = StopRule(min_effect_pct=MIN_EFFECT_PCT, target_pct=TARGET_PCT, budget_s=0)
+    return rule.answer(low, high), (sum(all_e) + sum(all_c)) / 1000
+
+
+def eager_row(name: str, metrics: dict[str, float]) -> Row:
+    """The sweep's eager job, from a paired job's eager copy (its figure is what the verdict compares)."""
+    steps = {k.replace("eager/", "step/"): v for k, v in metrics.items() if k == "eager/p50_ms"}
+    m = {**job_metrics([metrics["eager/p50_ms"]] * 30), **steps}
+    return Row(
+        name=name,
+        status="FINISHED",
+        config={"model": "m", "mode": "eager"},
+        metrics=m,
+        config_hash=name,
+        pool_hash=name,
+        work=Work(unit="training step", samples=8, tokens=None),
+    )
+
+
+def compiled_row(name: str, mode: str, metrics: dict[str, float]) -> Row:
+    return Row(
+        name=name,
+        status="FINISHED",
+        config={"model": "m", "mode": mode},
+        metrics=metrics,
+        config_hash=name,
+        pool_hash=name,
+        work=Work(unit="training step", samples=8, tokens=None),
+    )
+
+
+def sequential_answers(trials: int = SEQ_TRIALS) -> None:
+    """Paired jobs whose compiled variant is as fast as eager (any answer but `no difference` is false) and
+    3% faster (`faster` is found): how often each answer came, by the look it came at."""
+    print(
+        "| host model | as fast: false answers by look 1 / 2 / 3 / all | as fast: no difference | as fast: measured s "
+        "| 3% faster: found | 3% faster: measured s | before (90 steps, 3 rounds): false / found |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name, make in HOSTS.items():
+        rng = random.Random(11)
+        same = [paired_job(make(rng), 1.0) for _ in range(trials)]
+        false_by_look = [
+            100 * sum(s.answer in (FASTER, SLOWER) and s.look <= k for s, _ in same) / trials
+            for k in (1, 2, 3, 99)
+        ]
+        right = 100 * sum(s.answer == SAME for s, _ in same) / trials
+        faster = [paired_job(make(rng), 1.03) for _ in range(trials)]
+        found_ = 100 * sum(s.answer == FASTER for s, _ in faster) / trials
+        before_false = sum(fixed_paired_job(make(rng), 1.0)[0] in (FASTER, SLOWER) for _ in range(trials))
+        before_found = sum(fixed_paired_job(make(rng), 1.03)[0] == FASTER for _ in range(trials))
+        print(
+            f"| {name} | " + " / ".join(f"{f:.1f}%" for f in false_by_look) + f" | {right:.1f}% | "
+            f"{statistics.mean(s.seconds for s, _ in same):.1f} | {found_:.1f}% | "
+            f"{statistics.mean(s.seconds for s, _ in faster):.1f} | "
+            f"{100 * before_false / trials:.1f}% / {100 * before_found / trials:.1f}% |"
+        )
+
+
+def sequential_verdicts(trials: int = SEQ_TRIALS) -> None:
+    """Sweeps of an eager job and two compiled configurations of it, each paired with its own eager copy:
+    identical compiled configurations (either named fastest is false), and one 3% faster than the other
+    (found when it is named)."""
+    print("| host model | identical: false fastest | 3% apart: found | 3% apart: wrong fastest |")
+    print("|---|---|---|---|")
+    for name, make in HOSTS.items():
+        rng = random.Random(12)
+        false = found_ = wrong = 0
+        for trial in range(2 * trials):
+            apart = trial >= trials
+            _, a = paired_job(make(rng), 1.3)
+            _, b = paired_job(make(rng), 1.3 * (1.03 if apart else 1.0))
+            rows = [
+                eager_row("eager", a),
+                compiled_row("default", "default", a),
+                compiled_row("other", "max-autotune", b),
+            ]
+            v = summarize("synthetic", rows).verdict
+            assert v is not None
+            named = v.fastest if v.kind == FASTEST else None
+            if not apart:
+                false += named is not None and named != "eager"
+            else:
+                found_ += named == "other"
+                wrong += named is not None and named != "other"
+        print(
+            f"| {name} | {100 * false / trials:.1f}% | {100 * found_ / trials:.1f}% | {100 * wrong / trials:.1f}% |"
+        )
+
+
 def main() -> None:
-    if "--steps" in sys.argv[1:]:
+    if "--sequential" in sys.argv[1:]:
+        sequential_answers()
+        print()
+        sequential_verdicts()
+    elif "--steps" in sys.argv[1:]:
         by_steps()
     elif "--host" in sys.argv[1:]:
         by_host()

@@ -28,17 +28,22 @@ os.environ.setdefault("PIPELINE_CACHE_DIR", tempfile.mkdtemp(prefix="pipeline-kn
 CONF = ROOT / "conf"
 # A job small enough for a CPU: ViT with 2 blocks on 32 px images, batch 2, 4 steps (1 warm-up).
 TINY = ["model=vit_tiny", "trainer.steps=4", "trainer.warmup_steps=1", "trainer.batch_size=2"]
-# Every job the tests start runs a few calls of the host check (pipeline/measure/host.py) per timed round
-# instead of 0.3 s a job (the suites run hundreds of jobs), unless the test sets it.
-HOST_CHECK = "benchmark.host_check_s=0.02"
+# Every job the tests start runs a few calls of the host check (pipeline/measure/host.py) instead of 0.3 s a
+# job (the suites run hundreds of jobs), and measures a fixed length: trainer.steps in rounds of one unit,
+# one look (benchmark.budget_s=0), instead of measuring until its speedup is decided; unless the test sets them.
+TEST_DEFAULTS = {
+    "benchmark.host_check_s": "0.02",
+    "benchmark.budget_s": "0",
+    "benchmark.rounds": "1",
+    "benchmark.round_s": "1e-06",
+}
 
 
 def with_host_check(args: list[str]) -> list[str]:
-    """args with HOST_CHECK added unless they set benchmark.host_check_s. Every way a test starts jobs adds
-    it, so that a resumed sweep's jobs are the same jobs as its first session's."""
-    if any(a.split("=", 1)[0].lstrip("+~") == "benchmark.host_check_s" for a in args):
-        return list(args)
-    return [*args, HOST_CHECK]
+    """args with TEST_DEFAULTS added where they do not set those keys. Every way a test starts jobs adds
+    them, so that a resumed sweep's jobs are the same jobs as its first session's."""
+    given = {a.split("=", 1)[0].lstrip("+~") for a in args}
+    return [*args, *(f"{key}={value}" for key, value in TEST_DEFAULTS.items() if key not in given)]
 
 
 def sqlite_uri(path: Path) -> str:

@@ -108,10 +108,11 @@ def test_laps_on_cpu_measure_wall_time_by_label_and_skip_the_gaps():
 
 
 @pytest.mark.parametrize(
-    "total, rounds, expected", [(90, 3, [30, 30, 30]), (10, 3, [4, 3, 3]), (2, 3, [1, 1]), (5, 1, [5])]
+    "round_s, unit_s, expected",
+    [(0.02, 0.005, 4), (0.02, 0.02, 1), (0.02, 0.5, 1), (0.1, 0.03, 3), (0.02, 0.0, 1)],
 )
-def test_split_rounds(total, rounds, expected):
-    assert timing.split_rounds(total, rounds) == expected
+def test_a_round_holds_about_round_s_of_units_and_at_least_one(round_s, unit_s, expected):
+    assert timing.units_per_round(round_s, unit_s) == expected
 
 
 def test_compile_excess_counts_only_time_above_steady_state():

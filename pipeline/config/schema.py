@@ -246,7 +246,12 @@ class OptimizerConfig:
 
 @dataclass(kw_only=True)
 class TrainerConfig:
-    steps: int = doc(100, "training steps in all, warm-up included", gt=0)
+    steps: int = doc(
+        100,
+        "steps each variant runs at least, warm-up included; a job then measures on in rounds until its question "
+        "is decided or benchmark.budget_s is spent (benchmark.budget_s=0: about this many)",
+        gt=0,
+    )
     warmup_steps: int = doc(10, "steps run before timing starts (compilation happens here)", gt=0)
     batch_size: int = doc("${model.batch_size}", "samples per step; defaults to the model's batch size", gt=0)  # type: ignore[arg-type]
     timeout_s: float = doc(3600.0, "the worker is killed after this many seconds (status KILLED)", gt=0)
@@ -332,7 +337,31 @@ class BenchmarkConfig:
     paired_eager: bool = doc(
         True, "also measure eager in the same worker, interleaved in rounds, for `speedup/vs_eager`"
     )
-    rounds: int = doc(3, "measurement rounds per variant when paired (measured steps are split evenly)", gt=0)
+    rounds: int = doc(
+        10,
+        "timed rounds per variant at least before the first look (more when trainer.steps asks for more steps); "
+        "paired variants alternate round by round (C E | E C | ...)",
+        gt=0,
+    )
+    round_s: float = doc(
+        0.02,
+        "seconds a timed round aims at (the units in it sized from the warm-up; at least one): paired rounds shorter "
+        "than the spells of the host's speed (50-100 ms on the lent VMs) see the same host (docs/verdicts.md)",
+        gt=0,
+    )
+    budget_s: float = doc(
+        30.0,
+        "seconds of timed rounds a job may spend answering its question (the paired speedup clear of or within "
+        "sweep.min_effect_pct, its interval within benchmark.target_pct; a lone figure's interval within "
+        "benchmark.target_pct); then it says `undecided within budget`. 0: one look after the first rounds",
+        ge=0,
+    )
+    target_pct: float = doc(
+        1.0,
+        "precise enough: an interval's half-width in % of its figure (the paired speedup's, or a lone figure's) "
+        "at which a job may stop measuring",
+        gt=0,
+    )
     loss_rtol: float = doc(
         0.05,
         "loss parity tolerance: max relative gap between compiled and eager losses over the first `parity_steps`",

@@ -82,6 +82,8 @@ def result_phrases(result: JobResult, *, memory: bool = True) -> list[str]:
         parts.append(f"compile {figure(m['compile/total_s'])} s")
     if "speedup/vs_eager" in m:
         parts.append(speedup_text(m))
+    if result.info.get("measure_brief"):  # how long it measured and why it stopped
+        parts.append(str(result.info["measure_brief"]))
     if memory and "memory/peak_reserved_gib" in m:
         parts.append(
             f"peak {figure(m['memory/peak_reserved_gib'])} GiB reserved "
@@ -270,7 +272,7 @@ KL_ONLY = ("temperature", "alpha")
 DDP_ONLY = ("bucket_cap_mb", "optimize_ddp")
 FSDP_ONLY = ("reshard_after_forward", "param_dtype", "reduce_dtype")
 LOADER_ONLY = ("num_workers", "pin_memory", "non_blocking")
-PAIRED_ONLY = ("rounds", "loss_rtol", "parity_steps")
+PAIRED_ONLY = ("loss_rtol", "parity_steps")
 INDUCTOR_ONLY = ("cache_dir", "cold_cache")
 TRAINING_PRECISION = ("grad_scaler", "float8")  # a loss to scale, linear layers trained in float8
 

@@ -13,12 +13,14 @@ Torch-free.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
 from pipeline.measure.stats import percentile
 
 REFERENCE_ITERATIONS = 2500  # about 0.65 ms on the H100 VMs' Xeon cores at full speed, 0.66 on CI's
+MIN_BURST_S = 0.002  # a burst is 3 calls at least: about 2 ms
 
 
 def reference_work(iterations: int = REFERENCE_ITERATIONS) -> int:
@@ -38,11 +40,22 @@ class HostCheck:
     """The reference work's times (ms), gathered in short bursts over a job's timed rounds."""
 
     burst_s: float  # seconds of reference work per burst (0: off)
+    every: int = (
+        1  # a burst before every this many rounds (short rounds: fewer bursts, each of 3 calls or more)
+    )
     samples_ms: list[float] = field(default_factory=list)
+    calls: int = 0  # sample() calls so far
+
+    def spread_over(self, total_s: float, rounds: int) -> None:
+        """`total_s` of reference work over `rounds` rounds, in bursts of MIN_BURST_S or more."""
+        per_round = total_s / max(rounds, 1) if total_s > 0 else 0.0
+        self.every = max(1, math.ceil(MIN_BURST_S / per_round)) if 0 < per_round < MIN_BURST_S else 1
+        self.burst_s = max(per_round, MIN_BURST_S) if per_round > 0 else 0.0
 
     def sample(self) -> None:
-        """One burst: the reference work back to back for `burst_s` (at least 3 calls)."""
-        if self.burst_s <= 0:
+        """One burst (every `every` calls): the reference work back to back for `burst_s` (at least 3 calls)."""
+        self.calls += 1
+        if self.burst_s <= 0 or (self.calls - 1) % self.every:
             return
         started = time.perf_counter()
         calls = 0

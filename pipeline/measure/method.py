@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import torch
 
+from pipeline.config.schema import BenchmarkConfig
+
 
 def describe_method(
     *,
     device: torch.device,
     warmup: int,
     measured: int,
-    rounds: int,
+    benchmark: BenchmarkConfig,
+    min_effect_pct: float,
     paired: bool,
     data_loader: bool,
     parallel: str = "none",
@@ -27,8 +30,19 @@ def describe_method(
         if device.type == "cuda"
         else f"time.perf_counter at every {unit} boundary (CPU ops are synchronous)"
     )
+    question = (
+        f"the paired speedup's interval clear of 1 +- {min_effect_pct:g}% (faster, slower) or inside it (no difference), "
+        f"and within +-{benchmark.target_pct:g}%"
+        if paired
+        else f"the median's interval within +-{benchmark.target_pct:g}%"
+    )
     lines = [
-        f"Timing: {measured} measured {units} after {warmup} warm-up {units}; {clock}; no host sync inside the timed loop.",
+        f"Timing: {warmup} warm-up {units}, then timed rounds of about {benchmark.round_s:g} s (units sized from the warm-up; "
+        f"at least {measured} measured {units} and {benchmark.rounds} rounds before the first look); {clock}; no host sync inside a round.",
+        f"Measuring until decided: looks at round counts fixed in advance (each about 1.5x the last, as many as benchmark.budget_s="
+        f"{benchmark.budget_s:g} s of rounds holds); at each look the job stops once {question}, or at the last look "
+        "(undecided within budget). Each of the K looks spends 5%/K (Bonferroni), so every interval reported holds with 95% "
+        "over all looks together, wherever the job stopped (measure/* says how long it measured and why it stopped).",
         f"Statistics: median (p50), mean, p10, p90, std, and a 95% interval of the median that counts the {units}' effective number "
         f"(consecutive {units} are autocorrelated: n (1 - rho) / (1 + rho) from their lag-1 autocorrelation rho). A job whose p10-p90 spread exceeds "
         f"benchmark.noisy_spread_pct of the median is flagged (step/noisy), with the host's CPU steal over the measured {units} (step/cpu_steal_pct) and the share of the time the worker's threads wanted a CPU that they spent waiting for one (step/cpu_wait_pct, the scheduler's schedstat); several compute threads waiting over 10% while other processes used over 10% of the worker's CPUs (step/cpu_others_pct: /proc/stat's busy time less the worker's own threads' and child processes') is contended (step/cpu_contended): no separate job's {unit} times are compared then.",
@@ -55,9 +69,11 @@ def describe_method(
         lines.append("Memory: CPU peak RSS only (no device allocator on the CPU).")
     if paired:
         lines.append(
-            f"Paired eager baseline: an eager copy with the same initial weights and batches, in the same worker, timed in {rounds} rounds alternating with the compiled variant "
-            "(C1 E1 C2 E2 ...) so drift hits both alike; speedup = eager median / compiled median. Memory figures come from solo phases only: an eager probe runs alone "
-            f"first and is freed, then the compiled variant warms up and runs round 1 before the eager copy exists; memory/ratio_vs_eager compares reserved peaks "
+            "Paired eager baseline: an eager copy with the same initial weights and batches, in the same worker, its rounds alternating with the compiled "
+            "variant's (C E | E C | C E ..., the compiled variant's solo round opening the first pair) so the host's changing speed hits both alike; each pair of adjacent rounds gives a ratio (eager round median / "
+            "compiled round median), and speedup/vs_eager is their Hodges-Lehmann estimate with Wilcoxon's signed-rank interval (rank-based: a round the host "
+            "stalled is one outlier among many pairs), widened for autocorrelated pairs. Memory figures come from solo phases only: an eager probe runs alone "
+            "first and is freed, then the compiled variant warms up and runs one round before the eager copy exists; memory/ratio_vs_eager compares reserved peaks "
             "(CUDA-graph pools show as reserved, not allocated)."
         )
     if parallel != "none":

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from pipeline.measure.memory import MemoryPeaks, gib
 from pipeline.measure.parity import LossParity, loss_divergence
-from pipeline.measure.stats import MIN_BLOCK, Latency, blocks, effective_count, t975
+from pipeline.measure.sequential import paired_interval
+from pipeline.measure.stats import Latency
 from pipeline.measure.timing import Variant
 
 
@@ -20,9 +21,9 @@ class PairedComparison:
     with the figure's prefix (`eager/p50_ms`, `eager/latency_p50_ms`)."""
 
     eager: Latency
-    speedup: float  # eager median / compiled median, over all rounds
-    round_speedups: list[float]  # per round: eager round median / compiled round median
-    ci95: tuple[float, float]  # interval of `speedup` from paired blocks (see speedup_interval)
+    speedup: float  # the adjacent rounds' ratios' Hodges-Lehmann estimate (pipeline/measure/sequential.py)
+    round_speedups: list[float]  # per pair of adjacent rounds: eager round median / compiled round median
+    ci95: tuple[float, float]  # its interval: 95% over all of the job's looks
     eager_peaks: MemoryPeaks | None  # the eager probe's, alone on the device (CUDA only)
     memory_ratio: float | None  # compiled / eager reserved peak over the measured steps (CUDA only)
     parity: LossParity | None  # training: loss curves compared (other scenarios judge their outputs)
@@ -49,42 +50,16 @@ class PairedComparison:
         return {**m, **(self.parity.metrics() if self.parity is not None else {})}
 
 
-def speedup_interval(
-    compiled_ms: list[float], eager_ms: list[float], rounds: list[int], speedup: float
-) -> tuple[float, float]:
-    """95% interval of the speedup from paired blocks: each round of either variant is cut into the same
-    number of contiguous blocks, and block j of compiled round r is paired with block j of eager round
-    r, measured a moment apart, so drift between rounds cancels in the ratio. The interval of the mean
-    log-ratio counts the pairs' effective number (their own autocorrelation, as for step times in
-    pipeline/measure/stats.py) and is centred on the overall speedup. Too few steps for two pairs: the
-    lowest and highest per-round speedup."""
-    per_round = min(rounds) // MIN_BLOCK
-    if per_round * len(rounds) < 2:
-        ratios = [
-            _median_ratio(e, c)
-            for e, c in zip(_rounds(eager_ms, rounds), _rounds(compiled_ms, rounds), strict=True)
-        ]
-        return min(min(ratios), speedup), max(max(ratios), speedup)
-    logs = [
-        math.log(_median_ratio(e, c))
-        for e_round, c_round in zip(_rounds(eager_ms, rounds), _rounds(compiled_ms, rounds), strict=True)
-        for e, c in zip(blocks(e_round, per_round), blocks(c_round, per_round), strict=True)
+def pair_log_ratios(main: Variant, eager: Variant, label: str | None = None) -> list[float]:
+    """log(eager round median / compiled round median) for each pair of adjacent rounds, in order. The
+    compiled variant's first round ran alone (its memory phase) before the eager copy existed, so rounds
+    are paired from the end."""
+    compiled_rounds, eager_rounds = main.round_laps(label), eager.round_laps(label)
+    pairs = min(len(compiled_rounds), len(eager_rounds))
+    return [
+        math.log(statistics.median(e) / statistics.median(c))
+        for e, c in zip(eager_rounds[-pairs:], compiled_rounds[-pairs:], strict=True)
     ]
-    n_eff = min(effective_count(logs), len(logs))
-    half = t975(int(n_eff) - 1) * statistics.stdev(logs) / math.sqrt(n_eff)
-    return speedup * math.exp(-half), speedup * math.exp(half)
-
-
-def _rounds(values: list[float], rounds: list[int]) -> list[list[float]]:
-    out, start = [], 0
-    for n in rounds:
-        out.append(values[start : start + n])
-        start += n
-    return out
-
-
-def _median_ratio(eager: list[float], compiled: list[float]) -> float:
-    return statistics.median(eager) / statistics.median(compiled)
 
 
 def compare(
@@ -98,25 +73,21 @@ def compare(
     parity_steps: int = 3,
     label: str | None = None,
     eager_prefix: str = "eager/",
+    confidence: float = 0.95,
 ) -> PairedComparison:
-    """Speedup of a figure (the headline laps, or `label`'s: median of eager / median of compiled, same
-    worker, interleaved rounds of equal size), its spread over rounds, memory ratio (solo reserved
-    peaks), and loss parity when `losses` (compiled, eager curves) are given."""
-    label = label or main.primary
-    rounds = main.round_sizes[label]
-    assert rounds == eager.round_sizes[label], "paired variants are timed in rounds of equal size"
-    compiled_ms, eager_ms = main.laps[label], eager.laps[label]
-    eager_latency = eager.latency(label)
+    """The paired speedup of a figure (the headline laps, or `label`'s): the Hodges-Lehmann estimate of the
+    adjacent rounds' ratios (eager round median / compiled round median) with its signed-rank interval at
+    `confidence` (pipeline/measure/sequential.py); memory ratio (solo reserved peaks), and loss parity when
+    `losses` (compiled, eager curves) are given."""
+    logs = pair_log_ratios(main, eager, label)
+    found = paired_interval(logs, confidence)
+    eager_latency = eager.latency(label, confidence)
     probe_peaks = probe.peaks if cuda and probe is not None and probe.peaks.reserved else None
-    speedup = eager_latency.p50 / main.latency(label).p50
     return PairedComparison(
         eager=eager_latency,
-        speedup=speedup,
-        ci95=speedup_interval(compiled_ms, eager_ms, rounds, speedup),
-        round_speedups=[
-            _median_ratio(e, c)
-            for e, c in zip(_rounds(eager_ms, rounds), _rounds(compiled_ms, rounds), strict=True)
-        ],
+        speedup=math.exp(found.estimate),
+        ci95=(math.exp(found.low), math.exp(found.high)),
+        round_speedups=[math.exp(x) for x in logs],
         eager_peaks=probe_peaks,
         memory_ratio=main.peaks.reserved / probe_peaks.reserved if probe_peaks else None,
         parity=loss_divergence(losses[0], losses[1], loss_rtol, parity_steps) if losses is not None else None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -47,6 +48,21 @@ def gather(values: list[float], device: torch.device) -> list[list[float]]:
     every = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
     dist.all_gather(every, mine)
     return [t.tolist() for t in every]
+
+
+def agree(value: Any, device: torch.device, *, broadcast: bool = False) -> Any:
+    """One value on every rank of a distributed job: rank 0's (`broadcast`, any picklable value) or the
+    largest (a number). Outside a distributed job, the value itself."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return value
+    where = device if dist.get_backend() == "nccl" else torch.device("cpu")
+    if broadcast:
+        box = [value]
+        dist.broadcast_object_list(box, src=0, device=where)
+        return box[0]
+    found = torch.tensor([float(value)], dtype=torch.float64, device=where)
+    dist.all_reduce(found, op=dist.ReduceOp.MAX)
+    return found.item()
 
 
 def slowest_rank_steps(variant: Variant, device: torch.device) -> float:

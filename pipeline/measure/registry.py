@@ -203,15 +203,36 @@ METRICS: dict[str, Metric] = {
     ),
     "speedup/vs_eager": Metric(
         "x",
-        "eager median / compiled median of the scenario's objective (inference: latency per call), same worker, interleaved rounds",
+        "paired speedup of the scenario's objective (inference: latency per call): the Hodges-Lehmann estimate of the "
+        "ratios eager round median / compiled round median over adjacent alternating rounds, same worker",
     ),
     "speedup/ci95_low": Metric(
         "x",
-        "95% confidence interval of speedup/vs_eager, low end (paired blocks of adjacent compiled and eager rounds)",
+        "interval of speedup/vs_eager, low end (Wilcoxon's signed-rank interval of the round pairs' ratios; 95% over all "
+        "of the job's looks)",
     ),
-    "speedup/ci95_high": Metric("x", "95% confidence interval of speedup/vs_eager, high end"),
-    "speedup/round_min": Metric("x", "lowest per-round speedup"),
-    "speedup/round_max": Metric("x", "highest per-round speedup"),
+    "speedup/ci95_high": Metric("x", "interval of speedup/vs_eager, high end"),
+    "speedup/round_min": Metric("x", "lowest ratio of a pair of adjacent rounds"),
+    "speedup/round_max": Metric("x", "highest ratio of a pair of adjacent rounds"),
+    "measure/seconds": Metric(
+        "s",
+        "time spent in timed rounds (warm-up and compilation not counted), until the job stopped measuring",
+    ),
+    "measure/rounds": Metric("rounds", "timed rounds per variant when the job stopped measuring"),
+    "measure/looks": Metric(
+        "looks", "at which look the job stopped (looks at round counts fixed in advance, each spending 5%/K)"
+    ),
+    "measure/decided": Metric(
+        "bool",
+        "1 if the job stopped because its question was answered (the paired speedup clear of or within "
+        "sweep.min_effect_pct and within benchmark.target_pct; a lone figure within benchmark.target_pct), 0 if "
+        "benchmark.budget_s ran out first",
+    ),
+    "measure/interval_level_pct": Metric(
+        "%",
+        "the level of each interval the job reports at its stopping look (95% over all its looks together: "
+        "100 - 5/K for K looks)",
+    ),
     "memory/ratio_vs_eager": Metric(
         "x",
         "compiled / eager peak reserved over the measured steps (each alone on the device; CUDA-graph pools are reserved)",

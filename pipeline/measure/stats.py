@@ -120,18 +120,27 @@ def median_effective_count(values_in_order: list[float]) -> float:
     return max(2.0, n * (1 - rho) / (1 + rho))
 
 
-def median_interval(values_in_order: list[float]) -> tuple[float, float]:
-    """95% interval of the median of a series of durations, honest for autocorrelation, heavy tails and
-    steps from several regimes (the module's docstring); its low end is at least 0."""
+def quantiles(confidence: float, df: int) -> tuple[float, float]:
+    """Student's t (df degrees of freedom) and the normal's two-sided quantiles at `confidence`."""
+    if confidence == 0.95:
+        return t975(df), 1.96
+    from scipy.special import ndtri, stdtrit  # levels other than 95%: a measurement's looks
+
+    return float(stdtrit(max(1, df), 0.5 + confidence / 2)), float(ndtri(0.5 + confidence / 2))
+
+
+def median_interval(values_in_order: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Interval of the median of a series of durations at `confidence`, honest for autocorrelation, heavy
+    tails and steps from several regimes (the module's docstring); its low end is at least 0."""
     s = sorted(values_in_order)
     center = percentile(s, 0.5)
     n_eff = median_effective_count(values_in_order)
-    t = t975(int(n_eff) - 1)
+    t, z = quantiles(confidence, int(n_eff) - 1)
     sigma = 1.4826 * statistics.median(abs(v - center) for v in s)
     if sigma == 0 and len(s) > 1:
         sigma = statistics.stdev(s)
     half = t * 1.2533 * sigma / math.sqrt(n_eff)
-    reach = 1.96 * 0.5 / math.sqrt(n_eff)  # how far the median's rank may be from the middle, as a fraction
+    reach = z * 0.5 / math.sqrt(n_eff)  # how far the median's rank may be from the middle, as a fraction
     low = min(center - half, percentile(s, max(0.0, 0.5 - reach)))
     high = max(center + half, percentile(s, min(1.0, 0.5 + reach)))
     return max(low, 0.0), high
@@ -164,14 +173,15 @@ class Latency:
     std: float
     min: float
     max: float
-    ci95_low: float  # 95% interval of the median: autocorrelation, heavy tails, regimes (module docstring)
+    ci95_low: float  # interval of the median (95% over all of a job's looks): autocorrelation, tails, regimes
     ci95_high: float
 
     @classmethod
-    def from_values(cls, values_ms: list[float]) -> Latency:
-        """`values_ms` in the order they were measured (the interval depends on it)."""
+    def from_values(cls, values_ms: list[float], confidence: float = 0.95) -> Latency:
+        """`values_ms` in the order they were measured (the interval depends on it); the median's interval
+        at `confidence` (a measurement that looked several times: its looks' level)."""
         s = sorted(values_ms)
-        low, high = median_interval(values_ms)
+        low, high = median_interval(values_ms, confidence)
         return cls(
             count=len(s),
             mean=statistics.fmean(s),

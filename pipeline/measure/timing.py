@@ -50,7 +50,8 @@ class Variant:
         self.name = name
         self.setup_s = setup_s  # the torch.compile call(s) that made this variant
         self.done = 0  # units recorded (warm-up included)
-        self.measured = 0  # units timed
+        self.measured = 0  # units timed and read
+        self.queued = 0  # units timed, their laps not read yet (Timer.flush)
         self.warmup_s: list[float] = []
         self.laps: dict[str, list[float]] = {}  # label -> ms, over every timed round
         self.round_sizes: dict[str, list[int]] = {}  # label -> laps per timed round
@@ -90,16 +91,36 @@ class Variant:
         """Headline laps per timed round."""
         return self.round_sizes.get(self.primary, [])
 
-    @property
-    def round_p50_ms(self) -> list[float]:
-        out, start = [], 0
-        for n in self.rounds:
-            out.append(percentile(sorted(self.step_ms[start : start + n]), 0.5))
+    def latency(self, label: str | None = None, confidence: float = 0.95) -> Latency:
+        return Latency.from_values(self.laps[label or self.primary], confidence)
+
+    def round_laps(self, label: str | None = None) -> list[list[float]]:
+        """A label's laps, one list per timed round, in order."""
+        out, start, values = [], 0, self.laps.get(label or self.primary, [])
+        for n in self.round_sizes.get(label or self.primary, []):
+            out.append(values[start : start + n])
             start += n
         return out
 
-    def latency(self, label: str | None = None) -> Latency:
-        return Latency.from_values(self.laps[label or self.primary])
+    def block_p50_ms(self, blocks: int = 3) -> list[float]:
+        """Medians of the headline laps cut in order into `blocks` near-equal parts: how far the variant
+        drifted from the start of its measurement to its end (its rounds are too short to say)."""
+        values = self.step_ms
+        if len(values) < blocks:
+            return []
+        size, out = len(values) / blocks, []
+        for b in range(blocks):
+            out.append(percentile(sorted(values[round(b * size) : round((b + 1) * size)]), 0.5))
+        return out
+
+    def unit_s(self) -> float:
+        """One unit's time in seconds as the warm-up saw it (each unit synced): the median of the warm-up
+        units after the first (which compiles), or the first when it was the only one."""
+        later = self.warmup_s[1:] or self.warmup_s
+        return percentile(sorted(later), 0.5) if later else 0.0
+
+    def reserve(self, units: int) -> None:
+        """Make room for `units` recorded units' outputs (called between rounds, outside their time)."""
 
     def unit_ms(self) -> float:
         """A steady unit's device time, back to back: each label's median lap times its laps per unit."""
@@ -158,15 +179,23 @@ class StepVariant(Variant):
     def run_step(self, record: bool = True) -> None:
         self.run_unit(None, record=record)
 
+    def reserve(self, units: int) -> None:
+        if self.outputs is not None and units > len(self.outputs):
+            grow = max(units, 2 * len(self.outputs)) - len(self.outputs)
+            self.outputs = torch.cat([self.outputs, self.outputs.new_zeros(grow)])
+
+    def recorded_outputs(self) -> list[float]:
+        """The recorded units' outputs, in order (the loss curve)."""
+        return [] if self.outputs is None else self.outputs[: self.done].tolist()
+
     def release(self) -> None:
         self.step = self.batches = None  # type: ignore[assignment]
         self.outputs = torch.empty(0)
 
 
-def split_rounds(total: int, rounds: int) -> list[int]:
-    """`total` measured units split into `rounds` near-equal rounds (no empty round)."""
-    rounds = max(1, min(rounds, total))
-    return [total // rounds + (1 if r < total % rounds else 0) for r in range(rounds)]
+def units_per_round(round_s: float, unit_s: float) -> int:
+    """How many units make a round of about `round_s` seconds (at least one)."""
+    return max(1, round(round_s / unit_s)) if unit_s > 0 else 1
 
 
 class Timer:
@@ -184,9 +213,10 @@ class Timer:
         self.device = device
         self.memory = Memory(device)
         self.progress = progress
-        self.measured_total = measured_total  # measured units per variant, over all rounds
-        self.progress_every = progress_every or max(1, measured_total // 50)
+        self.measured_total = measured_total  # measured units per variant by the next look (progress)
+        self.progress_every = progress_every  # 0: about 50 progress events over measured_total
         self.host = host if host is not None else HostCheck(burst_s=0.0)  # the host's speed before each round
+        self.pending: list[tuple[Variant, Laps, int]] = []  # timed rounds not read yet (flush)
 
     def warm_up(
         self,
@@ -208,12 +238,16 @@ class Timer:
             if show:
                 self.progress(variant.name, "warmup", i + 1, units)
 
-    def timed_round(self, variant: Variant, units: int, *, show: bool = True) -> dict[str, list[float]]:
-        """Run `units` measured units with boundary events and no host sync; return their laps (ms).
-        Before the round (outside its time, the device idle) a burst of the host check; the host's CPU
-        steal, this process's threads' CPU time and wait, and other processes' use of its CPUs are read
-        before the first and after the last unit (outside the timed loop)."""
+    def timed_round(self, variant: Variant, units: int, *, show: bool = True) -> None:
+        """Run `units` measured units with boundary events and no host sync: their laps are read at the next
+        `flush` (a look), so the device never drains between rounds and each unit's host preamble (guards,
+        launches) overlaps the work queued before it, as in a loop of steps back to back. Before the round
+        (outside its time) a burst of the host check; the host's CPU steal, this process's threads' CPU time
+        and wait, and other processes' use of its CPUs are read before the first and after the last unit
+        (outside the timed loop)."""
         self.host.sample()
+        variant.reserve(variant.done + units)
+        every = self.progress_every or max(1, self.measured_total // 50)
         laps = Laps(self.device, 1 + units * variant.marks_per_unit)
         before = cpu_ticks()
         variant.others_cpu.start(before)
@@ -221,10 +255,9 @@ class Timer:
         laps.mark(None)
         for i in range(units):
             variant.run_unit(laps)
-            done = variant.measured + i + 1
-            if show and ((i + 1) % self.progress_every == 0 or i + 1 == units):
+            done = variant.measured + variant.queued + i + 1
+            if show and (done % every == 0 or i + 1 == units):
                 self.progress(variant.name, "measure", done, self.measured_total)
-        found = laps.read()
         threads_after = thread_cpu_and_wait_ns()
         after = cpu_ticks()
         if before is not None and after is not None:
@@ -235,12 +268,20 @@ class Timer:
             variant.thread_run_ns += run_ns
             variant.thread_wait_ns += wait_ns
             variant.others_cpu.stop(after, own_threads_ns=run_ns)
-        variant.add_round(found, units)
-        return found
+        variant.queued += units
+        self.pending.append((variant, laps, units))
+
+    def flush(self) -> None:
+        """Read the rounds timed since the last flush (one sync) into their variants, in order."""
+        for variant, laps, units in self.pending:
+            variant.add_round(laps.read(), units)
+            variant.queued -= units
+        self.pending.clear()
 
     def latency_round(self, variant: Variant, units: int) -> list[float]:
         """Run `units` units one at a time, each synchronized before and after and timed by the host's
         clock: the latency a request sees (its launch included), not the time per unit of a busy queue."""
+        self.flush()  # its syncs end the rounds before it: read them in order
         times = []
         for _ in range(units):
             synchronize(self.device)
@@ -256,13 +297,14 @@ class Timer:
         variant: Variant,
         *,
         warmup: int,
-        units: int,
+        units: Callable[[], int],
         show: bool = True,
         after_first: Callable[[], None] | None = None,
     ) -> None:
-        """Warm-up, then one timed round, with nothing else on the device: the variant's memory peaks
-        over the warm-up (compilation included) and over measured units are its own. `after_first`
-        runs after the first warm-up unit (or before the round when there is no warm-up)."""
+        """Warm-up, then one timed round of `units()` units (sized once the warm-up has run), with nothing
+        else on the device: the variant's memory peaks over the warm-up (compilation included) and over
+        measured units are its own. `after_first` runs after the first warm-up unit (or before the round
+        when there is no warm-up)."""
         memory, peaks = self.memory, variant.peaks
         memory.reset_peak()
         self.warm_up(variant, warmup, show=show, after_first=after_first)
@@ -270,7 +312,8 @@ class Timer:
             after_first()
         peaks.job_allocated, peaks.job_reserved = memory.peak_allocated(), memory.peak_reserved()
         memory.reset_peak()
-        self.timed_round(variant, units, show=show)
+        self.timed_round(variant, units(), show=show)
+        self.flush()
         peaks.allocated, peaks.reserved = memory.peak_allocated(), memory.peak_reserved()
         peaks.job_allocated = max(peaks.job_allocated, peaks.allocated)
         peaks.job_reserved = max(peaks.job_reserved, peaks.reserved)

@@ -1,10 +1,13 @@
 """The one measurement protocol, for every scenario: a unit of work (a training step, a forward call, a
 generation) run by variants, measured the same way whatever the unit is.
 
-Order (paired mode): eager memory probe alone (then freed) -> compiled warm-up and round 1 alone ->
-eager copy warm-up -> rounds E1 C2 E2 C3 E3 ... Every memory figure comes from a phase where its variant
-is alone on the device; the timing rounds alternate so drift hits both variants alike. Diagnostics that
-run units (syncs, profile) come after the measurement.
+Order (paired mode): eager memory probe alone (then freed) -> compiled warm-up and one round alone ->
+eager copy warm-up and its first round (the first pair) -> short rounds alternating E C | C E | ..., each
+about `benchmark.round_s`, until
+the job's question is decided or `benchmark.budget_s` is spent (pipeline/measure/sequential.py). Every
+memory figure comes from a phase where its variant is alone on the device; the timing rounds alternate so
+the host's changing speed hits both variants alike. Diagnostics that run units (syncs, profile) come
+after the measurement.
 
 A scenario (`pipeline/scenarios/<name>/scenario.py`) subclasses :class:`Scenario` and supplies what it
 builds once (`prepare`), its variant (`make_variant`) and its own figures (`finish_report`); everything
@@ -16,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,10 +49,11 @@ from pipeline.measure.host import HostCheck
 from pipeline.measure.memory import MemoryPeaks, cpu_rss_peak_gib, nvml_process_memory_gib
 from pipeline.measure.method import describe_method
 from pipeline.measure.noise import Noise, round_drift_pct
-from pipeline.measure.paired import PairedComparison, compare
-from pipeline.measure.ranks import ParallelFigures, slowest_rank_steps
+from pipeline.measure.paired import PairedComparison, compare, pair_log_ratios
+from pipeline.measure.ranks import ParallelFigures, agree, slowest_rank_steps
+from pipeline.measure.sequential import Looks, Measuring, Stop, StopRule, speedup_interval
 from pipeline.measure.stats import Latency, Throughput
-from pipeline.measure.timing import LATENCY, Timer, Variant, split_rounds
+from pipeline.measure.timing import LATENCY, Timer, Variant, units_per_round
 from pipeline.progress import Progress
 
 
@@ -95,6 +101,7 @@ class Measured:
     nvml_gib: float | None = None
     own_p50_ms: float | None = None  # distributed: this rank's own median (the times are the slowest rank's)
     eager_own_p50_ms: float | None = None
+    stop: Stop | None = None  # how long the timed rounds ran and why they stopped
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,6 +148,7 @@ class UnitReport:
     host_syncs_per_step: int | None = None
     host: HostCheck | None = None  # the host's own CPU speed over the timed rounds
     parallel: ParallelFigures | None = None  # distributed jobs: the ranks' spread
+    stop: Stop | None = None  # how long it measured and why it stopped
     records: list[HasMetrics] = field(default_factory=list)  # the scenario's own typed figures
     extra: dict[str, float] = field(default_factory=dict)  # the scenario's own figures, by registry name
     series: dict[str, list[float]] = field(default_factory=dict)  # per-unit curves
@@ -164,6 +172,7 @@ class UnitReport:
             self.mfu,
             self.parallel,
             self.host,
+            self.stop,
         ):
             if record is not None:
                 m.update(record.metrics())
@@ -193,13 +202,14 @@ class Scenario:
             cfg.trainer.batch_size
         )  # samples per step of the batches made (a subclass may differ)
         self.warmup, self.measured = cfg.trainer.warmup_steps, cfg.trainer.measured_steps
-        self.rounds = split_rounds(self.measured, cfg.benchmark.rounds if cfg.paired else 1)
-        timed_rounds = 2 * len(self.rounds) + 1 if cfg.paired else 1  # paired: the eager probe's round too
-        self.host = HostCheck(burst_s=cfg.benchmark.host_check_s / timed_rounds)  # before each timed round
+        # the host check's bursts, before timed rounds: benchmark.host_check_s over the first look's rounds
+        self.host = HostCheck(burst_s=0.0)
+        self.host.spread_over(cfg.benchmark.host_check_s, 2 * cfg.benchmark.rounds + 1)
         self.timer = Timer(
             device=self.device, progress=ctx.progress, measured_total=self.measured, host=self.host
         )
-        self.info: dict[str, Any] = {"rounds": self.rounds}
+        self.round_units = 1  # units per timed round, sized once the variants have warmed up
+        self.info: dict[str, Any] = {}
         self.head: nn.Module | None = None  # what turns the model's outputs into the unit's result; prepare()
         self.ranks = Ranks.from_env() if cfg.parallel.distributed else Ranks()  # rank 0 of 1 otherwise
         self.gate = MeasureGate.from_env()  # benchmark.overlap: one job measures on the device at a time
@@ -237,7 +247,8 @@ class Scenario:
             device=self.device,
             warmup=self.warmup,
             measured=self.measured,
-            rounds=len(self.rounds),
+            benchmark=self.cfg.benchmark,
+            min_effect_pct=self.cfg.sweep.min_effect_pct,
             paired=self.cfg.paired,
             data_loader=self.cfg.data.loader,
             parallel=self.cfg.parallel.strategy,
@@ -305,14 +316,22 @@ class Scenario:
             baseline = timer.memory.allocated()
             with self.gate.hold("eager memory probe"):
                 probe, _ = self.make_variant("eager", eager_settings)
-                timer.solo_phase(probe, warmup=self.warmup, units=self.rounds[0], show=False)
+                timer.solo_phase(
+                    probe, warmup=self.warmup, units=lambda: self.size_rounds(probe.unit_s()), show=False
+                )
                 leak = timer.release(probe, baseline)
         main_name = "compiled" if self.cfg.compile.compiled else "eager"
         main, compiled = self.make_variant(main_name, self.cfg.compile)
+        eager_unit_s = probe.unit_s() if probe is not None else None
         # compiled in its first unit; from then on the device is this job's alone (benchmark.overlap)
         timer.solo_phase(
-            main, warmup=self.warmup, units=self.rounds[0], after_first=lambda: self.gate.acquire("measure")
+            main,
+            warmup=self.warmup,
+            units=lambda: self.size_rounds(main.unit_s(), eager_unit_s),
+            after_first=lambda: self.gate.acquire("measure"),
         )
+        if self.measures_latency:  # the solo round is the main variant's first: its requests' latency too
+            timer.latency_round(main, self.round_units)
         now = (
             settings.snapshot()
         )  # as the units run: every flag that differs from the worker's start is recorded
@@ -329,26 +348,88 @@ class Scenario:
         if self.cfg.paired:
             eager, _ = self.make_variant("eager", eager_settings)
             timer.warm_up(eager, self.warmup)
-            schedule = [(eager, self.rounds[0])] + [
-                pair for n in self.rounds[1:] for pair in ((main, n), (eager, n))
-            ]
-            for variant, n in schedule:
-                timer.timed_round(variant, n)
             measured.eager = eager
-        if self.measures_latency:
-            for n in self.rounds:  # alternating too, when paired
-                for variant in (main, measured.eager) if measured.eager is not None else (main,):
-                    timer.latency_round(variant, n)
+        measured.stop = self.measure_rounds(main, measured.eager, probe)
+        self.info["measure_stop"] = measured.stop.words()
+        self.info["measure_brief"] = measured.stop.brief()
         if self.cfg.parallel.distributed:  # after the measured loop: the slowest rank's step times
             measured.own_p50_ms = slowest_rank_steps(main, self.device)
             if measured.eager is not None:
                 measured.eager_own_p50_ms = slowest_rank_steps(measured.eager, self.device)
         return measured
 
+    def size_rounds(self, unit_s: float, other_unit_s: float | None = None) -> int:
+        """Units per timed round: about `benchmark.round_s` of the variants' mean unit time as their
+        warm-up saw it, the same on every rank."""
+        mean_s = unit_s if other_unit_s is None else (unit_s + other_unit_s) / 2
+        self.round_units = int(agree(units_per_round(self.cfg.benchmark.round_s, mean_s), self.device))
+        self.info["round_units"] = self.round_units
+        return self.round_units
+
+    @property
+    def figure_label(self) -> str | None:
+        """The laps the job's question is about: the latency of synchronized calls, or the headline's."""
+        return LATENCY if self.measures_latency else None
+
+    def measure_rounds(self, main: Variant, eager: Variant | None, probe: Variant | None) -> Stop:
+        """Timed rounds, alternating C E | E C | C E ... when paired (the compiled variant's solo round opens
+        the first pair), until a look answers the job's question or the budget is spent
+        (pipeline/measure/sequential.py); every rank stops where rank 0 does. The looks are planned from the
+        solo rounds' times: as many as the budget holds."""
+        bench, units = self.cfg.benchmark, self.round_units
+        variants = (main,) if eager is None else (eager, main)
+        unit_ms = sum(statistics.median(v.step_ms) for v in (main, probe) if v is not None and v.step_ms)
+        per_round_s = units * unit_ms / 1000 * (2 if self.measures_latency else 1)  # every variant's round
+        first = max(bench.rounds, math.ceil(self.measured / units))
+        most = int(bench.budget_s / per_round_s) if bench.budget_s > 0 and per_round_s > 0 else first
+        looks = Looks.plan(first, most)
+        rule = StopRule(
+            min_effect_pct=self.cfg.sweep.min_effect_pct, target_pct=bench.target_pct, budget_s=bench.budget_s
+        )
+        measuring = Measuring(looks, rule, paired=eager is not None)
+        self.info["looks"] = list(looks.counts)
+        self.host.spread_over(bench.host_check_s, len(variants) * looks.counts[0])
+        started = time.perf_counter()
+        if eager is not None:  # the first pair: the compiled variant's solo round, then the eager copy's
+            self.timed_round(eager, units)
+        rounds = 1
+        while True:
+            if measuring.due(rounds):
+                self.timer.flush()  # the rounds since the last look: one sync
+                stop = None
+                if self.ranks.rank == 0:
+                    low, estimate, high = self.question(main, eager, looks.confidence)
+                    stop = measuring.look(rounds, time.perf_counter() - started, low, estimate, high)
+                stop = agree(stop, self.device, broadcast=True)
+                if stop is not None:
+                    return stop
+                measuring.advance()
+                continue
+            self.timer.measured_total = measuring.next_count * units
+            for variant in variants if rounds % 2 == 1 else variants[::-1]:  # C E | E C | C E ...
+                self.timed_round(variant, units)
+            rounds += 1
+
+    def timed_round(self, variant: Variant, units: int) -> None:
+        """One round of a variant: its units back to back, then (scenarios that time a request's latency)
+        as many units one at a time, synchronized."""
+        self.timer.timed_round(variant, units)
+        if self.measures_latency:
+            self.timer.latency_round(variant, units)
+
+    def question(self, main: Variant, eager: Variant | None, confidence: float) -> tuple[float, float, float]:
+        """(low, estimate, high) of what the job asks at a look: the paired speedup, or the lone figure."""
+        label = self.figure_label
+        if eager is not None:
+            return speedup_interval(pair_log_ratios(main, eager, label), confidence)
+        figure = main.latency(label, confidence)
+        return figure.ci95_low, figure.p50, figure.ci95_high
+
     # ----------------------------------------------------------------------------- results
     def report(self, measured: Measured, logged: dict[str, Any], flops: int | None) -> UnitReport:
         cfg, main, work = self.cfg, measured.main, self.work
-        step = main.latency()
+        confidence = measured.stop.confidence if measured.stop is not None else 0.95
+        step = main.latency(confidence=confidence)
         self.info.update(
             {
                 "compiled": measured.compiled.description,
@@ -369,8 +450,8 @@ class Scenario:
                 cpu_wait_pct=main.cpu_wait_pct,
                 others_cpu_pct=main.others_cpu_pct,
                 limit_pct=cfg.benchmark.noisy_spread_pct,
-                round_drift_pct=round_drift_pct(main.round_p50_ms),
-                eager_round_drift_pct=round_drift_pct(measured.eager.round_p50_ms)
+                round_drift_pct=round_drift_pct(main.block_p50_ms()),
+                eager_round_drift_pct=round_drift_pct(measured.eager.block_p50_ms())
                 if measured.eager
                 else None,
                 host_spread_pct=self.host.spread_pct,
@@ -379,6 +460,7 @@ class Scenario:
             ),
             host=self.host,
             cpu_rss_peak_gib=cpu_rss_peak_gib(),
+            stop=measured.stop,
             info=self.info,
         )
         report.series = {"curve/step_ms": main.step_ms}
@@ -401,15 +483,16 @@ class Scenario:
                 losses=self.paired_losses(measured),
                 loss_rtol=cfg.benchmark.loss_rtol,
                 parity_steps=cfg.benchmark.parity_steps,
-                label=LATENCY if self.measures_latency else None,  # speedup/vs_eager: the objective's
+                label=self.figure_label,  # speedup/vs_eager: the objective's
                 eager_prefix="eager/latency_" if self.measures_latency else "eager/",
+                confidence=confidence,
             )
             report.series["curve/eager_step_ms"] = measured.eager.step_ms
         if self.measures_latency:
-            eager = measured.eager.latency() if measured.eager is not None else None
+            eager = measured.eager.latency(confidence=confidence) if measured.eager is not None else None
             report.records.append(
                 RequestLatency(
-                    latency=main.latency(LATENCY),
+                    latency=main.latency(LATENCY, confidence),
                     eager_back_to_back=eager,
                     back_to_back_speedup=eager.p50 / step.p50 if eager is not None else None,
                 )

@@ -371,7 +371,11 @@ def verdict_words(summary: Summary) -> str:
     if verdict.kind == "tie":
         return in_words(summary, f"verdict: tie between {names} = ({verdict.reason})")
     among = f" among {names}" if names else ""
-    rerun = "; rerun with more steps, repeats or on a quiet host" if len(verdict.tied) > 1 else ""
+    rerun = (
+        "; rerun with a larger benchmark.budget_s, repeats or on a quiet host"
+        if len(verdict.tied) > 1
+        else ""
+    )
     return in_words(summary, f"verdict: inconclusive{among}: {verdict.reason}{rerun}")
 
 

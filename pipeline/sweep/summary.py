@@ -578,7 +578,28 @@ def host_moved(rows: list[Row]) -> str:
     )
 
 
+def measuring_note(rows: list[Row]) -> str | None:
+    """How long the jobs measured and why they stopped (measure/*: pipeline/measure/sequential.py), or None
+    when no job says."""
+    timed = [r for r in rows if "measure/seconds" in r.metrics]
+    if not timed:
+        return None
+    seconds = sorted(r.metrics["measure/seconds"] for r in timed)
+    open_ = [r.name for r in timed if not r.metrics.get("measure/decided")]
+    took = f"{seconds[0]:.1f} s" if len(seconds) == 1 else f"{seconds[0]:.1f}-{seconds[-1]:.1f} s"
+    note = f"the jobs measured {took} of timed rounds each; {len(timed) - len(open_)} of {len(timed)} stopped decided"
+    if open_:
+        shown = ", ".join(open_[:3]) + (f" and {len(open_) - 3} more" if len(open_) > 3 else "")
+        note += (
+            f", {len(open_)} ran to their budget or a fixed length undecided ({shown}: benchmark.budget_s)"
+        )
+    return note
+
+
 def _notes(summary: Summary) -> None:
+    measuring = measuring_note(summary.rows)
+    if measuring:
+        summary.notes.append(measuring)
     noisy = [r for r in summary.rows if r.noisy]
     if noisy:
         summary.notes.append(

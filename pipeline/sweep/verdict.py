@@ -136,7 +136,7 @@ class Verdict:
             return f"verdict: inconclusive ({self.reason}; objective: {self.objective})"
         if self.kind == TIE:
             return f"verdict: tie between {names} ({self.reason}; objective: {self.objective})"
-        return f"verdict: inconclusive among {names} ({self.reason}; rerun with more steps, repeats or on a quiet machine; objective: {self.objective})"
+        return f"verdict: inconclusive among {names} ({self.reason}; rerun with a larger benchmark.budget_s, repeats or on a quiet machine; objective: {self.objective})"
 
 
 def _ln(x: float) -> float:

@@ -52,23 +52,24 @@ class TrainScenario(Scenario):
             settings, model=net, loss=self.head, make_step=make_step, optimizer=optimizer
         )
         setup_s = time.perf_counter() - started
-        losses = torch.zeros(trainer.steps, device=device, dtype=torch.float32)
+        losses = torch.zeros(trainer.steps, device=device, dtype=torch.float32)  # grown between rounds
         variant = StepVariant(name, compiled.step, self.batches(), outputs=losses, setup_s=setup_s)
         return variant, compiled
 
     def paired_losses(self, measured: Measured) -> tuple[list[float], list[float]] | None:
         assert isinstance(measured.main, StepVariant) and isinstance(measured.eager, StepVariant)
-        assert measured.main.outputs is not None and measured.eager.outputs is not None
-        return measured.main.outputs.tolist(), measured.eager.outputs.tolist()
+        compiled, eager = measured.main.recorded_outputs(), measured.eager.recorded_outputs()
+        both = min(len(compiled), len(eager))  # the compiled variant ran its solo round more
+        return compiled[:both], eager[:both]
 
     def finish_report(self, report: UnitReport, measured: Measured) -> None:
         main = measured.main
-        assert isinstance(main, StepVariant) and main.outputs is not None
-        losses = main.outputs.tolist()
+        assert isinstance(main, StepVariant)
+        losses = main.recorded_outputs()
         report.series["curve/loss"] = losses
         report.extra.update({"loss/first": losses[0], "loss/final": losses[-1]})
-        if isinstance(measured.eager, StepVariant) and measured.eager.outputs is not None:
-            report.series["curve/eager_loss"] = measured.eager.outputs.tolist()
+        if isinstance(measured.eager, StepVariant):
+            report.series["curve/eager_loss"] = measured.eager.recorded_outputs()
 
     def count_flops(self) -> int | None:
         if not self.cfg.diagnose.flops:

@@ -1,0 +1,278 @@
+"""Measuring until the question is decided. Torch-free.
+
+A job times its variants in many short rounds and *looks* at what it has at a schedule of round counts
+fixed before the first round (:class:`Looks`: a first look, then each look about 1.5x the rounds of the
+one before, up to what `benchmark.budget_s` can hold). At each look it asks its question:
+
+* a compiled job with its paired eager copy: is the paired speedup's interval clear of
+  1 +- `sweep.min_effect_pct` (faster or slower), or inside it (no difference), and narrower than
+  +-`benchmark.target_pct`?
+* a job with no paired copy: is its figure's interval narrower than +-`benchmark.target_pct`?
+
+It stops at the first look that answers (reason `decided`, or `precise` for a lone figure), or at the
+last look the budget holds (`budget`: undecided within budget). Looking often must not make false
+answers likelier: each of the K looks spends alpha / K of the 5% (Bonferroni), so the intervals of all
+K looks hold *together* with 95% probability, and stopping at any look, for any reason the data give,
+keeps that (docs/verdicts.md has the proof in one line and the tables).
+
+The paired speedup's interval (:func:`paired_interval`) is built from the rounds' *pair ratios* (eager
+round median / compiled round median, adjacent rounds, their order alternating E C | C E | ...):
+the Hodges-Lehmann estimate of their log (the median of the pairwise means) with the interval from
+Wilcoxon's signed-rank test, exact for up to `EXACT_UP_TO` pairs, widened for autocorrelated pairs as
+the step-time intervals are (pipeline/measure/stats.py). Rank-based, so a round in which the host
+stalled is one outlier among many pairs rather than a mean it drags; with fewer pairs than the test
+needs at the look's level, Student's t interval of the mean log-ratio.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from functools import cache
+
+from scipy.special import ndtri, stdtrit
+
+from pipeline.measure.stats import median_effective_count
+
+ALPHA = 0.05  # the chance, over all looks together, that an interval misses its figure
+GROWTH = 1.5  # rounds at a look / rounds at the look before
+EXACT_UP_TO = 60  # pairs up to which the signed-rank distribution is computed exactly
+
+DECIDED, PRECISE, BUDGET, FIXED = "decided", "precise", "budget", "fixed"
+FASTER, SLOWER, SAME = "faster", "slower", "no difference"
+
+
+@dataclass(frozen=True)
+class Looks:
+    """Round counts at which a job looks, fixed before its first round; each look spends alpha / K."""
+
+    counts: tuple[int, ...]
+    alpha: float = ALPHA
+
+    @classmethod
+    def plan(cls, first: int, most: int, growth: float = GROWTH) -> Looks:
+        """Looks at `first` rounds, then about `growth` times as many each, the last at no more than
+        `most` rounds (and at least the first)."""
+        counts = [max(1, first)]
+        while math.ceil(counts[-1] * growth) <= most:
+            counts.append(max(counts[-1] + 1, math.ceil(counts[-1] * growth)))
+        return cls(tuple(counts))
+
+    @property
+    def per_look(self) -> float:
+        """The share of alpha each look spends."""
+        return self.alpha / len(self.counts)
+
+    @property
+    def confidence(self) -> float:
+        """Each look's interval holds with this probability; all of them together with 1 - alpha."""
+        return 1 - self.per_look
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An estimate with its interval, on the scale it was computed on (logs for ratios)."""
+
+    estimate: float
+    low: float
+    high: float
+    method: str  # "signed-rank" or "t"
+
+
+def _effective(values: list[float]) -> float:
+    return min(float(len(values)), median_effective_count(values))
+
+
+def t_interval(values: list[float], confidence: float) -> Interval:
+    """Student's t interval of the mean, over the values' effective number (autocorrelation)."""
+    n_eff = _effective(values)
+    mean = statistics.fmean(values)
+    spread = statistics.stdev(values) if len(values) > 1 else math.inf
+    half = stdtrit(max(1.0, n_eff - 1), 0.5 + confidence / 2) * spread / math.sqrt(n_eff)
+    return Interval(mean, mean - half, mean + half, "t")
+
+
+@cache
+def _signed_rank_counts(n: int) -> tuple[int, ...]:
+    """How many of the 2^n sign patterns give each signed-rank sum W+ = 0 .. n(n+1)/2."""
+    counts = [1]
+    for rank in range(1, n + 1):
+        grown = counts + [0] * rank
+        for w, c in enumerate(counts):
+            grown[w + rank] += c
+        counts = grown
+    return tuple(counts)
+
+
+def signed_rank_critical(n: int, alpha: float) -> int | None:
+    """The largest c with P(W+ <= c) <= alpha / 2 under the null (W+ symmetric), or None when even
+    c = 0 is too likely: n pairs cannot give a two-sided interval at this level."""
+    if n <= EXACT_UP_TO:
+        counts, total, below, c = _signed_rank_counts(n), 2.0**n, 0, -1
+        for w, count in enumerate(counts):
+            below += count
+            if below / total > alpha / 2:
+                break
+            c = w
+        return c if c >= 0 else None
+    mean, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+    c = math.floor(mean - ndtri(1 - alpha / 2) * sd - 0.5)
+    return c if c >= 0 else None
+
+
+def paired_interval(log_ratios: list[float], confidence: float) -> Interval:
+    """The pair log-ratios' Hodges-Lehmann estimate with Wilcoxon's signed-rank interval (the Walsh
+    averages' order statistics), widened for the pairs' autocorrelation: the critical count moves from
+    the middle by sqrt(n / n_eff) as the rank statistic's spread does. Too few pairs for the level: t."""
+    n = len(log_ratios)
+    c = signed_rank_critical(n, 1 - confidence) if n >= 2 else None
+    walsh = sorted(
+        (log_ratios[i] + log_ratios[j]) / 2 for i in range(n) for j in range(i, n)
+    )  # n (n + 1) / 2 of them
+    middle = len(walsh) / 2
+    if c is not None:
+        c = math.floor(middle - (middle - c) * math.sqrt(n / _effective(log_ratios)))
+    if c is None or c < 0:
+        return (
+            t_interval(log_ratios, confidence)
+            if n >= 2
+            else Interval(log_ratios[0], -math.inf, math.inf, "t")
+        )
+    estimate = statistics.median(walsh)
+    return Interval(estimate, walsh[c], walsh[len(walsh) - 1 - c], "signed-rank")
+
+
+def speedup_interval(log_ratios: list[float], confidence: float) -> tuple[float, float, float]:
+    """(low, estimate, high) of the paired speedup, on the ratio scale (paired_interval's)."""
+    found = paired_interval(log_ratios, confidence)
+    return math.exp(found.low), math.exp(found.estimate), math.exp(found.high)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stop:
+    """Why and when a job stopped measuring."""
+
+    reason: str  # DECIDED, PRECISE, BUDGET (undecided within budget) or FIXED (benchmark.budget_s=0)
+    answer: str | None  # paired: FASTER, SLOWER or SAME once decided; None otherwise
+    rounds: int  # rounds per variant at the stopping look
+    look: int  # which look (1-based) of `looks`
+    looks: int  # looks planned
+    seconds: float  # time spent in timed rounds up to the stop (warm-up and compilation not counted)
+    confidence: float  # each reported interval's level (all looks together: 95%)
+    paired: bool = True  # the question was the paired speedup's; else the lone figure's precision
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "measure/seconds": self.seconds,
+            "measure/rounds": float(self.rounds),
+            "measure/looks": float(self.look),
+            "measure/decided": float(self.reason in (DECIDED, PRECISE)),
+            "measure/interval_level_pct": 100 * self.confidence,
+        }
+
+    def brief(self) -> str:
+        """The same for a job's last line: `decided in 3.2 s`, `undecided within budget (30.1 s)`; empty for a
+        fixed length."""
+        if self.reason in (DECIDED, PRECISE):
+            return f"{self.reason} in {self.seconds:.1f} s"
+        if self.reason == FIXED:
+            return ""
+        if self.paired and self.answer:
+            return f"{self.answer} but imprecise within budget ({self.seconds:.1f} s)"
+        return f"undecided within budget ({self.seconds:.1f} s)"
+
+    def words(self) -> str:
+        """How long it measured and why it stopped, in a few words."""
+        took = f"{self.seconds:.1f} s, {self.rounds} rounds"
+        if self.reason == DECIDED:
+            return f"measured {took}: decided ({self.answer}) at look {self.look} of {self.looks}"
+        if self.reason == PRECISE:
+            return f"measured {took}: precise enough at look {self.look} of {self.looks}"
+        if not self.paired:
+            answered = "its interval wider than benchmark.target_pct"
+        elif self.answer:
+            answered = f"{self.answer}, less precisely than benchmark.target_pct"
+        else:
+            answered = "undecided"
+        if self.reason == FIXED:
+            return f"measured {took} (a fixed length: benchmark.budget_s=0): {answered}"
+        return f"measured {took}: {answered} within budget (benchmark.budget_s)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopRule:
+    """The question a job's measurement answers, and how long it may take."""
+
+    min_effect_pct: float  # sweep.min_effect_pct: a smaller speedup is no difference
+    target_pct: float  # benchmark.target_pct: an interval's half-width that is precise enough
+    budget_s: float  # benchmark.budget_s: seconds of timed rounds at most (0: one look, a fixed length)
+
+    def answer(self, low: float, high: float) -> str | None:
+        """A speedup interval's answer, if it has one (on the ratio scale)."""
+        effect = math.log1p(self.min_effect_pct / 100)
+        lo, hi = _log(low), _log(high)
+        if lo > effect:
+            return FASTER
+        if hi < -effect:
+            return SLOWER
+        if -effect < lo and hi < effect:
+            return SAME
+        return None
+
+    def precise(self, low: float, estimate: float, high: float) -> bool:
+        """Whether an interval's half-width is within the target, in % of its figure (log scale for
+        ratios and times alike: the worse side)."""
+        if not (low > 0 and math.isfinite(high) and estimate > 0):
+            return False
+        half = max(math.log(high / estimate), math.log(estimate / low))
+        return half <= math.log1p(self.target_pct / 100)
+
+
+def _log(x: float) -> float:
+    return math.log(x) if x > 0 else -math.inf
+
+
+class Measuring:
+    """The stopping rule in motion: told the rounds done and the time they took, it says when to look and,
+    at a look, whether to stop; `advance` moves on to the next look."""
+
+    def __init__(self, looks: Looks, rule: StopRule, *, paired: bool):
+        self.looks, self.rule, self.paired = looks, rule, paired
+        self.index = 0  # the next look
+
+    @property
+    def next_count(self) -> int:
+        return self.looks.counts[self.index]
+
+    def due(self, rounds: int) -> bool:
+        return rounds >= self.next_count
+
+    def advance(self) -> None:
+        self.index += 1
+
+    def look(self, rounds: int, seconds: float, low: float, estimate: float, high: float) -> Stop | None:
+        """At a due look: why to stop, or None to go on. `low, estimate, high`: the paired speedup
+        (paired) or the figure, at this look's level."""
+        answer = self.rule.answer(low, high) if self.paired else None
+        precise = self.rule.precise(low, estimate, high)
+        last = self.index == len(self.looks.counts) - 1
+        if not last and self.rule.budget_s > 0:
+            per_round = seconds / max(rounds, 1)
+            last = seconds + per_round * (self.looks.counts[self.index + 1] - rounds) > self.rule.budget_s
+        if precise and (answer is not None or not self.paired):
+            reason = DECIDED if self.paired else PRECISE
+        elif last:
+            reason = FIXED if self.rule.budget_s <= 0 else BUDGET
+        else:
+            return None
+        return Stop(
+            reason=reason,
+            answer=answer,
+            rounds=rounds,
+            look=self.index + 1,
+            looks=len(self.looks.counts),
+            seconds=seconds,
+            confidence=self.looks.confidence,
+            paired=self.paired,
+        )
