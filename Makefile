@@ -32,7 +32,8 @@ run: $(STAMP) ## one job with the default config (ARGS=... for overrides; CPU sm
 	fi
 
 sweep: $(STAMP) ## a multirun on SLURM (hydra/launcher=slurm): ARGS=... overrides, SWEEP=<name> a conf/sweep file; log to an MLflow server (MLFLOW_TRACKING_URI); CPU smoke preset on a cluster without GPUs
-	@preset=; \
+	@command -v sbatch >/dev/null || { echo "make sweep: no SLURM here (no sbatch on PATH): run the sweep on this machine with \`.venv/bin/python -m pipeline.run -m $(if $(SWEEP),sweep=$(SWEEP) )$(ARGS)\`, or start a test cluster with \`make slurm-up\`" >&2; exit 2; }; \
+	preset=; \
 	if [ -z "$(findstring experiment=,$(ARGS))" ] && [ "$$($(PY) -m pipeline.sweep.slurm gpus)" = none ]; then \
 	  echo "make sweep: the cluster declares no GPUs, so its jobs run the CPU smoke preset (experiment=cpu_smoke: vit_tiny, 20 steps) on CPUs"; \
 	  preset=experiment=cpu_smoke; \

@@ -62,7 +62,7 @@ def identity(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> dict[str,
     c = cfg.compile
     tags = {
         "model": cfg.model.id,
-        "loss": cfg.loss.id,
+        "loss": cfg.loss.id if cfg.scenario.trains else "-",  # inference and generation have none
         "precision": cfg.precision.id,
         "mode": c.mode,
         "backend": c.backend if c.compiled else "-",
@@ -81,8 +81,8 @@ def identity(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> dict[str,
 
 
 def identity_tags(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
-    """The identity as a run's tags: `teacher` only where there is one."""
-    return {k: v for k, v in identity(cfg, varied).items() if not (k == "teacher" and v == "-")}
+    """The identity as a run's tags: `teacher` and `loss` only where there is one."""
+    return {k: v for k, v in identity(cfg, varied).items() if not (k in ("teacher", "loss") and v == "-")}
 
 
 def extra_keys(varied: list[str] | tuple[str, ...]) -> list[str]:
@@ -112,7 +112,7 @@ def run_name(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> str:
         parts.append(f"{ident['parallel']}×{ident['world_size']}")
     if ident["scenario"] != default_name():
         parts.append(ident["scenario"])
-    if ident["loss"] != "ce":
+    if ident["loss"] not in ("ce", "-"):
         teacher = ident["teacher"]
         parts.insert(1, f"{ident['loss']}({teacher})" if teacher != "-" else ident["loss"])
     keys = extra_keys(varied)

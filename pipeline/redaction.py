@@ -37,6 +37,11 @@ _VALUE = re.compile(r"""'[^']*'|"[^"]*"|\{[^}]*\}|\[[^\]]*\]|[^\s,}\]·]+(?:,[^\
 _HYDRA_ESCAPE = re.compile(r"\\([\\:=,()\[\]{}' ])")
 _URI = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"]+")
 MIN_SCRUBBED_LENGTH = 4  # shorter values (`1`, `on`) would mask unrelated text
+# A word of prose that looks like a secret key when a colon or `=` follows it: `not a config key: compile
+# has mode`, Hydra's `use key=[value1,value2]`. Alone and in lower case it is the word; a key of the
+# config named so is dotted, prefixed or spelled otherwise (`model.kwargs.key`, `+key`, `api_key`, `KEY`)
+# and stays masked.
+_PROSE_WORDS = {"key"}
 
 
 def looks_secret(key: str) -> bool:
@@ -80,7 +85,7 @@ def redact_text(text: str) -> str:
     text = _URI.sub(lambda m: redact_uri(m[0]), text)
     out, pos = [], 0
     for key in _KEY.finditer(text):
-        if key.start() < pos or not looks_secret(key["key"]):
+        if key.start() < pos or key["key"] in _PROSE_WORDS or not looks_secret(key["key"]):
             continue
         value = _VALUE.match(text, key.end())
         if value is not None:

@@ -36,9 +36,11 @@ class SweepContext:
     started_at: float = 0.0  # when this driver started the sweep (epoch seconds)
     prior_wall_s: float = 0.0  # wall time of the sweep's earlier sessions (resumed: not the gap between)
     finished: bool = False  # the summary is published and the parent run closed
-    ended_wall_s: float | None = (
-        None  # the sweep's wall time its end published (`report --results` says it too)
-    )
+    # the sweep's wall time its end published (`report --results` says it too)
+    ended_wall_s: float | None = None
+    # Each planned job's compile mode, by job number (eager, default, max-autotune, ...): the sweep's
+    # ETA paces the jobs left by the jobs like them that ended. Empty for a search (it plans as it goes).
+    job_modes: list[str] = field(default_factory=list)
 
     def wall_s(self) -> float:
         """The sweep's wall time so far: its earlier sessions' plus this one's."""

@@ -14,11 +14,25 @@
 #   group, and `mlflow server` forwards it to uvicorn too; uvicorn takes a second SIGINT as "stop now"
 #   and cancels its lifespan task mid-shutdown. So the server runs in a session of its own and this
 #   script, alone in the terminal's group, asks it once (SIGTERM) to shut down.
+#
+# And how it stops: on Ctrl-C, SIGINT or SIGTERM to it, or when whoever started it (`make ui`) is gone. A
+# shell that starts a command in the background without job control (`make ui &` in a script) starts it
+# with SIGINT ignored, and bash can neither trap nor reset a signal ignored at its start: the script
+# starts itself again with SIGINT and SIGTERM at their defaults first. `kill -INT` to make stops make
+# alone (make passes on SIGTERM only): the script then sees its parent gone and stops the server too.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${VENV:-$ROOT/.venv}
 PY=${PYTHON:-$VENV/bin/python}
+if [ -z "${UI_SIGNALS_RESET:-}" ] && [ -x "$PY" ]; then
+  export UI_SIGNALS_RESET=1 UI_PARENT=$PPID
+  exec "$PY" -c 'import os, signal, sys
+for s in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(s, signal.SIG_DFL)
+os.execv("/bin/bash", ["bash", *sys.argv[1:]])' "${BASH_SOURCE[0]}" "$@"
+fi
+PARENT=${UI_PARENT:-$PPID}
 PORT=${UI_PORT:-5000}
 STORE=${UI_STORE:-sqlite:///$ROOT/outputs/mlflow.db}
 ARTIFACTS=${UI_ARTIFACTS:-$ROOT/outputs/mlartifacts}
@@ -42,8 +56,11 @@ setsid "$PY" -m mlflow server --workers 1 \
   --host 127.0.0.1 --port "$PORT" --uvicorn-opts "--no-access-log --log-level warning" </dev/null &
 server=$!
 
+stopping=
 stop() {
   trap '' INT TERM
+  [ -n "$stopping" ] && return
+  stopping=1
   echo "ui: stopping" >&2
   kill -TERM "$server" 2>/dev/null || true
 }
@@ -60,9 +77,16 @@ for _ in $(seq 1 240); do
   sleep 0.25
 done
 
-# `wait` returns when a trapped signal arrives: wait again until the server has really exited.
+# Until the server exits: a trapped signal stops it (`sleep` in the foreground would hold the trap
+# until it ends: it runs in the background and `wait` returns at once on a signal); so does the end
+# of whoever started this script.
 status=0
 while kill -0 "$server" 2>/dev/null; do
-  wait "$server" && status=0 || status=$?
+  if ! kill -0 "$PARENT" 2>/dev/null; then
+    stop
+  fi
+  sleep 1 &
+  wait $! 2>/dev/null || true
 done
+wait "$server" 2>/dev/null && status=0 || status=$?
 case $status in 0 | 130 | 143) exit 0 ;; *) exit "$status" ;; esac

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.identity import IDENTITY_KEYS
+from pipeline.job.outcome import SHOWN
 from pipeline.measure.objective import WORK_TAGS
 from pipeline.measure.registry import unregistered
 from tests.conftest import TINY, client, one_line_errors, output, run_cli, run_info, runs
@@ -48,6 +49,7 @@ FILTER_TAGS = {
     "device",
     "worker_start",  # template or spawn: how the worker really started (a forked job may have spawned)
     *WORK_TAGS,  # what one unit did, as the worker stated it: the summary and the view rank by it
+    *(key.format(unit="step") for key in SHOWN.values()),  # its figures rounded, as the UI shows them
 }
 
 
@@ -87,7 +89,9 @@ def check_finished_run(store: str, run, mode: str) -> None:
     assert (tags["model"], tags["precision"], tags["mode"]) == ("vit_tiny", "amp", mode)
     # The description leads with the job's own result, then says how it was measured.
     note = tags["mlflow.note.content"]
-    assert note.startswith(f"**FINISHED**: step {metrics['step/p50_ms']:.2f} ms (p50), "), note
+    from pipeline.job.outcome import estimate, ms
+
+    assert note.startswith(f"**FINISHED**: step {ms(*estimate(metrics, 'step/p50'))} (p50), "), note
     assert note.index("How it was measured") < note.index("warm-up")
     assert "Host: a fixed, torch-free Python workload timed in short bursts before each timed round" in note
     isolation = {"spawn": "a fresh spawned Python process", "template": "forked from its sweep's template"}
@@ -190,8 +194,10 @@ def test_a_job_whose_steps_spread_beyond_the_limit_is_flagged_noisy(tmp_path: Pa
     assert f"the host's own CPU speed moved {m['host/reference_spread_pct']:.0f}%" in note
     result = tags["mlflow.note.content"].split("\n\n")[0]
     assert result.endswith(f" **Noisy**: {note.removeprefix('noisy: ')}."), result
-    last_line = proc.stdout.strip().splitlines()[-1]
-    assert last_line.startswith("vit_tiny·amp·eager: FINISHED: ") and ", noisy: p10-p90" in last_line
+    # The last line says it short (issue 46: it was 400 characters); why, on the note line before it.
+    lines = proc.stdout.strip().replace("\n  ", " ").splitlines()
+    assert lines[-1].startswith("vit_tiny·amp·eager: FINISHED: ") and ", noisy (p10-p90 spans " in lines[-1]
+    assert lines[-2] == f"note: {note}"
 
 
 def test_one_inductor_job_reports_compile_time_apart_from_step_time(tmp_path: Path, store: str):

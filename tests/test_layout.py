@@ -26,6 +26,7 @@ TORCH_FREE = [
     "pipeline.redaction",
     "pipeline.provenance",
     "pipeline.progress",
+    "pipeline.display",
     "pipeline.jobdir",
     "pipeline.sweep_context",
     "pipeline.tracking",
@@ -126,7 +127,7 @@ def test_each_torch_free_module_exists(name: str):
 # never of a later one (docs/design.md's flow). The first pattern a module matches gives its stage.
 STAGES = ["foundation", "config", "tracking", "scenario step", "job", "sweep", "entry"]
 PLACES: list[tuple[str, str]] = [
-    (r"pipeline(\.(status|redaction|provenance|progress|jobdir))?", "foundation"),
+    (r"pipeline(\.(status|redaction|provenance|progress|jobdir|display))?", "foundation"),
     (r"pipeline\.measure\.(registry|stats|objective)", "foundation"),
     (r"pipeline\.config(\..*)?", "config"),
     (r"pipeline\.scenarios(\.base|\.\w+\.config)?", "config"),  # the registry, the scenarios' configs

@@ -9,6 +9,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,9 +93,10 @@ def wait_for_health(url: str, proc: subprocess.Popen, timeout_s: float) -> float
     raise AssertionError(f"{url}/health did not answer within {timeout_s} s")
 
 
-def start_ui(port: int, base: Path) -> subprocess.Popen:
+def start_ui(port: int, base: Path, *, sigint: Any = signal.SIG_DFL) -> subprocess.Popen:
     """`make ui`'s command, run as make runs it (bash -c), in a session of its own as a terminal's
-    foreground group (SIGINT at its default: a shell that started pytest in the background may ignore it)."""
+    foreground group; SIGINT at its default (a shell that started pytest in the background may ignore
+    it), or ignored (`sigint=signal.SIG_IGN`) as a script's `make ui &` starts it."""
     recipe = ui_recipe(port, base)
     assert "scripts/ui.sh" in recipe
     with open(base / "ui.log", "w") as log:
@@ -104,7 +106,7 @@ def start_ui(port: int, base: Path) -> subprocess.Popen:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
         )
 
 
@@ -147,10 +149,11 @@ def test_make_ui_answers_in_seconds_and_one_sigterm_stops_all_of_it(tmp_path: Pa
 def test_make_ui_is_quiet_and_one_ctrl_c_stops_it_cleanly(tmp_path: Path):
     """A terminal's Ctrl-C (SIGINT to the whole foreground group) after the UI served pages: the
     output is the address and the stop, with no access-log line per request, no deprecation warning, no
-    database set-up lines and no traceback."""
+    database set-up lines and no traceback. Started as a script's `make ui &` starts it (SIGINT ignored,
+    which bash can neither trap nor reset: the script starts itself again with it at its default)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = start_ui(port, tmp_path)
+    proc = start_ui(port, tmp_path, sigint=signal.SIG_IGN)
     try:
         up_s = wait_for_health(url, proc, timeout_s=120)
         # as a user does: browse once the script says where (its own probe may answer a moment later)

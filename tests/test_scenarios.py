@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from pipeline.config.errors import ConfigError
+from pipeline.job.outcome import estimate, ms
 from pipeline.job.preflight import validate
 from pipeline.measure.registry import unregistered
 from tests.conftest import compose, output, run_cli, runs
+from tests.test_glance import ends_with_the_answer
 
 INFERENCE = [
     "scenario=inference",
@@ -20,6 +22,7 @@ INFERENCE = [
     "trainer.warmup_steps=2",
     "compile.backend=aot_eager",
 ]
+NARROW = {"COLUMNS": "80"}  # a terminal 80 columns wide
 GENERATE = [
     "scenario=generate",
     "model=llama_tiny",
@@ -37,8 +40,10 @@ def children(store: str) -> list:
 
 
 def test_an_inference_sweep_over_modes_gives_latency_speedup_and_output_parity(tmp_path: Path, store: str):
-    proc = run_cli([*INFERENCE, "compile.mode=eager,default"], tmp_path, store, multirun=True)
+    proc = run_cli([*INFERENCE, "compile.mode=eager,default"], tmp_path, store, multirun=True, env=NARROW)
     assert proc.returncode == 0, output(proc)
+    ends_with_the_answer(proc.stdout, 80)  # issue 46: the answer last, within 80 columns
+    assert "call latency " in proc.stdout and " step " not in proc.stdout  # its own words
     kids = {r.data.tags["mode"]: r for r in children(store)}
     assert set(kids) == {"eager", "default"}
     compiled, eager = kids["default"], kids["eager"]
@@ -70,7 +75,7 @@ def test_an_inference_sweep_over_modes_gives_latency_speedup_and_output_parity(t
     assert compiled.data.params["scenario.batch_size"] == "2"
     # Its own words: a call's latency (p50, p99) and the back-to-back throughput.
     note = compiled.data.tags["mlflow.note.content"]
-    assert note.startswith(f"**FINISHED**: call latency {m['latency/p50_ms']:.2f} ms (p50, p99 "), note
+    assert note.startswith(f"**FINISHED**: call latency {ms(*estimate(m, 'latency/p50'))} (p50, p99 "), note
     assert " samples/s back to back" in note.split("\n")[0] and "measured calls and" in note
     parent = next(r for r in runs(store) if r.data.tags.get("sweep_parent") == "true")
     assert parent.data.tags["objective"] == "latency/p50_ms"  # the summary ranks by it

@@ -40,50 +40,78 @@ def test_the_objective_is_step_time_unless_the_work_per_unit_differs_or_the_swee
 
 
 def test_the_columns_answer_the_verdict_the_figure_and_the_speedup_with_their_intervals_then_the_cost():
+    """Text columns the runs' tags fill with rounded figures (MLflow shows a metric's every digit), in the
+    jobs' own words: the verdict, the figure with its interval, the speedup with its, compile time, memory."""
     objective = STEP_TIME
     before = columns_for(objective)  # at the sweep's start: every candidate, both memory figures
     assert before == [
         "tags.`verdict`",
-        "metrics.`step/p50_ms`",
-        "metrics.`step/p50_ci95_low_ms`",
-        "metrics.`step/p50_ci95_high_ms`",
-        "metrics.`speedup/vs_eager`",
-        "metrics.`speedup/ci95_low`",
-        "metrics.`speedup/ci95_high`",
-        "metrics.`compile/total_s`",
-        "metrics.`memory/peak_reserved_gib`",
-        "metrics.`memory/cpu_rss_peak_gib`",
-        "metrics.`diagnose/graph_breaks`",
+        "tags.`step p50 ms`",
+        "tags.`speedup vs eager`",
+        "tags.`compile s`",
+        "tags.`peak reserved GiB`",
+        "tags.`peak RSS GiB`",
         "tags.`noisy`",
-        "tags.`fastest_config`",
     ]
     # At its end, only what some run has: a CPU sweep has no allocator peaks, nothing was noisy.
-    logged = {"step/p50_ms", "step/p50_ci95_low_ms", "step/p50_ci95_high_ms", "memory/cpu_rss_peak_gib"}
-    after = columns_for(objective, logged=logged, tags={"mode", "model", "verdict"})
-    assert after == [
-        "tags.`verdict`",
-        "metrics.`step/p50_ms`",
-        "metrics.`step/p50_ci95_low_ms`",
-        "metrics.`step/p50_ci95_high_ms`",
-        "metrics.`memory/cpu_rss_peak_gib`",
-    ]
-    # A rate's interval is its latency's turned over: the latency and its interval follow it.
+    tags = {"verdict", "step p50 ms", "compile s", "peak RSS GiB", "mode"}
+    after = columns_for(objective, logged={"step/p50_ms"}, tags=tags)
+    assert after == ["tags.`verdict`", "tags.`step p50 ms`", "tags.`compile s`", "tags.`peak RSS GiB`"]
+    # A rate first, then the step time it is made of (the interval is the step time's, turned over).
     throughput = columns_for(choose([work(8), work(16)]))
-    assert throughput[:5] == [
+    assert throughput[:3] == ["tags.`verdict`", "tags.`samples/s`", "tags.`step p50 ms`"]
+    # Inference: a call's latency, its tail and the calls' throughput back to back; no step.
+    latency = columns_for(objective_named("latency/p50_ms"), unit="call")
+    assert latency[:5] == [
         "tags.`verdict`",
-        "metrics.`throughput/samples_per_s`",
-        "metrics.`step/p50_ms`",
-        "metrics.`step/p50_ci95_low_ms`",
-        "metrics.`step/p50_ci95_high_ms`",
+        "tags.`latency p50 ms`",
+        "tags.`latency p99 ms`",
+        "tags.`samples/s`",
+        "tags.`speedup vs eager`",
     ]
-    # Inference is judged on a request's latency, with its own interval; the back-to-back step time follows.
-    latency = columns_for(objective_named("latency/p50_ms"))
-    assert latency[1:4] == [
-        "metrics.`latency/p50_ms`",
-        "metrics.`latency/p50_ci95_low_ms`",
-        "metrics.`latency/p50_ci95_high_ms`",
+    assert not [c for c in latency if "step" in c]
+    # Generation, once its runs logged it: a decode step's figure, tokens/s and the first token.
+    logged = {"step/p50_ms", "throughput/tokens_per_s", "generate/ttft_p50_ms"}
+    tags = {"verdict", "decode step p50 ms", "tokens/s", "first token p50 ms", "speedup vs eager"}
+    generate = columns_for(STEP_TIME, unit="decode step", logged=logged, tags=tags)
+    assert generate == [
+        "tags.`verdict`",
+        "tags.`decode step p50 ms`",
+        "tags.`tokens/s`",
+        "tags.`first token p50 ms`",
+        "tags.`speedup vs eager`",
     ]
-    assert latency.index("metrics.`step/p50_ms`") > latency.index("metrics.`speedup/ci95_high`")
+
+
+def test_a_jobs_tags_show_its_figures_rounded_with_their_intervals():
+    """What the view's columns show: the issue's cells read `1338.3978447866052`, `1.302892850998...`."""
+    from pipeline.job.outcome import shown_tags
+
+    metrics = {
+        "step/p50_ms": 1338.3978447866052,
+        "step/p50_ci95_low_ms": 1290.2,
+        "step/p50_ci95_high_ms": 1391.7,
+        "throughput/samples_per_s": 47.82,
+        "speedup/vs_eager": 1.302892850998,
+        "speedup/ci95_low": 1.21,
+        "speedup/ci95_high": 1.4,
+        "compile/total_s": 16.9012,
+        "memory/cpu_rss_peak_gib": 0.0009293844831171978,
+    }
+    assert shown_tags(metrics) == {
+        "step p50 ms": "1340 [1290, 1390]",
+        "samples/s": "47.8 [46.0, 49.6]",
+        "speedup vs eager": "1.30x [1.21, 1.40]",
+        "compile s": "16.9",
+        "peak RSS GiB": "0.000929",
+    }
+    called = {"step/p50_ms": 3.2, "latency/p50_ms": 4.498, "latency/p99_ms": 6.2341, "speedup/vs_eager": 1.3}
+    assert set(shown_tags(called, "call")) == {
+        "back-to-back call p50 ms",
+        "latency p50 ms",
+        "latency p99 ms",
+        "speedup vs eager",
+    }
 
 
 def test_the_names_column_fits_the_runs_names_up_to_a_cap():
@@ -139,32 +167,32 @@ def test_a_view_is_the_json_mlflow_3_17_reads():
     for column, width in state["columnWidths"].items():
         if "`" in column:
             assert width >= 6.5 * len(column.split("`")[1]) + 24, column
-    # At 1600 px the answer is in view beside MLflow's sidebar (~300 px): the names, Created, the
-    # verdict, the objective and the speedup with their intervals.
-    answer = state["columnOrder"][: state["columnOrder"].index("metrics.`speedup/ci95_high`") + 1]
-    assert 300 + sum(state["columnWidths"][c] for c in answer) <= 1600
-    # The chart view: sections by concern, most telling first (MLflow sorts them alphabetically unless
-    # told the order is the user's), each opening with the charts of the table's metrics.
+    # Sorted by the figure (its metric, every digit), shown rounded (its tag).
+    assert "metrics.`step/p50_ms`" not in state["selectedColumns"]
+    # At 1440 px the answer is in view beside MLflow's sidebar (~230 px): the names, Created, the
+    # verdict, the figure and the speedup with their intervals, the compile time.
+    answer = state["columnOrder"][: state["columnOrder"].index("tags.`compile s`") + 1]
+    assert 230 + sum(state["columnWidths"][c] for c in answer) <= 1440
+    # The chart view: one section of a handful of charts, the figure first; every other metric's chart
+    # is there deleted (MLflow adds one for each metric that has none).
     assert state["isAccordionReordered"] is True
-    sections = [s["name"] for s in state["compareRunSections"]]
-    assert sections[0] == "step"  # the objective's
-    assert (
-        sections.index("speedup")
-        < sections.index("compile")
-        < sections.index("memory")
-        < sections.index("curve")
-    )
-    assert all(s["isReordered"] and s["uuid"] == f"autogen-{s['name']}" for s in state["compareRunSections"])
-    charts = state["compareRunCharts"]
-    assert [c["metricKey"] for c in charts][:3] == ["step/p50_ms", "speedup/vs_eager", "compile/total_s"]
-    assert not any("ci95" in c["metricKey"] for c in charts)  # the intervals are the table's, not charts
-    bars = [c for c in charts if c["type"] == "BAR"]
-    assert all(c["metricSectionId"] == f"autogen-{c['metricKey'].split('/')[0]}" for c in bars)
-    # Compiled and eager per-unit times on one line chart; the eager curve's own chart left out.
-    (line,) = [c for c in charts if c["type"] == "LINE" and not c["deleted"]]
+    (section,) = state["compareRunSections"]
+    assert section["isReordered"] and section["name"].startswith("the answer")
+    charts = [c for c in state["compareRunCharts"] if not c["deleted"]]
+    assert [c["metricKey"] for c in charts] == [
+        "step/p50_ms",
+        "speedup/vs_eager",
+        "compile/total_s",
+        "memory/peak_reserved_gib",
+        "curve/step_ms",
+    ]
+    assert all(c["metricSectionId"] == section["uuid"] for c in charts)
+    hidden = {c["metricKey"] for c in state["compareRunCharts"] if c["deleted"]}
+    assert "step/p90_ms" in hidden and "curve/eager_step_ms" in hidden and "step/p50_ms" not in hidden
+    # Compiled and eager per-unit times on one line chart.
+    (line,) = [c for c in charts if c["type"] == "LINE"]
     assert line["selectedMetricKeys"] == ["curve/step_ms", "curve/eager_step_ms"]
     assert line["uuid"] == "autogen-curve/step_ms" and line["xAxisKey"] == "step"
-    assert [c["uuid"] for c in charts if c["deleted"]] == ["autogen-curve/eager_step_ms"]
 
 
 def test_odd_sweep_ids_make_safe_view_ids_and_quoted_filters():
@@ -197,25 +225,80 @@ def test_a_published_view_lands_in_the_experiment_and_fits_the_sweeps_runs(tmp_p
         f"http://127.0.0.1:5000/#/experiments/{tracker.experiment_id}/runs?viewStateShareKey=sweep-s1&"
     )
     state = json.loads(json.loads(tracker.experiment_tags()[VIEW_TAG_PREFIX + "sweep-s1"])["state"])
-    assert "metrics.`memory/peak_reserved_gib`" in state["selectedColumns"]
+    assert "tags.`peak reserved GiB`" in state["selectedColumns"]
 
     runs = [
-        run({"step/p50_ms": 3.0, "memory/cpu_rss_peak_gib": 0.4}, {"noisy": "true"}),
-        run({"step/p50_ms": 2.0}, {}),
+        run({"step/p50_ms": 3.0, "memory/cpu_rss_peak_gib": 0.4}, {"noisy": "true", "peak RSS GiB": "0.4"}),
+        run({"step/p50_ms": 2.0}, {"step p50 ms": "2.00 [1.98, 2.02]"}),
     ]
     publish_sweep_view(tracker, sweep_id="s1", label="sweep a", objective=objective, runs=runs)
     state = json.loads(json.loads(tracker.experiment_tags()[VIEW_TAG_PREFIX + "sweep-s1"])["state"])
-    assert state["selectedColumns"] == [
-        "metrics.`step/p50_ms`",
-        "metrics.`memory/cpu_rss_peak_gib`",
-        "tags.`noisy`",
-    ]
-    assert [s["name"] for s in state["compareRunSections"]] == ["step", "memory"]
+    assert state["selectedColumns"] == ["tags.`step p50 ms`", "tags.`peak RSS GiB`", "tags.`noisy`"]
+    shown = [c["metricKey"] for c in state["compareRunCharts"] if not c["deleted"]]
+    assert shown == ["step/p50_ms", "memory/cpu_rss_peak_gib"]
     # The sweep's parent (its verdict), looked up in the store: the verdict is the first column.
     tracker.start_run("sweep a", {"sweep_id": "s1", "sweep_parent": "true", "verdict": "inconclusive"})
     publish_sweep_view(tracker, sweep_id="s1", label="sweep a", objective=objective, runs=runs)
     state = json.loads(json.loads(tracker.experiment_tags()[VIEW_TAG_PREFIX + "sweep-s1"])["state"])
-    assert state["selectedColumns"][:2] == ["tags.`verdict`", "metrics.`step/p50_ms`"]
+    assert state["selectedColumns"][:2] == ["tags.`verdict`", "tags.`step p50 ms`"]
+
+
+def test_the_winner_is_marked_on_its_row_and_the_description_leads_with_the_answer(tmp_path: Path):
+    """At the sweep's end each job's row says the verdict (the winner `★ fastest`), and the experiment's
+    description, which MLflow shows above every page of the experiment, opens with the answer in one line;
+    a description a user wrote is kept."""
+    from pipeline.sweep.summary import Row, summarize
+    from pipeline.sweep.view import ANSWER_TAG, answer_line
+    from pipeline.tracking.client import DESCRIPTION_TAG
+
+    tracker = Tracker(sqlite_uri(tmp_path / "mlflow.db"), "views")
+    parent = tracker.start_run("sweep s1", {"sweep_id": "s1", "sweep_parent": "true"})
+    rows = []
+    for mode, p50, speedup in (("eager", 30.1, None), ("default", 10.392, 2.8987)):
+        metrics = {
+            "step/p50_ms": p50,
+            "step/p50_ci95_low_ms": p50 - 0.04,
+            "step/p50_ci95_high_ms": p50 + 0.04,
+        }
+        if speedup:
+            metrics |= {"speedup/vs_eager": speedup, "speedup/ci95_low": 2.87, "speedup/ci95_high": 2.92}
+            metrics |= {"compile/total_s": 64.71}
+        tags = {"sweep_id": "s1", "mode": mode, "model": "vit_tiny", "precision": "amp"}
+        run_id = tracker.start_run(f"vit_tiny·amp·{mode}", tags, parent_run_id=parent)
+        tracker.end_run(run_id, "FINISHED")
+        config = {k: tags[k] for k in ("mode", "model", "precision")}
+        rows.append(
+            Row(
+                name=f"vit_tiny·amp·{mode}",
+                status="FINISHED",
+                config=config,
+                metrics=metrics,
+                work=work(2),
+                run_id=run_id,
+                config_hash=mode,
+            )
+        )
+    summary = summarize("s1", rows)
+    assert answer_line(summary) == (
+        "fastest: default: step 10.39 ms [10.35, 10.43], 2.90x vs eager [2.87, 2.92], compile 64.7 s"
+    )
+    publish_sweep_view(
+        tracker,
+        sweep_id="s1",
+        label="sweep s1",
+        objective=summary.objective,
+        runs=tracker.sweep_children("s1"),
+        summary=summary,
+    )
+    marks = {run.name: run.tags.get("verdict") for run in tracker.sweep_children("s1")}
+    assert marks == {"vit_tiny·amp·default": "★ fastest", "vit_tiny·amp·eager": "slower"}
+    description = tracker.experiment_tags()[DESCRIPTION_TAG]
+    assert description.startswith(answer_line(summary) + " (sweep s1: the latest sweep; [its runs ranked](#/")
+    tracker.set_experiment_tag(DESCRIPTION_TAG, "mine")  # a user's own
+    publish_sweep_view(
+        tracker, sweep_id="s1", label="sweep s1", objective=summary.objective, runs=[], summary=summary
+    )
+    assert tracker.experiment_tags()[DESCRIPTION_TAG] == "mine" and ANSWER_TAG in tracker.experiment_tags()
 
 
 def test_the_experiment_says_what_it_holds_and_opens_as_machine_learning(tmp_path: Path):

@@ -5,7 +5,9 @@ node failure, host OOM killer) raises `UncompletedJobError` there, the whole swe
 others, and the summary never runs. Here such a job becomes an outcome (`KILLED`, with the reason
 submitit gives) and the sweep goes on; its MLflow run, left RUNNING by the dead job, is closed KILLED
 when the sweep ends (pipeline.sweep.finish.finish_sweep). Ctrl-C while waiting cancels the sweep's jobs
-instead of leaving them running after the sweep's runs were closed.
+instead of leaving them running after the sweep's runs were closed; on this machine
+(hydra/launcher=local_gpus) submitit's controllers run apart from the terminal and are stopped with
+SIGTERM, so that no KeyboardInterrupt traceback follows the sweep's one-line hint.
 
 On SLURM the request is fitted to the cluster first (no GPUs asked of a cluster that declares none, no
 more CPUs per task than its largest node has, each change said in one line), an sbatch refusal stops
@@ -85,9 +87,51 @@ def collect(
     except KeyboardInterrupt:
         for job in jobs:
             if not job.done():
-                job.cancel(check=False)
+                stop(job)
         raise
     return returns
+
+
+def stop(job: Any) -> None:
+    """End a job of an interrupted sweep: a SLURM task cancelled; a local job's controller sent SIGTERM,
+    which it passes on to the job (the job closes its run KILLED, in one line). submitit's own cancel
+    sends the controller SIGINT, whose KeyboardInterrupt traceback landed under the sweep's one-line hint."""
+    import signal
+
+    process = getattr(job, "_process", None)
+    if process is None:
+        job.cancel(check=False)
+        return
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def controllers_apart(log: Path):
+    """submitit's local controllers (a process per job, between the sweep and the job) started in a
+    session of their own, their stderr into `log`: a terminal's Ctrl-C reaches the sweep alone, which
+    stops them (`stop`), instead of raising KeyboardInterrupt in each and printing its traceback."""
+    import subprocess
+
+    import submitit.local.local as local
+
+    class Apart:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(subprocess, name)
+
+        @staticmethod
+        def Popen(*args: Any, **kwargs: Any) -> Any:
+            kwargs.setdefault("start_new_session", True)
+            kwargs.setdefault("stderr", errors)
+            return subprocess.Popen(*args, **kwargs)
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as errors:
+        local.subprocess = Apart()  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            local.subprocess = subprocess
 
 
 class _Tolerant(hydra_submitit.BaseSubmititLauncher):
@@ -96,6 +140,10 @@ class _Tolerant(hydra_submitit.BaseSubmititLauncher):
 
     def submitted(self, sweep_dir: Path, jobs: list[Any]) -> None:
         """Note what was submitted."""
+
+    def submitting(self, sweep_dir: Path) -> contextlib.AbstractContextManager[Any]:
+        """Around the submission."""
+        return contextlib.nullcontext()
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         import submitit
@@ -137,7 +185,7 @@ class _Tolerant(hydra_submitit.BaseSubmititLauncher):
             return [_skipped(overrides) for overrides in job_overrides]
         said = io.StringIO()  # submitit prints a refusal's stderr itself; the sweep says it in one line
         try:
-            with contextlib.redirect_stderr(said):
+            with contextlib.redirect_stderr(said), self.submitting(sweep_dir):
                 jobs = executor.map_array(self, *zip(*job_params, strict=True))
         except submitit.core.utils.FailedJobError as err:  # sbatch refused the array
             raise SweepStopped(f"{self._EXECUTOR} error: the job array was refused: {_reason(err)}") from err
@@ -248,3 +296,6 @@ class LocalLauncher(_Tolerant, hydra_submitit.LocalLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         os.environ.setdefault("PIPELINE_GPU_POOL", "all")  # inherited by the jobs submitit starts
         return super().launch(job_overrides, initial_job_idx)
+
+    def submitting(self, sweep_dir: Path) -> contextlib.AbstractContextManager[Any]:
+        return controllers_apart(sweep_dir / ".submitit" / "controllers.log")

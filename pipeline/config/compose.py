@@ -4,9 +4,11 @@ bad value and what is allowed, read from the schema; control characters in it ar
 
 from __future__ import annotations
 
+import difflib
 import typing
 import unicodedata
 from dataclasses import fields, is_dataclass
+from pathlib import Path
 from typing import Any
 
 from pipeline.config.schema import schema_node
@@ -18,6 +20,19 @@ def _type_name(tp: Any) -> str:
         return " or ".join("null" if a is type(None) else _type_name(a) for a in args)
     return {bool: "true/false", int: "an integer", float: "a number", str: "a string"}.get(
         tp, getattr(tp, "__name__", str(tp))
+    )
+
+
+CONF = Path(__file__).resolve().parent.parent.parent / "conf"  # the project's config groups
+
+
+def nested_options(group: str, option: str) -> list[str]:
+    """Where a group's option lives in a subgroup of it (`model=resnet18` -> `timm/resnet18`); a typo's
+    nearest option is suggested otherwise."""
+    if not group or not option or "/" in option:
+        return []
+    return sorted(
+        str(p.relative_to(CONF / group).with_suffix("")) for p in (CONF / group).glob(f"*/{option}.yaml")
     )
 
 
@@ -60,7 +75,14 @@ def _describe(err: BaseException) -> str:
     if isinstance(err, MissingConfigException) and err.options is not None:
         missing = str(err.missing_cfg_file or "")
         group, _, option = missing.rpartition("/")
-        return f"{group}={option} is not an option of the `{group}` group: allowed values are {', '.join(err.options)}"
+        nested = nested_options(group, option) or difflib.get_close_matches(option, err.options, n=1)
+        hint = f"did you mean {' or '.join(f'{group}={n}' for n in nested)}? " if nested else ""
+        subgroups = sorted(p.name for p in (CONF / group).glob("*/") if p.is_dir()) if group else []
+        more = "".join(f", {group}={sub}/<name>" for sub in subgroups)
+        return (
+            f"{group}={option} is not an option of the `{group}` group: {hint}allowed values are "
+            f"{', '.join(err.options)}{more} (--help lists them)"
+        )
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and getattr(cause, "full_key", None):
         path = cause.full_key.split(".")
         parent = schema_node(path[:-1])

@@ -317,6 +317,21 @@ class MlflowConfig:
         "artifact root for a new experiment; null: outputs/mlartifacts beside a sqlite store, the server's default otherwise",
     )
 
+    def check(self, at: str) -> Iterator[ConfigError]:
+        """A plain path (or `file:`) is MLflow's file store, which MLflow 3 keeps in maintenance mode: its
+        jobs would fail once their worker started. Refused, naming the sqlite file that would work."""
+        uri = self.tracking_uri
+        if ("://" in uri and not uri.startswith("file:")) or uri.startswith("databricks"):
+            return
+        path = Path(uri.removeprefix("file://").removeprefix("file:")).expanduser().resolve()
+        store = path if path.suffix == ".db" else path / "mlflow.db"
+        yield ConfigError(
+            f"{at}.tracking_uri",
+            uri,
+            "a plain path is MLflow's file store, which MLflow 3 keeps in maintenance mode: use a sqlite file "
+            f"(mlflow.tracking_uri=sqlite:///{store}) or a server (http://host:port, `make mlflow-server`)",
+        )
+
 
 @dataclass(kw_only=True)
 class BenchmarkConfig:

@@ -7,14 +7,16 @@ else the worker knows goes to `run_info.json` beside the result.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pipeline.config.schema import Config, to_dict
 from pipeline.diagnose.comm import comm_phrase
+from pipeline.display import figure, unit_word, with_interval
 from pipeline.job.result import JobResult
 from pipeline.jobdir import JobDir
-from pipeline.measure.objective import Work
+from pipeline.measure.objective import OBJECTIVES, Work
 from pipeline.measure.stats import undetermined
 from pipeline.provenance import PROJECT_ROOT
 from pipeline.redaction import scrub, secret_values
@@ -23,21 +25,29 @@ from pipeline.tracking.payload import RunPayload, flatten
 
 
 def one_line(name: str, result: JobResult, *, in_sweep: bool = False) -> str:
-    """The job's last line: its result, or why it has none. In a sweep a noisy job says so briefly
-    (the sweep's summary explains it once); a single job says why."""
+    """The job's last line: its result, or why it has none; short (figures rounded, no explanation: a
+    single job says why it is noisy on a line of its own before it, `note_line`; a sweep's summary
+    once for all its jobs). In a sweep the summary has the memory: the line leaves it out."""
     if result.status != FINISHED:
         return f"{name}: {failure(result)}"
-    parts = result_phrases(result)
+    parts = result_phrases(result, memory=not in_sweep)
     if result.metrics.get("step/noisy"):
-        parts.append(brief_noise(result) if in_sweep else f"noisy: {noise_detail(result)}")
+        parts.append(brief_noise(result))
     elif result.metrics.get("step/cpu_contended"):
         wait = result.metrics.get("step/cpu_wait_pct", float("nan"))
-        parts.append(
-            f"contended (its threads waited for a CPU {wait:.0f}% of the time)"
-            if in_sweep
-            else f"contended: {noise_detail(result)}"
-        )
+        parts.append(f"contended (its threads waited for a CPU {wait:.0f}% of the time)")
     return f"{name}: FINISHED: " + ", ".join(parts)
+
+
+def note_line(result: JobResult) -> str:
+    """Why a single job's figures are noisy or contended, and what to trust instead ('' when quiet)."""
+    if result.status != FINISHED:
+        return ""
+    if result.metrics.get("step/noisy"):
+        return f"note: noisy: {noise_detail(result)}"
+    if result.metrics.get("step/cpu_contended"):
+        return f"note: contended: {noise_detail(result)}"
+    return ""
 
 
 def failure(result: JobResult) -> str:
@@ -45,66 +55,81 @@ def failure(result: JobResult) -> str:
     return f"{result.status}: {result.error.type}: {result.error.message}"
 
 
-# What a result's first words call its unit (the work's unit, as the scenario states it).
-UNIT_WORDS = {"training step": "step", "forward call": "call"}
-
-
-def result_phrases(result: JobResult) -> list[str]:
-    """The job's figures in its own unit: `step 12.34 ms (p50)` (a training step), `call latency 0.70 ms
-    (p50, p99 0.95 ms)` and its back-to-back throughput (calls timed one at a time as a request sees
-    them), `decode step 1.23 ms (p50), 812 tokens/s, first token 5.10 ms` (a generation); then compile
-    time, the speedup over the paired eager copy with its 95% interval, peak memory (a distributed job's
-    largest rank too), the communication a distributed job's step lost, graph breaks."""
-    m = result.metrics
+def result_unit(result: JobResult) -> str:
     work = Work.from_dict(result.work)
-    unit = work.unit if work is not None else "training step"
-    word = UNIT_WORDS.get(unit, unit)
+    return unit_word(work.unit if work is not None else None)
+
+
+def result_phrases(result: JobResult, *, memory: bool = True) -> list[str]:
+    """The job's figures in its own unit, rounded to what their intervals support: `step 12.3 ms (p50)`
+    (a training step), `call latency 0.70 ms (p50, p99 0.95 ms)` and its back-to-back throughput (calls
+    timed one at a time as a request sees them), `decode step 1.23 ms (p50), 812 tokens/s, first token
+    5.10 ms` (a generation); then compile time, the speedup over the paired eager copy with its 95%
+    interval, peak memory (`memory`), graph breaks."""
+    m = result.metrics
+    word = result_unit(result)
     if "latency/p50_ms" in m:  # synchronized calls: the latency one request sees
         tail = f", p99 {ms(m['latency/p99_ms'])}" if "latency/p99_ms" in m else ""
-        parts = [f"{word} latency {ms(m['latency/p50_ms'])} (p50{tail})"]
+        parts = [f"{word} latency {ms(*estimate(m, 'latency/p50'))} (p50{tail})"]
         if "throughput/samples_per_s" in m:
             parts.append(f"{rate(m['throughput/samples_per_s'])} samples/s back to back")
     else:
-        parts = [f"{word} {ms(m['step/p50_ms'])} (p50)"]
+        parts = [f"{word} {ms(*estimate(m, 'step/p50'))} (p50)"]
     if "generate/ttft_p50_ms" in m:  # a generation: its rate and its first token
         if "throughput/tokens_per_s" in m:
             parts.append(f"{rate(m['throughput/tokens_per_s'])} tokens/s")
         parts.append(f"first token {ms(m['generate/ttft_p50_ms'])}")
     if "compile/total_s" in m:
-        parts.append(f"compile {m['compile/total_s']:.1f} s")
+        parts.append(f"compile {figure(m['compile/total_s'])} s")
     if "speedup/vs_eager" in m:
-        interval = ""
-        if "speedup/ci95_low" in m and "speedup/ci95_high" in m:
-            low, high = m["speedup/ci95_low"], m["speedup/ci95_high"]
-            interval = " [undetermined]" if undetermined(low, high) else f" [{low:.2f}, {high:.2f}]"
-        parts.append(f"{m['speedup/vs_eager']:.2f}x vs eager{interval}")
+        parts.append(speedup_text(m))
     if result.info.get("measure_brief"):  # how long it measured and why it stopped
         parts.append(str(result.info["measure_brief"]))
-    if "memory/peak_reserved_gib" in m:
+    if memory and "memory/peak_reserved_gib" in m:
         parts.append(
-            f"peak {m['memory/peak_reserved_gib']:.2f} GiB reserved ({m['memory/peak_allocated_gib']:.2f} allocated)"
+            f"peak {figure(m['memory/peak_reserved_gib'])} GiB reserved "
+            f"({figure(m['memory/peak_allocated_gib'])} allocated)"
         )
         if "memory/rank_peak_allocated_max_gib" in m:  # rank 0's above; a distributed job's largest rank
-            parts[-1] += f", the largest rank {m['memory/rank_peak_allocated_max_gib']:.2f} GiB allocated"
-    elif "memory/cpu_rss_peak_gib" in m:
-        parts.append(f"peak RSS {m['memory/cpu_rss_peak_gib']:.2f} GiB")
+            parts[-1] += f", the largest rank {figure(m['memory/rank_peak_allocated_max_gib'])} GiB allocated"
+    elif memory and "memory/cpu_rss_peak_gib" in m:
+        parts.append(f"peak RSS {figure(m['memory/cpu_rss_peak_gib'])} GiB")
     said = comm_phrase(m)  # a distributed job: what it lost to communication
     if said:
         parts.append(said)
     if m.get("diagnose/graph_breaks"):
         breaks = result.diagnostics.get("graph_breaks") or []
-        parts.append(graph_break_note(int(m["diagnose/graph_breaks"]), breaks))
+        count = int(m["diagnose/graph_breaks"])
+        parts.append(
+            graph_break_note(count, breaks) if memory else f"{count} graph break{'s' * (count != 1)}"
+        )
     return parts
 
 
-def ms(value: float) -> str:
-    """Milliseconds as people read them: two decimals, three significant digits below 0.1 ms."""
-    return f"{value:.2f} ms" if value >= 0.1 else f"{value:.2g} ms"
+def estimate(m: dict[str, float], base: str) -> tuple[float, float | None, float | None]:
+    """A median and its 95% interval's ends (`step/p50` -> step/p50_ms and its ci95 ends, where logged)."""
+    return m[f"{base}_ms"], m.get(f"{base}_ci95_low_ms"), m.get(f"{base}_ci95_high_ms")
+
+
+def speedup_text(m: dict[str, float], after: str = " vs eager") -> str:
+    """`1.13x vs eager [1.02, 1.25]`, `[undetermined]` for an interval too wide to say anything
+    (docs/verdicts.md), or none where it was not measured."""
+    value = m["speedup/vs_eager"]
+    if "speedup/ci95_low" not in m or "speedup/ci95_high" not in m:
+        return f"{figure(value)}x{after}"
+    low, high = m["speedup/ci95_low"], m["speedup/ci95_high"]
+    shown, interval = with_interval(value, low, high, undetermined=undetermined(low, high)).split(" ", 1)
+    return f"{shown}x{after} {interval}"
+
+
+def ms(value: float, low: float | None = None, high: float | None = None) -> str:
+    """Milliseconds rounded to what their interval supports (at most 4 significant digits)."""
+    return f"{figure(value, low, high)} ms"
 
 
 def rate(value: float) -> str:
-    """A rate rounded to what it can mean: whole numbers from 100 up, three significant digits below."""
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+    """A rate rounded to what it can mean (three significant digits)."""
+    return figure(value)
 
 
 def brief_noise(result: JobResult) -> str:
@@ -160,8 +185,67 @@ def outcome_tags(result: JobResult) -> dict[str, str]:
     work = Work.from_dict(result.work)
     if work is not None:  # what a unit did and what it is judged on: the summary and the view read these
         tags.update(work.tags())
+    if result.status == FINISHED:
+        tags.update(shown_tags(result.metrics, result_unit(result)))
     if result.error:
         tags["error_type"], tags["error_message"] = result.error.type, result.error.message
+    return tags
+
+
+# The figures as the UI shows them, rounded (MLflow shows a metric's every digit): a tag per figure,
+# named in the job's own words, its 95% interval beside it where it has one. The sweep's view shows
+# these columns (pipeline/sweep/view.py); the metrics keep every digit for charts, sorting and queries.
+SHOWN = {
+    "step/p50_ms": "{unit} p50 ms",
+    "latency/p50_ms": "latency p50 ms",
+    "latency/p99_ms": "latency p99 ms",
+    "throughput/samples_per_s": "samples/s",
+    "throughput/tokens_per_s": "tokens/s",
+    "generate/ttft_p50_ms": "first token p50 ms",
+    "speedup/vs_eager": "speedup vs eager",
+    "compile/total_s": "compile s",
+    "memory/peak_reserved_gib": "peak reserved GiB",
+    "memory/cpu_rss_peak_gib": "peak RSS GiB",
+}
+# Where a call's latency is the figure, the calls timed back to back are the other one.
+BACK_TO_BACK = "back-to-back {unit} p50 ms"
+INTERVALS = {  # metric -> its 95% interval's ends
+    "step/p50_ms": ("step/p50_ci95_low_ms", "step/p50_ci95_high_ms"),
+    "latency/p50_ms": ("latency/p50_ci95_low_ms", "latency/p50_ci95_high_ms"),
+    "generate/ttft_p50_ms": ("generate/ttft_ci95_low_ms", "generate/ttft_ci95_high_ms"),
+    "speedup/vs_eager": ("speedup/ci95_low", "speedup/ci95_high"),
+}
+
+
+def shown_key(metric: str, unit: str = "step", metrics: Mapping[str, float] | None = None) -> str | None:
+    """The tag that shows `metric` rounded (`step p50 ms`, `latency p99 ms`), in the words of `unit`;
+    None for a metric shown only as itself."""
+    if metric == "step/p50_ms" and metrics is not None and "latency/p50_ms" in metrics:
+        return BACK_TO_BACK.format(unit=unit)
+    key = SHOWN.get(metric)
+    return key.format(unit=unit) if key else None
+
+
+def shown_tags(metrics: Mapping[str, float], unit: str = "step") -> dict[str, str]:
+    """`{"step p50 ms": "184 [101, 259]", "speedup vs eager": "1.13x [undetermined]", "compile s":
+    "64.7", ...}`: each figure the job has, rounded to what its interval supports."""
+    tags = {}
+    for metric in SHOWN:
+        if metric not in metrics:
+            continue
+        value, low, high = metrics[metric], None, None
+        if metric in INTERVALS and all(end in metrics for end in INTERVALS[metric]):
+            low, high = (metrics[end] for end in INTERVALS[metric])
+        elif metric in OBJECTIVES and OBJECTIVES[metric].inverse_of in metrics:  # a rate: its latency's
+            _, low, high = OBJECTIVES[metric].estimate(metrics)
+        text = (
+            figure(value)
+            if low is None
+            else with_interval(value, low, high, undetermined=undetermined(low, high))
+        )
+        if metric == "speedup/vs_eager":
+            text = text.replace(" ", "x ", 1) if " " in text else f"{text}x"
+        tags[shown_key(metric, unit, metrics)] = text  # type: ignore[index]
     return tags
 
 

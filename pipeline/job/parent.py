@@ -23,9 +23,10 @@ from omegaconf import OmegaConf
 from pipeline.config.compose import printable
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import Config, to_dict
+from pipeline.display import wrapped
 from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
 from pipeline.job.gpu_pool import gpu_slot, pool_lock_dir
-from pipeline.job.outcome import one_line, run_payload
+from pipeline.job.outcome import note_line, one_line, run_payload
 from pipeline.job.progress import JobProgress, sweep_status
 from pipeline.job.result import JobResult, record_run_id, refuse_overwrite, unsynced_results
 from pipeline.job.signals import SchedulerSignals, in_submitit_job, signals_held
@@ -152,7 +153,7 @@ class JobParent:
         self.display.close()
         with signals_held():  # a Ctrl-C while the result is logged lands once it is: no run left RUNNING
             outcome = self.finish(result)
-        self.say(one_line(self.name, result, in_sweep=self.place.sweep is not None))
+        self.last_line(result)
         if self.place.sweep is not None:
             print(sweep_status(Path(self.place.sweep.sweep_dir), self.place.sweep.total_jobs), flush=True)
         return outcome
@@ -258,7 +259,7 @@ class JobParent:
         else:
             self.finish(result)
         if in_submitit_job():  # only this job was stopped: the sweep collects its outcome and goes on
-            self.say(one_line(self.name, result, in_sweep=self.place.sweep is not None))
+            self.last_line(result)
             return KILLED
         raise interrupt
 
@@ -274,7 +275,9 @@ class JobParent:
         result.info["parent_pid"] = os.getpid()
         not_kept = ""
         try:
-            write_job_files(result, self.folder, self.config.trainer.warmup_steps)
+            write_job_files(
+                result, self.folder, self.config.trainer.warmup_steps, compiled=self.config.compile.compiled
+            )
             result.write(self.folder.result)
         except OSError as err:
             not_kept = f"{type(err).__name__}: {err}"
@@ -357,6 +360,15 @@ class JobParent:
             err=True,
         )
 
+    def last_line(self, result: JobResult) -> None:
+        """The job's result in a line (wrapped at the terminal's width), after a single job's note on why
+        its figures are noisy."""
+        in_sweep = self.place.sweep is not None
+        note = "" if in_sweep else note_line(result)
+        for line in [note, one_line(self.name, result, in_sweep=in_sweep)]:
+            if line:
+                self.say("\n".join(wrapped(line)))
+
     def say(self, line: str, *, err: bool = False) -> None:
         """One line to the terminal, the config's secrets masked (an error may quote a token)."""
         print(scrub(line, self.secrets), file=sys.stderr if err else sys.stdout, flush=True)
@@ -403,13 +415,15 @@ def inductor_cache_dir(config: Config, job_dir: Path, sweep: SweepContext | None
     return Path(sweep.sweep_dir if sweep else job_dir) / "inductor_cache"
 
 
-def write_job_files(result: JobResult, folder: JobDir, warmup_steps: int) -> None:
-    """Per-step times as CSV, the environment and the job's internals (run_info.json), and the error
-    with its traceback, beside the result."""
+def write_job_files(result: JobResult, folder: JobDir, warmup_steps: int, *, compiled: bool = True) -> None:
+    """Per-unit times as CSV (the job's own variant, `compiled` or `eager`, then its paired eager copy's),
+    the environment and the job's internals (run_info.json), and the error with its traceback, beside
+    the result."""
+    own = "compiled" if compiled else "eager"
     with open(folder.step_times, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["variant", "step", "step_time_ms"])
-        for variant, key in (("compiled_or_eager", "curve/step_ms"), ("paired_eager", "curve/eager_step_ms")):
+        for variant, key in ((own, "curve/step_ms"), ("paired_eager", "curve/eager_step_ms")):
             for i, ms in enumerate(result.series.get(key, [])):
                 writer.writerow([variant, warmup_steps + i, f"{ms:.6f}"])
     run_info = {"environment": result.environment, "info": result.info}

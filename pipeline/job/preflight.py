@@ -22,8 +22,9 @@ from omegaconf import DictConfig
 from pipeline.config import known_good
 from pipeline.config.checks import check, raise_first
 from pipeline.config.errors import ConfigError
-from pipeline.config.schema import CPU_RANKS, CompileConfig, Config, ModelConfig
+from pipeline.config.schema import CPU_RANKS, CompileConfig, Config, MlflowConfig, ModelConfig
 from pipeline.job.gpu_pool import pool_indices
+from pipeline.provenance import PROJECT_ROOT
 
 
 def validate(cfg: Config | DictConfig) -> Config:
@@ -64,8 +65,9 @@ def host_cores() -> int:
 
 def host_errors(config: Config) -> list[ConfigError]:
     """What this host cannot give the job, before any process starts: a CUDA GPU for `device=cuda`, CPU
-    ranks and DataLoader workers beyond its cores."""
-    cores, errors = host_cores(), []
+    ranks and DataLoader workers beyond its cores; a sqlite store in folders that would have to be made
+    outside the project (`store_errors`)."""
+    cores, errors = host_cores(), store_errors(config.mlflow)
     missing = cuda_missing() if config.device == "cuda" else ""
     if missing:  # else its worker starts, fails on torch's own error, and a FAILED run is all there is
         errors.append(
@@ -95,6 +97,31 @@ def host_errors(config: Config) -> list[ConfigError]:
             )
         )
     return errors
+
+
+def store_errors(mlflow: MlflowConfig) -> list[ConfigError]:
+    """A sqlite store whose folder does not exist is made where the project or the current folder holds
+    it (`outputs/`); anywhere else a missing folder is more likely a typo (`sqlite:////typo/dir/m.db`)
+    than a wish to make folders at the root: refused, naming the first folder missing."""
+    uri = mlflow.tracking_uri
+    if not uri.startswith("sqlite:///"):
+        return []
+    db = Path(uri[len("sqlite:///") :])
+    if not db.is_absolute() or db.parent.is_dir():
+        return []
+    missing = db.parent
+    while not missing.parent.exists() and missing.parent != missing:
+        missing = missing.parent
+    if any(db.resolve().is_relative_to(base) for base in (PROJECT_ROOT, Path.cwd().resolve())):
+        return []
+    return [
+        ConfigError(
+            "mlflow.tracking_uri",
+            uri,
+            f"{missing} does not exist: make the store's folder first (mkdir -p {db.parent}) if that is where it "
+            "goes, or fix the path",
+        )
+    ]
 
 
 def model_errors(at: str, model: ModelConfig) -> list[ConfigError]:

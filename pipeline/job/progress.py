@@ -96,11 +96,16 @@ def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
     """`sweep: 3/8 jobs done, 1 failed, ETA 4m10s`, read from the job result files in the sweep dir
     (so it is right whichever launcher ran the jobs). Jobs a resumed sweep skipped count as done. The
     ETA is the sweep's own pace since this session started (sweep.json's `started_at`: its time to the
-    last job's end over the jobs that ended since), so that jobs running at once (hydra/launcher=local_gpus, a SLURM array)
-    and a job's wait for a free GPU count as they pass; without that file, the jobs' mean wall time."""
+    last job's end over the jobs that ended since), so that jobs running at once (hydra/launcher=local_gpus,
+    a SLURM array) and a job's wait for a free GPU count as they pass; each job left weighs as the jobs
+    like it that ended took (`pace_weights`: compiled by compiled, eager by eager), and while no job like
+    one left has ended the ETA is unknown. Without that file, the jobs' mean wall time."""
     walls, done, failed, ran_since, last_end = [], 0, 0, 0, 0.0
     sweep = SweepContext.load(sweep_dir)
     started_at = sweep.started_at if sweep is not None else 0.0
+    modes = sweep.job_modes if sweep is not None else []
+    ended: set[int] = set()
+    session_walls: dict[str, list[float]] = {}  # this session's jobs' wall times, by compile mode
     for path in sweep_dir.glob(f"*/{RESULT}"):
         try:
             result = JobResult.read(path)
@@ -109,18 +114,51 @@ def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
         except (OSError, ValueError):  # not a job's result: --sync and report --results name it
             continue
         done += 1
+        num = int(path.parent.name) if path.parent.name.isdigit() else None
+        if num is not None:
+            ended.add(num)
         if result.status == SKIPPED:
             continue
         metrics = result.metrics
-        walls.append(float(metrics.get("job/wall_s") or metrics.get("job/worker_wall_s") or 0.0))
+        wall = float(metrics.get("job/wall_s") or metrics.get("job/worker_wall_s") or 0.0)
+        walls.append(wall)
         failed += result.status != FINISHED
         if started_at and ended_at >= started_at:
             ran_since += 1
             last_end = max(last_end, ended_at)
+            if num is not None and num < len(modes) and wall > 0:
+                session_walls.setdefault(modes[num], []).append(wall)
     text = f"sweep: {done}/{total_jobs if total_jobs else '?'} jobs done, {failed} failed"
     if total_jobs and done < total_jobs:
-        if ran_since:  # the pace as of the last job's end: the line changes when a job ends, not every poll
-            text += f", ETA {format_duration((last_end - started_at) / ran_since * (total_jobs - done))}"
+        left = [modes[n] for n in range(total_jobs) if n not in ended] if len(modes) == total_jobs else []
+        weights = pace_weights(left, session_walls) if left else [1.0] * (total_jobs - done)
+        if weights is None:
+            kind = "compiled" if any(m != EAGER for m in left if m not in session_walls) else "eager"
+            text += f", ETA once a {kind} job has ended"
+        elif ran_since:  # the pace as of the last job's end: the line changes when a job ends, not every poll
+            text += f", ETA {format_duration((last_end - started_at) / ran_since * sum(weights))}"
         elif walls and not started_at:
             text += f", ETA {format_duration(sum(walls) / len(walls) * (total_jobs - done))}"
     return text
+
+
+EAGER = "eager"  # the compile mode of a job that does not compile
+
+
+def pace_weights(left: list[str], walls: dict[str, list[float]]) -> list[float] | None:
+    """Each job left (by its compile mode) as a share of an average job that ended: the mean wall time of
+    the ended jobs of its mode, else of its kind (compiled or eager), over the mean of them all; None
+    when no ended job is like one of those left (an eager job says nothing of a compiled one's time)."""
+    every = [w for ws in walls.values() for w in ws]
+    if not every:
+        return [1.0] * len(left)
+    mean = sum(every) / len(every)
+    weights = []
+    for mode in left:
+        like = walls.get(mode) or [
+            w for m, ws in walls.items() if (m == EAGER) == (mode == EAGER) for w in ws
+        ]
+        if not like:
+            return None
+        weights.append(sum(like) / len(like) / mean)
+    return weights

@@ -14,6 +14,7 @@ import json
 import logging
 import re
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -28,18 +29,20 @@ from pipeline.config.checks import raise_first
 from pipeline.config.compose import describe_compose_error, printable
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import MlflowConfig
+from pipeline.display import unit_word
 from pipeline.identity import sweep_label
 from pipeline.job.gpu_pool import pool_indices
-from pipeline.job.preflight import checked, float8_errors, host_errors, validate, visible_gpus
+from pipeline.job.preflight import checked, float8_errors, host_errors, store_errors, validate, visible_gpus
 from pipeline.job.result import refuse_overwrite, unsynced_results
 from pipeline.job.supervisor import PROJECT_ROOT, worker_env
 from pipeline.job.worker_start import TEMPLATE, TemplateProcess, fork_supported, no_template
-from pipeline.measure.objective import Objective
+from pipeline.measure.objective import Objective, choose
 from pipeline.provenance import command_args, command_line, sync_command
 from pipeline.redaction import make_private, private_files, redact_text
 from pipeline.status import EXIT_BAD_INPUT, FAILED, KILLED, RUNNING
 from pipeline.sweep import lease
 from pipeline.sweep.finish import abandon, close_interrupted, finish_sweep, resume_hint
+from pipeline.sweep.render import print_answer
 from pipeline.sweep.state import (
     SweepStopped,
     axes_from_tag,
@@ -49,12 +52,13 @@ from pipeline.sweep.state import (
     count_jobs,
     hydra_value,
     planned_jobs,
-    planned_objective,
+    planned_work,
     resume_command,
     swept,
     swept_keys,
     the_work,
 )
+from pipeline.sweep.summary import Summary
 from pipeline.sweep.view import publish_sweep_view
 from pipeline.sweep_context import SweepContext, new_sweep_id
 from pipeline.tracking import RunRecord, Tracker, TrackingUnavailable
@@ -111,6 +115,7 @@ class SweepCallback(Callback):
         search = "optuna" in str(config.hydra.sweeper.get("_target_", "")).lower()
         quiet_framework_logs(verbose=is_verbose(config), optuna=search)
         try:
+            refuse_slurm_without_slurm(config)
             refuse_gpu_launcher_without_gpus(config)
             refuse_overlap_one_job_at_a_time(config)
             leave_out_what_cannot_run_here(config)
@@ -170,7 +175,9 @@ class SweepCallback(Callback):
         parent = tracker.get_run(ACTIVE_SWEEP.parent_run_id)
         runs = tracker.sweep_children(ACTIVE_SWEEP.sweep_id)
         label = parent.name if parent else f"sweep {ACTIVE_SWEEP.sweep_id}"
-        print(f"browse: {browse_url(tracker, ACTIVE_SWEEP, label, summary.objective, runs)}", flush=True)
+        url = browse_url(tracker, ACTIVE_SWEEP, label, summary.objective, runs, summary=summary)
+        print(f"browse: {url}", flush=True)
+        print_answer(summary)  # the terminal ends with the answer
 
 
 def multirun_command() -> str:
@@ -192,26 +199,29 @@ def config_error_lines(err: ConfigError) -> str:
     return "\n".join(f"config error: {printable(str(e))}" for e in err.errors)
 
 
-def check_planned_jobs(config: DictConfig) -> None:
+def check_planned_jobs(config: DictConfig) -> list[str]:
     """Every job the sweep will launch, composed as its launcher will compose it and checked, before
     anything starts: a job that does not compose (a config file that is not YAML, a bad override)
     stops the sweep, as does a sweep none of whose jobs has a valid config (one line per error, exit
     2). A sweep with some bad jobs runs the others (each bad job is recorded FAILED). Where the jobs run
-    on this host, its limits (CPU ranks, DataLoader workers) are checked too."""
+    on this host, its limits (CPU ranks, DataLoader workers) are checked too. Returns each planned job's
+    compile mode, in order (the sweep's ETA paces jobs by the ended jobs like them)."""
     from hydra.core.global_hydra import GlobalHydra
 
     jobs = planned_jobs(config.hydra)
     if not jobs or not GlobalHydra.instance().is_initialized():
-        return
+        return []
     loader = GlobalHydra.instance().config_loader()
     here = "Slurm" not in str(config.hydra.launcher.get("_target_", ""))
     errors: list[ConfigError] = []
     runnable = False
+    modes = []
     for overrides in jobs:
         try:
             composed = loader.load_sweep_config(config, overrides)
         except Exception as err:  # the job's config does not compose
             raise SweepStopped(f"config error: {describe_compose_error(err)}", EXIT_BAD_INPUT) from err
+        modes.append(str(OmegaConf.select(composed, "compile.mode", default="")))
         if runnable:
             continue  # a job that can run: the sweep starts, its bad jobs fail alone
         try:
@@ -222,7 +232,7 @@ def check_planned_jobs(config: DictConfig) -> None:
         except ConfigError as err:
             errors += [e for e in err.errors if str(e) not in {str(seen) for seen in errors}]
     if runnable:
-        return
+        return modes
     first = errors[0]
     first.errors = errors
     raise SweepStopped(config_error_lines(first), EXIT_BAD_INPUT)
@@ -266,13 +276,23 @@ def browse_url(
     label: str,
     objective: Objective,
     runs: list[RunRecord] | None = None,
+    *,
+    unit: str | None = None,
+    summary: Summary | None = None,
 ) -> str:
-    """The URL of the sweep's saved view, ranked by its objective (the summary's at the end; the planned
-    jobs' at the start); the plain runs table when MLflow would not take the view (the sweep goes on
-    either way)."""
+    """The URL of the sweep's saved view, ranked by its objective (the summary's at the end, each job's
+    row saying the verdict and the experiment's description leading with the answer; the planned jobs'
+    at the start); the plain runs table when MLflow would not take the view (the sweep goes on either
+    way)."""
     try:
         return publish_sweep_view(
-            tracker, sweep_id=sweep.sweep_id, label=label, objective=objective, runs=runs
+            tracker,
+            sweep_id=sweep.sweep_id,
+            label=label,
+            objective=objective,
+            runs=runs,
+            unit=unit,
+            summary=summary,
         )
     except Exception as exc:
         print(f"mlflow warning: could not save the sweep's view ({type(exc).__name__}: {exc})", flush=True)
@@ -282,8 +302,12 @@ def browse_url(
 def start_sweep(config: DictConfig) -> SweepContext:
     """Check that the sweep can start (its folder, the store, a resumed sweep's earlier jobs), take
     the driver's lease, open or reopen the parent run, and write sweep.json for the jobs."""
-    check_planned_jobs(config)
+    job_modes = check_planned_jobs(config)
     mlflow = _mlflow_settings(config)
+    try:  # a search plans no jobs: its store is checked here, before the parent run (as each job's is)
+        raise_first([*mlflow.check("mlflow"), *store_errors(mlflow)])
+    except ConfigError as err:
+        raise SweepStopped(config_error_lines(err), EXIT_BAD_INPUT) from err
     sweep_dir = writable_dir("hydra.sweep.dir", config.hydra.sweep.dir)
     tracker = Tracker.from_config(mlflow)
     sweep_cfg = config.sweep
@@ -338,6 +362,7 @@ def start_sweep(config: DictConfig) -> SweepContext:
         min_effect_pct=sweep_cfg.min_effect_pct,
         max_interval_pct=sweep_cfg.max_interval_pct,
         kind=str(sweep_cfg.kind),
+        job_modes=job_modes,
     )
     try:
         with private_files():  # the tracking URI, with its password if it has one
@@ -354,7 +379,12 @@ def start_sweep(config: DictConfig) -> SweepContext:
         flush=True,
     )
     label = parent.name if parent is not None else f"sweep {_label(config, sweep_id)}"
-    print(f"browse: {browse_url(tracker, sweep, label, planned_objective(config))}", flush=True)
+    works = [w for w in planned_work(config) if w is not None]
+    unit = unit_word(works[0].unit) if works and len({w.unit for w in works}) == 1 else None
+    print(
+        f"browse: {browse_url(tracker, sweep, label, choose(works, config.sweep.get('objective')), unit=unit)}",
+        flush=True,
+    )
     return sweep
 
 
@@ -690,6 +720,22 @@ def refuse_gpu_launcher_without_gpus(config: DictConfig) -> None:
         raise SweepStopped(
             f"config error: hydra/launcher=local_gpus gives each job one of this machine's GPUs, and NVML finds none "
             f"here ({why}): leave it out to run the jobs one at a time, or name GPUs with gpu_pool=[0,1]",
+            EXIT_BAD_INPUT,
+        )
+
+
+def uses_slurm(config: DictConfig) -> bool:
+    return "Slurm" in str(config.hydra.launcher.get("_target_", ""))
+
+
+def refuse_slurm_without_slurm(config: DictConfig) -> None:
+    """hydra/launcher=slurm submits the jobs with sbatch: where there is none, one line before anything
+    starts (submitit's own error was a 40-line traceback after the sweep's parent run was opened)."""
+    if uses_slurm(config) and shutil.which("sbatch") is None:
+        raise SweepStopped(
+            "config error: hydra/launcher=slurm submits the jobs to SLURM, and there is no SLURM here (no sbatch "
+            "on PATH): leave hydra/launcher out to run them on this machine, one at a time, or start a test "
+            "cluster with `make slurm-up`",
             EXIT_BAD_INPUT,
         )
 

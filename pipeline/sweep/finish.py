@@ -19,7 +19,7 @@ from pipeline.redaction import private_files, redact_uri
 from pipeline.status import FAILED, FINISHED, KILLED, RUNNING, SKIPPED
 from pipeline.sweep import lease, slurm
 from pipeline.sweep.plots import make_plots
-from pipeline.sweep.render import print_table, to_markdown, write_csv
+from pipeline.sweep.render import print_answer, print_details, to_markdown, write_csv
 from pipeline.sweep.state import axes_from_tag, axis_keys, hydra_value, resume_command
 from pipeline.sweep.summary import Summary, kind_of_jobs, row_from_run, summarize
 from pipeline.sweep.sync import close_ended_job_run
@@ -220,14 +220,11 @@ def finish_sweep(
     # and its resumptions: the sweep's wall time, but for its process start and the summary itself.
     summary.aggregates["sweep/wall_s"] = sweep.wall_s() if wall_s is None else wall_s
     sweep.ended_wall_s = summary.aggregates["sweep/wall_s"]
-    print_table(summary)
+    print_details(summary)  # the answer comes last, once the sweep is closed (print_answer)
     files = publish(tracker, sweep.parent_run_id, summary, Path(sweep.sweep_dir))
     with private_files():  # the wall time its summary says, for `report --results`
         sweep.save()
-    print(
-        f"summary: {', '.join(str(p) for p in files[:2])} and {len(files) - 2} plots; logged to parent run {sweep.parent_run_id}",
-        flush=True,
-    )
+    print(f"summary: {files[0]} (.csv, {len(files) - 2} plots; in the sweep's run too)", flush=True)
     if incomplete:
         interrupted = parent.status == KILLED
         before = parent.tags.get("error_message", "") if interrupted else ""
@@ -305,6 +302,7 @@ def _finish_left(tracker: Tracker, sweep: SweepContext, folder: Path) -> bool:
         )
         return False
     end = finish_sweep(sweep, tracker, wall_s=_wall_when_left(tracker, sweep))
+    print_answer(end.summary)
     if end.incomplete:
         print(
             f"sweep {sweep.sweep_id} ({folder}) is incomplete: {end.incomplete}; parent run closed, not FINISHED; {resume_hint(sweep)}"

@@ -6,13 +6,16 @@ anything (pipeline/measure/stats.py `undetermined`) gets no whiskers and says so
 
 from __future__ import annotations
 
+import logging
 import math
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pipeline.measure.stats import undetermined
 from pipeline.status import FINISHED
+from pipeline.sweep.render import verdict_words
 from pipeline.sweep.summary import Row, Summary, geomean
 
 COMPILED_COLOR, EAGER_COLOR = "tab:orange", "tab:gray"
@@ -23,6 +26,8 @@ def make_plots(summary: Summary, out_dir: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
+    # its font cache's first build says so at INFO ("generated new fontManager"), through Hydra's handlers
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     out_dir.mkdir(parents=True, exist_ok=True)
     done = [r for r in summary.rows if r.status == FINISHED and "step/p50_ms" in r.metrics]
     speed = [r for r in done if r.compiled and r.speedup]
@@ -79,9 +84,9 @@ def step_time_plot(rows: list[Row], summary: Summary) -> Any:
             bar.set_alpha(0.6)
     ax.invert_yaxis()
     ax.set_xlabel(f"{objective.label}; whiskers: 95% interval")
-    verdict = summary.verdict.line() if summary.verdict else ""
-    ax.set_title(f"sweep {summary.sweep_id}\n{verdict[:150]}", fontsize=10)
-    ax.legend(
+    verdict = textwrap.fill(verdict_words(summary), 110)  # whole, on as many lines as it takes
+    ax.set_title(f"sweep {summary.sweep_id}\n{verdict}", fontsize=10, loc="left")
+    ax.legend(  # beside the axes: over them it hid the longest bar
         handles=[
             Patch(color=COMPILED_COLOR, label="compiled"),
             Patch(color=EAGER_COLOR, label="eager"),
@@ -89,7 +94,9 @@ def step_time_plot(rows: list[Row], summary: Summary) -> Any:
                 facecolor="white", edgecolor="black", hatch="//", label="noisy (the host may have slowed it)"
             ),
         ],
-        loc="lower right",
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        borderaxespad=0,
         fontsize=8,
     )
     return fig

@@ -1,10 +1,13 @@
-"""The summary as text, all saying the same thing: the verdict first, then one row per configuration
-(its figure with the 95% interval, speedup, compile time, memory), then failures and aggregates.
+"""The summary as text, all saying the same thing: the verdict, one row per configuration (its figure
+with the 95% interval, speedup, compile time, memory), failures and aggregates; figures rounded to what
+their intervals support (:mod:`pipeline.figures`).
 
-* the terminal and the parent run's description get the compact table: only the identity columns that
-  vary in the sweep (the constant ones on one line above), sorted by the objective, the winner marked,
-  and at most :data:`TERMINAL_WIDTH` columns wide;
-* `summary.md` gets the full table, `summary.csv` every metric and the interval columns.
+* the terminal ends with the answer (:func:`answer_lines`): the details first (the shared identity
+  values, aggregates, notes, failures), then the ranked table (only the identity columns that vary, the
+  winner marked, its compile time kept however narrow the terminal) and the verdict last, never wider
+  than the terminal (at most :data:`pipeline.display.TERMINAL_WIDTH` columns);
+* the parent run's description and `summary.md` lead with the verdict; `summary.md` gets the full
+  table, `summary.csv` every metric unrounded and the interval columns.
 Torch-free.
 """
 
@@ -13,26 +16,22 @@ from __future__ import annotations
 import csv
 import io
 import math
-import shutil
-import sys
 from pathlib import Path
 
+from pipeline.display import figure, in_unit_words, terminal_width, unit_word, with_interval, wrapped
 from pipeline.identity import TABLE_KEYS, short_labels
 from pipeline.measure.stats import undetermined
 from pipeline.status import FINISHED
 from pipeline.sweep.pareto import front_lines
 from pipeline.sweep.summary import Row, Scaling, Summary
 
-TERMINAL_WIDTH = 120  # at most; a narrower terminal (or COLUMNS) is respected
 DASH = "–"
 UNDETERMINED = "undetermined"  # an interval too wide to say anything (pipeline/measure/stats.py undetermined)
-MEASURE_COLUMNS = ("figure [95% interval]", "speedup", "compile s", "peak GiB", "graph breaks", "status")
+MEASURE_COLUMNS = ("figure [95% CI]", "speedup", "compile s", "peak GiB", "graph breaks", "status")
 
 
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return (
-        DASH if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
-    )
+def _fmt(value: float | None) -> str:
+    return DASH if value is None or (isinstance(value, float) and math.isnan(value)) else figure(value)
 
 
 def identity_columns(summary: Summary, *, compact: bool) -> list[str]:
@@ -98,19 +97,17 @@ def _mark(summary: Summary, row: Row) -> str:
     return "= " if name in verdict.tied and verdict.kind == "tie" else ""
 
 
-def interval_text(low: float, high: float, digits: int = 2) -> str:
-    """`[low, high]`, or `[undetermined]` for an interval too wide to say anything (docs/verdicts.md)."""
-    if undetermined(low, high):
-        return f"[{UNDETERMINED}]"
-    return f"[{_fmt(low, digits)}, {_fmt(high, digits)}]"
+def figure_text(value: float, low: float, high: float) -> str:
+    """`184 [101, 259]`, or `508 [undetermined]` for an interval too wide to say anything
+    (docs/verdicts.md); rounded to what the interval supports."""
+    return with_interval(value, low, high, undetermined=undetermined(low, high))
 
 
 def _figure(summary: Summary, row: Row) -> str:
+    """The job's figure with its interval; a job without one says why in its place (`FAILED`)."""
     if not row.passing or summary.objective.metric not in row.metrics:
-        return DASH
-    value, low, high = summary.objective.estimate(row.metrics)
-    digits = 2 if summary.objective.metric == "step/p50_ms" else 1
-    return f"{_fmt(value, digits)} {interval_text(low, high, digits)}"
+        return row.status if row.status != FINISHED else DASH
+    return figure_text(*summary.objective.estimate(row.metrics))
 
 
 def _speedup(row: Row) -> str:
@@ -118,8 +115,10 @@ def _speedup(row: Row) -> str:
     if row.speedup is None:
         return DASH
     if "speedup/ci95_low" in m:
-        return f"{row.speedup:.2f}x {interval_text(m['speedup/ci95_low'], m['speedup/ci95_high'])}"
-    return f"{row.speedup:.2f}x"
+        low, high = m["speedup/ci95_low"], m["speedup/ci95_high"]
+        value, *interval = figure_text(row.speedup, low, high).split(" ", 1)
+        return f"{value}x {interval[0]}"
+    return f"{figure(row.speedup)}x"
 
 
 def _status(row: Row) -> str:
@@ -166,7 +165,7 @@ def _table(summary: Summary, *, compact: bool) -> tuple[list[str], list[list[str
                 *([outcomes.get(row.name, DASH)] if outcomes is not None else []),
                 _figure(summary, row),
                 _speedup(row),
-                _fmt(m.get("compile/total_s"), 1),
+                _fmt(m.get("compile/total_s")),
                 _fmt(peak),
                 DASH if breaks is None else str(int(breaks)),
                 _status(row),
@@ -183,10 +182,14 @@ def verdict_lines(summary: Summary) -> list[str]:
     lines = [summary.verdict.line()] if summary.verdict else []
     if summary.suite is not None:
         return summary.suite.lines()  # its failures by class included
-    if summary.failure_classes:
-        classes = ", ".join(f"{n} {kind}" for kind, n in sorted(summary.failure_classes.items()))
-        lines.append(f"failures by class: {classes}")
-    return lines
+    return lines + failure_class_lines(summary)
+
+
+def failure_class_lines(summary: Summary) -> list[str]:
+    if not summary.failure_classes or summary.suite is not None:
+        return []
+    classes = ", ".join(f"{n} {kind}" for kind, n in sorted(summary.failure_classes.items()))
+    return [f"failures by class: {classes}"]
 
 
 def aggregate_lines(summary: Summary) -> list[str]:
@@ -262,17 +265,43 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 def to_markdown(summary: Summary, *, compact: bool = False) -> str:
     """summary.md (full table) or the parent run's description (compact: verdict first, varying columns)."""
     out = io.StringIO()
-    out.write(f"# Sweep {summary.sweep_id}\n\n")
-    for line in verdict_lines(summary):
+    if not compact:  # the run's page names the sweep already: its description starts with the answer
+        out.write(f"# Sweep {summary.sweep_id}\n\n")
+    for line in map(lambda text: in_words(summary, text), verdict_lines(summary)):
         out.write(f"**{line}**\n\n" if line.startswith(("verdict", "suite")) else f"{line}\n\n")
+    if compact:  # a list, before MLflow's "Show more": its description ran a table's cells together
+        header, rows = answer_table(summary)
+        out.write("\n".join(f"- {ranked_item(header, row)}" for row in rows) + "\n\n")
     if constant_line(summary):  # the columns every job shares, once (summary.csv holds them all)
         out.write(constant_line(summary) + "\n\n")
-    out.write(markdown_table(*table(summary, compact=True)) + "\n\n")
-    out.write("\n".join(f"- {line}" for line in aggregate_lines(summary)) + "\n\n")
-    out.write(HOW.format(objective=summary.objective.label) + "\n")
+    if not compact:
+        out.write(markdown_table(*table(summary, compact=True)) + "\n\n")
+    out.write("\n".join(f"- {in_words(summary, line)}" for line in aggregate_lines(summary)) + "\n\n")
+    out.write(in_words(summary, HOW.format(objective=summary.objective.label)) + "\n")
     if compact:
         out.write("\nThe full table: summary.md and summary.csv in this run's artifacts.\n")
     return out.getvalue()
+
+
+# The answer's table's cells in words (a configuration as a list item).
+ITEM_WORDS = {
+    "figure [95% CI]": "{}",
+    "speedup": "{} vs eager",
+    "compile s": "compile {} s",
+    "peak GiB": "peak {} GiB",
+    "graph breaks": "{} graph breaks",
+}
+
+
+def ranked_item(header: list[str], row: list[str]) -> str:
+    """One configuration of the answer's table in words: `★ default·inductor: 184 [101, 259], 1.13x
+    [undetermined] vs eager, compile 64.7 s, peak 0.672 GiB, 0 graph breaks, FINISHED`."""
+    cells = [
+        ITEM_WORDS.get(name, "{}").format(cell)
+        for name, cell in zip(header[1:], row[1:], strict=True)
+        if cell not in (DASH, "-")
+    ]
+    return f"{row[0]}: {', '.join(cells)}" if cells else row[0]
 
 
 def write_csv(summary: Summary, path: Path) -> None:
@@ -315,8 +344,9 @@ def write_csv(summary: Summary, path: Path) -> None:
             )
 
 
-# Columns a narrow terminal drops first (they stay in summary.md and summary.csv).
-DROP_FIRST = ("graph breaks", "peak GiB", "compile s", "status")
+# Columns a narrow terminal drops first (they stay in summary.md and summary.csv); the figure, the
+# speedup and the compile time (the cost a user asked about) stay.
+DROP_FIRST = ("status", "graph breaks", "peak GiB")
 
 
 def fit(header: list[str], rows: list[list[str]], width: int) -> tuple[list[str], list[list[str]], list[str]]:
@@ -336,27 +366,110 @@ def fit(header: list[str], rows: list[list[str]], width: int) -> tuple[list[str]
     return [header[i] for i in cols], [[r[i] for i in cols] for r in rows], dropped
 
 
-def print_table(summary: Summary) -> None:
-    """The compact table and the lines around it; rich on a terminal, plain text in logs, never wider
-    than TERMINAL_WIDTH (wider tables go to the files only)."""
+def sweep_unit(summary: Summary) -> str:
+    """What the sweep's jobs call a unit of their work (`step`, `call`), or `unit` where they differ."""
+    units = {r.work.unit for r in summary.rows if r.work is not None}
+    return unit_word(units.pop()) if len(units) == 1 else "step" if not units else "unit"
+
+
+def in_words(summary: Summary, text: str) -> str:
+    """`text` in the words of the sweep's own unit (a call's, not a training step's)."""
+    return in_unit_words(text, sweep_unit(summary))
+
+
+def verdict_words(summary: Summary) -> str:
+    """The verdict in words, for the end of the terminal: what it is, about which configurations (their
+    run names: the table above marks them ★ and =), and why, in the sweep's own words."""
+    verdict = summary.verdict
+    if verdict is None:
+        return ""
+    if verdict.kind == "fastest" and verdict.fastest:
+        return in_words(summary, f"verdict: fastest: {verdict.fastest} ★ ({verdict.reason})")
+    names = ", ".join(verdict.tied)
+    if verdict.kind == "tie":
+        return in_words(summary, f"verdict: tie between {names} = ({verdict.reason})")
+    among = f" among {names}" if names else ""
+    rerun = (
+        "; rerun with a larger benchmark.budget_s, repeats or on a quiet host"
+        if len(verdict.tied) > 1
+        else ""
+    )
+    return in_words(summary, f"verdict: inconclusive{among}: {verdict.reason}{rerun}")
+
+
+def answer_lines(summary: Summary, width: int) -> list[str]:
+    """The sweep's answer, the last lines on the terminal, each within `width`: the ranked table (the
+    winner marked, its figure with its interval, the speedup, the compile time) and the verdict; a suite's
+    answer per model instead. Built from the summary's fields alone, one line or one row each."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    width = min(TERMINAL_WIDTH, shutil.get_terminal_size((TERMINAL_WIDTH, 24)).columns)  # COLUMNS too
-    console = Console(width=width, no_color=not sys.stdout.isatty())
-    for line in verdict_lines(summary):
-        console.print(line, markup=False, highlight=False)
-    if constant_line(summary):
-        console.print(constant_line(summary), markup=False, highlight=False)
-    header, rows, dropped = fit(*table(summary, compact=True), width)
-    view = Table(title=f"sweep {summary.sweep_id}: {summary.objective.label}", show_lines=False, box=None)
+    out = io.StringIO()
+    console = Console(width=width, file=out, no_color=True, highlight=False)
+    header, rows, _ = fit(*answer_table(summary), width)
+    widest = sum(max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(len(header)))
+    view = Table(
+        title=f"sweep {summary.sweep_id}: {summary.objective.label}",
+        box=None,
+        pad_edge=False,
+        collapse_padding=widest + 2 * (len(header) - 1) > width,  # one space between columns, not two
+    )
     for col in header:
         view.add_column(col, overflow="fold")
     for row in rows:
         view.add_row(*(Text(cell) for cell in row))  # plain text: `[undetermined]` is no markup tag
     console.print(view)
-    if dropped:
-        console.print(f"({', '.join(dropped)}: in summary.md, too wide for {width} columns)", markup=False)
-    for line in aggregate_lines(summary):
-        console.print(line, markup=False, highlight=False, soft_wrap=False)
+    lines = [line.rstrip() for line in out.getvalue().splitlines()]
+    words = summary.suite.lines() if summary.suite is not None else [verdict_words(summary)]
+    for text in filter(None, words):
+        lines += wrapped(text, width)
+    return lines
+
+
+def answer_table(summary: Summary) -> tuple[list[str], list[list[str]]]:
+    """The compact table with its identity columns in one, as a run name joins them (`★ default·inductor`,
+    `eager`, `depth=1`: a swept key's value with its name), so that the figures keep the width."""
+    header, rows = table(summary, compact=True)
+    keys = identity_columns(summary, compact=True)
+    labels = dict(zip(keys, column_labels(keys), strict=True))
+    merged = []
+    for row in rows:
+        mark = row[0][: len(row[0]) - len(row[0].lstrip("★= "))]
+        cells = [row[0][len(mark) :], *row[1 : len(keys)]]
+        parts = [
+            value if key in TABLE_KEYS else f"{labels[key]}={value}"
+            for key, value in zip(keys, cells, strict=True)
+            if value not in (DASH, "-")
+        ]
+        merged.append([mark + ("·".join(parts) or cells[0]), *row[len(keys) :]])
+    return ["configuration", *header[len(keys) :]], merged
+
+
+def detail_lines(summary: Summary) -> list[str]:
+    """What comes before the answer: the identity values every job shares, the aggregates, the notes
+    and the failures."""
+    shared = [constant_line(summary)] if constant_line(summary) else []
+    lines = [*shared, *failure_class_lines(summary), *aggregate_lines(summary)]
+    return [in_words(summary, line) for line in lines]
+
+
+def print_lines(lines: list[str], width: int) -> None:
+    """Plain lines, each wrapped at `width` (a continuation indented), flushed."""
+    for line in lines:
+        print("\n".join(wrapped(line, width)), flush=True)
+
+
+def print_details(summary: Summary) -> None:
+    print_lines(detail_lines(summary), terminal_width())
+
+
+def print_answer(summary: Summary) -> None:
+    width = terminal_width()
+    print("\n".join(answer_lines(summary, width)), flush=True)
+
+
+def print_table(summary: Summary) -> None:
+    """The whole summary on the terminal: the details, then the answer last."""
+    print_details(summary)
+    print_answer(summary)

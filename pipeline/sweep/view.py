@@ -1,6 +1,9 @@
-"""The sweep's ready-made view in the MLflow UI: its runs in one table, ranked by the objective, with
-the columns that answer "which is fastest, by how much, at what compile cost", ranked by the objective
-the summary ranks by (:mod:`pipeline.measure.objective`). Torch-free.
+"""The sweep's answer in the MLflow UI (torch-free): its saved view of the runs table, ranked by the
+objective the summary ranks by (:mod:`pipeline.measure.objective`), with the columns that answer "which
+is fastest, by how much, at what compile cost" (each job's verdict, the winner marked on its own row;
+its figures rounded, with their intervals, as text tags: MLflow shows a metric's every digit), a
+handful of charts instead of one per metric, and the experiment's description leading with the latest
+sweep's answer (MLflow shows it above every page of the experiment and in the home page's list).
 
 MLflow 3.17 keeps the runs table's saved views ("Views" at the top right of the Runs page) as experiment
 tags `mlflow.sharedViewState.<id>`. A tag's value is JSON: `name`, `createdAt`, `updatedAt` (ms) and
@@ -15,60 +18,51 @@ also carries search parameters (a filter, a sort) ignores it. Sorting by a metri
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
 from dataclasses import dataclass, field
 
-from pipeline.measure.objective import STEP_P50, Objective, objective_named
+from pipeline.display import DASH, figure, unit_word
+from pipeline.identity import TABLE_KEYS
+from pipeline.job.outcome import shown_key, shown_tags
+from pipeline.measure.objective import Objective, objective_named
+from pipeline.measure.registry import METRICS
+from pipeline.sweep.render import column_labels, identity_columns, sorted_rows
+from pipeline.sweep.summary import Row, Summary
 from pipeline.tracking import RunRecord, Tracker
+from pipeline.tracking.client import DESCRIPTION_TAG, experiment_description
 
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 SWEEP_VIEW_PREFIX = "sweep-"  # the views this project makes; others (a user's own) are never touched
 KEEP_VIEWS = 30  # of ours per experiment, below the UI's 40, leaving room for a user's own views
 MAX_VALUE_CHARS = 20_000
 
-STEP_TIME = STEP_P50
-SPEEDUP = ("speedup/vs_eager", "speedup/ci95_low", "speedup/ci95_high")  # the figure, then its interval
+SPEEDUP = "speedup/vs_eager"
+LATENCY_TAIL = "latency/p99_ms"
+SAMPLES_PER_S = "throughput/samples_per_s"
+TOKENS_PER_S, FIRST_TOKEN = "throughput/tokens_per_s", "generate/ttft_p50_ms"
 # Where the figures live on each device: the caching allocator's peak on a GPU, the process's RSS on a CPU.
 MEMORY = ("memory/peak_reserved_gib", "memory/cpu_rss_peak_gib")
-COSTS = ("compile/total_s", *MEMORY, "diagnose/graph_breaks")
-# The sweep's answer, on its parent's row (pipeline/sweep/finish.py sets them): first, then the figures.
-VERDICT_TAGS = ("verdict",)
-# Last: the job's own warning, and the fastest configuration's name (only a `fastest` verdict has one).
-LAST_TAGS = ("noisy", "fastest_config")
+COMPILE = "compile/total_s"
+# The sweep's answer per row (set at its end, `mark_runs`): the winner marked on its own row.
+VERDICT_TAG = "verdict"
+LAST_TAGS = ("noisy",)  # the job's own warning
 # Compiled and eager per-unit times on one line chart (MLflow's LINE charts take several metrics).
 CURVES = ("curve/step_ms", "curve/eager_step_ms")
-# The chart view's sections (one per metric prefix; MLflow sorts them alphabetically unless told), the
-# objective's first, then the most telling; prefixes not listed follow.
-SECTIONS = (
-    "step",
-    "latency",
-    "speedup",
-    "compile",
-    "memory",
-    "throughput",
-    "curve",
-    "parity",
-    "diagnose",
-    "eager",
-    "warmup",
-    "loss",
-)
+MAX_CHARTS = 8  # the chart view's: the figure, the speedup, the costs, the curves; never one per metric
 RUN_NAME = "attributes.`Run Name`"
 CREATED = "runDateAndNestInfo"  # MLflow's own column, always shown: when (a check mark and "2 minutes ago")
-# Columns whose width is not their header's, in px. At 1600 px the verdict, the objective and the speedup
-# with their intervals fit beside MLflow's sidebar, the names and the Created column; the costs follow.
-WIDTHS = {
-    RUN_NAME: 200,
-    CREATED: 120,
-    "tags.`verdict`": 100,
-    "tags.`noisy`": 70,
-    "tags.`fastest_config`": 260,
-}
-HEADER_CHAR_PX, HEADER_PADDING_PX, SORT_ARROW_PX = 6.5, 28, 16  # MLflow 3.17's header font, measured
-VALUE_PX = 120  # a figure's value: 9 significant digits whole, longer ones end in an ellipsis
+# Columns whose width is not their header's, in px. At 1440 px the verdict, the figure with its interval,
+# the speedup with its interval and the compile time fit beside MLflow's sidebar, the names and the
+# Created column; memory follows.
+WIDTHS = {RUN_NAME: 200, CREATED: 140, "tags.`verdict`": 150, "tags.`noisy`": 70}
+HEADER_CHAR_PX, HEADER_PADDING_PX = 6.5, 28  # MLflow 3.17's header font, measured
+VALUE_CHAR_PX, VALUE_PADDING_PX = 7.0, 24  # a cell's text (`1.13x [undetermined]`: 20 characters)
+INTERVAL_CHARS, FIGURE_CHARS = 20, 6  # the longest a rounded figure with its interval, and alone, shows
 NAME_CHAR_PX, NAME_PADDING_PX, MAX_NAME_PX = 5.4, 50, 400  # the runs' names whole, up to a point
+HAS_INTERVAL = ("p50 ms", "samples/s", "tokens/s", "speedup vs eager")  # shown tags with an interval
 
 
 def metric_column(name: str) -> str:
@@ -88,7 +82,9 @@ class RunsView:
     search_filter: str
     objective: Objective
     columns: list[str] = field(default_factory=list)
-    sections: list[str] = field(default_factory=list)  # the chart view's, in order
+    charts: list[str] = field(default_factory=list)  # the chart view's metrics, in order (MAX_CHARTS)
+    hidden: list[str] = field(default_factory=list)  # every other metric: no chart of its own
+    unit: str = "step"  # what the jobs call a unit of work, in the curves' title
     name_width: int = WIDTHS[RUN_NAME]  # px: the runs' names whole (name_width_for)
 
     @property
@@ -97,13 +93,12 @@ class RunsView:
 
     def state(self) -> dict[str, object]:
         order = [RUN_NAME, CREATED, *self.columns]  # a width applies only to a column listed here
-        sort_key = metric_column(self.objective.metric)
-        widths = {c: column_width(c, sorted_by=c == sort_key) for c in order}
+        widths = {c: column_width(c) for c in order}
         widths[RUN_NAME] = self.name_width
         widths[CREATED] = WIDTHS[CREATED]
         return {
             "searchFilter": self.search_filter,
-            "orderByKey": sort_key,
+            "orderByKey": metric_column(self.objective.metric),  # sorted by the figure, shown rounded
             "orderByAsc": self.objective.ascending,
             "startTime": "ALL",
             "lifecycleFilter": "Active",
@@ -112,36 +107,23 @@ class RunsView:
             "selectedColumns": list(self.columns),
             "columnOrder": order,
             "columnWidths": widths,
-            **self.charts(),
+            **self.chart_state(),
         }
 
-    def charts(self) -> dict[str, object]:
-        """The chart view: sections in `sections` order, each opening with the charts of the table's
-        figures (not their intervals' ends), and the compiled and eager per-unit times on one line chart;
-        MLflow adds a chart for every other metric after them (its "isReordered" sections keep the order
-        given) and the other prefixes' sections after these."""
-        metrics = [c.split("`")[1] for c in self.columns if c.startswith("metrics.") and "ci95" not in c]
-        charts: list[dict[str, object]] = [
-            {
-                "uuid": f"autogen-{metric}",
-                "type": "BAR",
-                "metricKey": metric,
-                "displayName": metric,
-                "metricSectionId": f"autogen-{section_of(metric)}",
-                "isGenerated": True,
-                "deleted": False,
-            }
-            for metric in metrics
-            if section_of(metric) in self.sections
-        ]
-        if section_of(CURVES[0]) in self.sections:
-            charts += curve_charts()
+    def chart_state(self) -> dict[str, object]:
+        """The chart view: one section of a handful of charts (the figures, the speedup, the costs;
+        compiled and eager per-unit times on one line chart), in this order. MLflow adds a chart for every
+        metric that has none: every other metric gets one, deleted, so that it adds none (the issue's
+        sweeps showed 69 and 79 charts for 4 and 2 runs)."""
+        cards: list[dict[str, object]] = [bar_chart(m) for m in self.charts if m not in CURVES]
+        if CURVES[0] in self.charts:
+            cards += curve_charts(self.unit)
+        cards += [hidden_chart(m) for m in self.hidden if m not in self.charts]
         return {
             "compareRunSections": [
-                {"uuid": f"autogen-{name}", "name": name, "display": True, "isReordered": True}
-                for name in self.sections
+                {"uuid": ANSWER_SECTION, "name": ANSWER_SECTION_NAME, "display": True, "isReordered": True}
             ],
-            "compareRunCharts": charts,
+            "compareRunCharts": cards,
             "isAccordionReordered": True,
         }
 
@@ -151,9 +133,11 @@ class RunsView:
             "name": self.name,
             "createdAt": now_ms,
             "updatedAt": now_ms,
-            "state": json.dumps(self.state()),
+            "state": json.dumps(self.state(), separators=(",", ":")),
         }
-        value = json.dumps(envelope)
+        value = json.dumps(envelope, separators=(",", ":"))
+        if len(value) > MAX_VALUE_CHARS and self.hidden:  # the charts MLflow adds are the lesser evil
+            return dataclasses.replace(self, hidden=[]).tag_value(now_ms=now_ms)
         if len(value) > MAX_VALUE_CHARS:
             raise ValueError(
                 f"view {self.view_id!r} is {len(value)} characters; MLflow's UI takes {MAX_VALUE_CHARS}"
@@ -161,11 +145,30 @@ class RunsView:
         return value
 
 
-def section_of(metric: str) -> str:
-    return metric.split("/")[0]
+# The chart view's one section (MLflow names sections by metric prefix, one chart each: here the answer's
+# charts sit side by side).
+ANSWER_SECTION, ANSWER_SECTION_NAME = "compile-sweeps-answer", "the answer: figures, speedup, costs"
 
 
-def curve_charts() -> list[dict[str, object]]:
+def bar_chart(metric: str) -> dict[str, object]:
+    return {
+        "uuid": f"autogen-{metric}",
+        "type": "BAR",
+        "metricKey": metric,
+        "displayName": metric,
+        "metricSectionId": ANSWER_SECTION,
+        "isGenerated": True,
+        "deleted": False,
+    }
+
+
+def hidden_chart(metric: str) -> dict[str, object]:
+    """A chart of `metric` MLflow does not show (and does not add again): as short as it can be, one for
+    each of a hundred metrics within the view's 20,000 characters."""
+    return {"uuid": f"hidden-{metric}", "type": "BAR", "metricKey": metric, "deleted": True}
+
+
+def curve_charts(unit: str = "step") -> list[dict[str, object]]:
     """Compiled and eager per-unit times on one line chart (each run a line per variant), under the
     compiled curve's own chart id so that MLflow does not add it alone; the eager curve's own chart is
     left out (deleted) for the same reason."""
@@ -176,8 +179,8 @@ def curve_charts() -> list[dict[str, object]]:
             "type": "LINE",
             "metricKey": compiled,
             "selectedMetricKeys": list(CURVES),
-            "displayName": "time per measured unit, ms: compiled and paired eager",
-            "metricSectionId": f"autogen-{section_of(compiled)}",
+            "displayName": f"time per measured {unit}, ms: compiled and paired eager",
+            "metricSectionId": ANSWER_SECTION,
             "xAxisKey": "step",
             "xAxisScaleType": "linear",
             "scaleType": "linear",
@@ -186,56 +189,67 @@ def curve_charts() -> list[dict[str, object]]:
             "isGenerated": True,
             "deleted": False,
         },
-        {
-            "uuid": f"autogen-{eager}",
-            "type": "LINE",
-            "metricKey": eager,
-            "displayName": eager,
-            "metricSectionId": f"autogen-{section_of(eager)}",
-            "isGenerated": True,
-            "deleted": True,
-        },
+        hidden_chart(eager),
     ]
 
 
-def columns_for(
-    objective: Objective, *, logged: set[str] | None = None, tags: set[str] | None = None
-) -> list[str]:
-    """The verdict (on the parent's row), the objective with its 95% interval (a rate's: the latency it
-    is made of, with that one's), the speedup over the paired eager copy with its interval, then what
-    it costs: the step time, compile time, peak memory and graph breaks; the `noisy` flag and the
-    fastest configuration's name last. Before the sweep has run (`logged`, `tags` None) every candidate
-    is listed, both memory figures included; afterwards only what some run of the sweep has."""
-    figure = [objective.metric, *(objective.interval or ())]
+def figure_metrics(objective: Objective, logged: set[str] | None) -> list[str]:
+    """The figures a row is judged and read by, first the objective's: a rate's latency after it; a
+    call's latency with its tail and the throughput of calls back to back; a generation's tokens/s and
+    time to first token."""
+    metrics = [objective.metric]
     if objective.inverse_of is not None:
-        base = objective_named(objective.inverse_of)
-        figure += [base.metric, *(base.interval or ())]
-    metrics = list(dict.fromkeys([*figure, *SPEEDUP, STEP_TIME, *COSTS]))
+        metrics.append(objective_named(objective.inverse_of).metric)
+    if objective.metric.startswith("latency/") or (logged is not None and LATENCY_TAIL in logged):
+        metrics += [LATENCY_TAIL, SAMPLES_PER_S]
+    if logged is not None and FIRST_TOKEN in logged:  # a generation: its rate and its first token
+        metrics += [TOKENS_PER_S, FIRST_TOKEN]
+    return list(dict.fromkeys(metrics))
+
+
+def columns_for(
+    objective: Objective,
+    *,
+    unit: str = "step",
+    logged: set[str] | None = None,
+    tags: set[str] | None = None,
+) -> list[str]:
+    """The verdict (each job's: the winner marked), the figures rounded with their 95% intervals (the
+    objective's first: `step p50 ms`, or a call's `latency p50 ms` and `latency p99 ms` with `samples/s`),
+    the speedup over the paired eager copy with its interval, then what it costs: compile time and peak
+    memory; the `noisy` flag last. The runs' tags that show the figures rounded
+    (pipeline/job/outcome.py `shown_tags`), in the jobs' own words; before the sweep has run (`tags`
+    None) every candidate, both memory figures included; afterwards only what some run has."""
+    metrics = [*figure_metrics(objective, logged), SPEEDUP, COMPILE, *MEMORY]
+    latency_jobs = objective.metric.startswith("latency/") or (logged is not None and LATENCY_TAIL in logged)
+    context = {"latency/p50_ms": 1.0} if latency_jobs else None
+    shown = [key for m in metrics if (key := shown_key(m, unit, context)) is not None]
+    names = [VERDICT_TAG, *dict.fromkeys(shown), *LAST_TAGS]
+    if tags is not None:
+        names = [n for n in names if n in tags]
+    return [tag_column(n) for n in names]
+
+
+def charts_for(objective: Objective, *, logged: set[str] | None = None) -> list[str]:
+    """The chart view's metrics: the figures, the speedup, compile time, memory, the curves; once the
+    sweep has run, only those it logged; never more than MAX_CHARTS."""
+    wanted = [*figure_metrics(objective, logged), SPEEDUP, COMPILE, *MEMORY, CURVES[0]]
     if logged is not None:
-        metrics = [m for m in metrics if m in logged]
-    first = [t for t in VERDICT_TAGS if tags is None or t in tags]
-    last = [t for t in LAST_TAGS if tags is None or t in tags]
-    return [*map(tag_column, first), *map(metric_column, metrics), *map(tag_column, last)]
+        wanted = [m for m in wanted if m in logged]
+    elif MEMORY[0] in wanted:  # before the sweep: one memory chart (the device's is not known yet)
+        wanted.remove(MEMORY[1])
+    return wanted[:MAX_CHARTS]
 
 
-def sections_for(objective: Objective, *, logged: set[str] | None = None) -> list[str]:
-    """The objective's section first, then `SECTIONS`; once the sweep has run, only those it logged."""
-    names = dict.fromkeys([section_of(objective.metric), *SECTIONS])
-    if logged is None:
-        return list(names)
-    present = {section_of(name) for name in logged if "/" in name}
-    return [name for name in names if name in present]
-
-
-def column_width(column: str, *, sorted_by: bool = False) -> int:
-    """Pixels for the whole header (MLflow cuts headers, never wraps them) and, for a figure, its value;
-    an interval's end is as wide as its header."""
+def column_width(column: str) -> int:
+    """Pixels for the whole header (MLflow cuts headers, never wraps them) and the value it shows (a
+    figure with its interval, or a figure alone)."""
     if column in WIDTHS:
         return WIDTHS[column]
     name = column.split("`")[1] if "`" in column else column
     header = math.ceil(HEADER_CHAR_PX * len(name)) + HEADER_PADDING_PX
-    width = header if "ci95" in name else max(VALUE_PX, header)
-    return width + (SORT_ARROW_PX if sorted_by else 0)
+    chars = INTERVAL_CHARS if name.endswith(HAS_INTERVAL) else FIGURE_CHARS
+    return max(header, math.ceil(VALUE_CHAR_PX * chars) + VALUE_PADDING_PX)
 
 
 def name_width_for(names: list[str]) -> int:
@@ -252,18 +266,23 @@ def sweep_view(
     sweep_id: str,
     label: str,
     objective: Objective,
+    unit: str = "step",
     logged: set[str] | None = None,
     tags: set[str] | None = None,
     names: list[str] | None = None,
 ) -> RunsView:
     """The view of one sweep: its runs only (the parent and its jobs carry `sweep_id`)."""
+    charts = charts_for(objective, logged=logged)
+    every = logged if logged is not None else set(METRICS)
     return RunsView(
         view_id=view_id_for(sweep_id),
         name=f"{label} ({sweep_id})",
         search_filter=f"tags.sweep_id = {filter_literal(sweep_id)}",
         objective=objective,
-        columns=columns_for(objective, logged=logged, tags=tags),
-        sections=sections_for(objective, logged=logged),
+        columns=columns_for(objective, unit=unit, logged=logged, tags=tags),
+        charts=charts,
+        hidden=sorted(every - set(charts)),
+        unit=unit,
         name_width=name_width_for(names or []),
     )
 
@@ -311,20 +330,157 @@ def publish(tracker: Tracker, view: RunsView) -> str:
 
 
 def publish_sweep_view(
-    tracker: Tracker, *, sweep_id: str, label: str, objective: Objective, runs: list[RunRecord] | None = None
+    tracker: Tracker,
+    *,
+    sweep_id: str,
+    label: str,
+    objective: Objective,
+    runs: list[RunRecord] | None = None,
+    unit: str | None = None,
+    summary: Summary | None = None,
 ) -> str:
     """The sweep's view, saved; with the sweep's runs given, only the columns that some run has (the
     parent's verdict included: it is looked up here, as `runs` may be its jobs only), and the names'
-    column as wide as their longest."""
+    column as wide as their longest. With the sweep's summary, each job's row says the verdict first
+    (`mark_runs`), and the experiment's description leads with the answer (`describe_answer`)."""
     logged = tags = None
     names: list[str] = []
     if runs is not None:
+        if summary is not None:
+            mark_runs(tracker, summary)
+            runs = tracker.sweep_children(sweep_id)
         parent = tracker.sweep_parent(sweep_id)
         everything = [*runs, *([parent] if parent is not None else [])]
         logged = {name for run in everything for name in run.metrics}
         tags = {name for run in everything for name in run.tags}
         names = [run.name for run in runs if run.tags.get("sweep_parent") != "true"]
+        units = {run.tags["unit"] for run in runs if run.tags.get("unit")}
+        unit = unit or (unit_word(units.pop()) if len(units) == 1 else None)
     view = sweep_view(
-        sweep_id=sweep_id, label=label, objective=objective, logged=logged, tags=tags, names=names
+        sweep_id=sweep_id,
+        label=label,
+        objective=objective,
+        unit=unit or "step",
+        logged=logged,
+        tags=tags,
+        names=names,
     )
-    return publish(tracker, view)
+    url = publish(tracker, view)
+    if summary is not None:
+        describe_answer(tracker, summary, label=label, url=url)
+    return url
+
+
+def row_verdicts(summary: Summary) -> dict[str, str]:
+    """Each job's run id -> what the verdict says of it: `★ fastest`, `= tie`, `best, inconclusive` (the
+    best figure, which the data could not separate from others: `inconclusive`), `slower`, or why it
+    has no figure (`FAILED`); a suite's model by its outcome against its own eager copy."""
+    verdict = summary.verdict
+    suite = {o.run_name: o.outcome for o in summary.suite.outcomes} if summary.suite is not None else {}
+    pooled = {id(row): c.name for c in summary.configurations for row in c.rows}
+    best = next((pooled.get(id(row)) for row in answer_rows(summary)), None)
+    words = {}
+    for row in summary.rows:
+        if not row.run_id:
+            continue
+        name = pooled.get(id(row))
+        if row.name in suite:
+            words[row.run_id] = suite[row.name]
+        elif name is None or verdict is None:
+            words[row.run_id] = row.status if row.status != "FINISHED" else "no figure"
+        elif verdict.kind == "fastest":
+            words[row.run_id] = "★ fastest" if name == verdict.fastest else "slower"
+        elif name in verdict.tied and verdict.kind == "tie":
+            words[row.run_id] = "= tie"
+        elif name in verdict.tied:  # one the data could not tell from the best: the best says so
+            words[row.run_id] = "best, inconclusive" if name == best else "inconclusive"
+        else:
+            words[row.run_id] = "slower"
+    return words
+
+
+def mark_runs(tracker: Tracker, summary: Summary) -> None:
+    """The verdict on each job's own row (its `verdict` tag): the winner marked where it is ranked."""
+    for run_id, word in row_verdicts(summary).items():
+        tracker.set_tags(run_id, {VERDICT_TAG: word})
+
+
+# The experiment's description (markdown, above every page of the experiment and in the home page's
+# list) leads with the latest sweep's answer; what this project wrote last is kept beside it, so that a
+# description a user wrote is never replaced.
+ANSWER_TAG = "compile_sweeps.description"
+
+
+def distinct_name(summary: Summary, row: Row) -> str:
+    """A configuration by what sets it apart from the sweep's others (`default`, `amp·max-autotune`,
+    `batch_size=32`): the identity values that differ among the jobs, a value only eager jobs lack (their
+    backend) aside; its run name where nothing does."""
+    keys = identity_columns(summary, compact=True)
+    labels = dict(zip(keys, column_labels(keys), strict=True))
+    missing = (DASH, "-")
+    parts = []
+    for key in keys:
+        values = {r.config.get(key) for r in summary.rows if r.config} - {None, *missing}
+        value = row.config.get(key)
+        if len(values) > 1 and value not in (None, *missing):
+            parts.append(value if key in TABLE_KEYS else f"{labels[key]}={value}")
+    return "·".join(parts) or row.name
+
+
+def answer_rows(summary: Summary) -> list[Row]:
+    """The jobs the answer is about, best first: the fastest configuration's where the verdict names one
+    (it may rank second by its own figure: a compiled job slower than its paired eager copy loses to
+    the eager job), else those it could not tell apart, else every job with a figure."""
+    ranked = [r for r in sorted_rows(summary) if r.passing and summary.objective.metric in r.metrics]
+    verdict = summary.verdict
+    pooled = {id(row): c.name for c in summary.configurations for row in c.rows}
+    if verdict is not None and verdict.kind == "fastest":
+        return [r for r in ranked if pooled.get(id(r)) == verdict.fastest]
+    if verdict is not None and verdict.tied:
+        return [r for r in ranked if pooled.get(id(r)) in verdict.tied] or ranked
+    return ranked
+
+
+def answer_line(summary: Summary) -> str:
+    """The sweep's answer in one line of plain words, short enough for the first line of MLflow's
+    description banner (about 110 characters at 1440 px beside its assistant panel): the verdict, the
+    best configuration, its figure with its interval, its speedup and its compile time (`inconclusive;
+    best default: step 184 ms [101, 259], 1.13x vs eager [undetermined], compile 64.7 s`)."""
+    verdict = summary.verdict
+    kind = verdict.kind if verdict is not None else "suite"
+    best = next(iter(answer_rows(summary)), None)
+    if best is None:
+        return f"{kind}; no configuration has a figure"
+    unit = unit_word(best.work.unit if best.work is not None else None)
+    shown = shown_tags(best.metrics, unit)
+    key = shown_key(summary.objective.metric, unit, best.metrics) or ""
+    value, _, interval = shown.get(key, figure(best.metrics[summary.objective.metric])).partition(" ")
+    what = key.rsplit(" ", 1)  # `step p50 ms` -> a step's figure in ms; `samples/s` -> a rate
+    figure_text = f"{what[0].removesuffix(' p50')} {value} {what[1]}" if len(what) == 2 else f"{value} {key}"
+    parts = [f"{figure_text} {interval}".strip()]
+    if "speedup vs eager" in shown:
+        speedup, _, within = shown["speedup vs eager"].partition(" ")
+        parts.append(f"{speedup} vs eager {within}".strip())
+    if "compile s" in shown:
+        parts.append(f"compile {shown['compile s']} s")
+    lead = "fastest:" if kind == "fastest" else f"{kind}; best"
+    return f"{lead} {distinct_name(summary, best)}: {', '.join(parts)}"
+
+
+def describe_answer(tracker: Tracker, summary: Summary, *, label: str, url: str) -> None:
+    """The experiment's description, first line the latest sweep's answer, then where to read more;
+    left alone where a user wrote their own (it is not what this project wrote last)."""
+    tags = tracker.experiment_tags()
+    current = tags.get(DESCRIPTION_TAG)
+    if current is not None and current not in (
+        tags.get(ANSWER_TAG),
+        experiment_description(tracker.experiment_id),
+    ):
+        return
+    link = "#" + url.split("#", 1)[1] if "#" in url else url
+    text = (
+        f"{answer_line(summary)} ({label}: the latest sweep; [its runs ranked]({link}))\n\n"
+        + experiment_description(tracker.experiment_id)
+    )
+    tracker.set_experiment_tag(DESCRIPTION_TAG, text)
+    tracker.set_experiment_tag(ANSWER_TAG, text)

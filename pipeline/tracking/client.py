@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.schema import MlflowConfig
-from pipeline.provenance import git_commit
+from pipeline.provenance import PROJECT_ROOT, git_commit
 from pipeline.redaction import redact_text, redact_uri
 from pipeline.status import RUNNING
 from pipeline.tracking.http import check_reachable
@@ -131,12 +131,15 @@ class Tracker(SweepQueries):
 
     def runs_url(self, view_id: str | None = None) -> str:
         """Where the UI shows this experiment's runs table (MLflow 3 opens experiments on its GenAI
-        view otherwise), in a saved view when given one. A sqlite store needs `make ui` first."""
+        view otherwise), in a saved view when given one. A sqlite store needs `make ui` first (with
+        UI_STORE for a store other than the project's outputs/mlflow.db)."""
         query = f"viewStateShareKey={view_id}&" if view_id else ""
         path = f"#/experiments/{self.experiment_id}/runs?{query}workflowType=machine_learning"
         if self.uri.startswith(("http://", "https://")):
             return f"{redact_uri(self.uri).rstrip('/')}/{path}"
-        return f"http://127.0.0.1:5000/{path} (after `make ui`)"
+        served = f"sqlite:///{PROJECT_ROOT / 'outputs' / 'mlflow.db'}"  # the store `make ui` serves
+        ui = "make ui" if self.uri == served else f"make ui UI_STORE={redact_uri(self.uri)}"
+        return f"http://127.0.0.1:5000/{path} (after `{ui}`)"
 
     def experiment_tags(self) -> dict[str, str]:
         experiment = self._client.get_experiment(self.experiment_id)

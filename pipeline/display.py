@@ -1,0 +1,150 @@
+"""Figures and lines as people read them (torch-free, no dependencies): figures rounded to the precision
+the measurement supports, never more than :data:`MAX_DIGITS` significant digits, and lines within the
+terminal's width. One rule for the job's last line, its run's display tags, the terminal's table,
+summary.md and the UI's answer.
+
+A figure with a 95% interval is rounded at the place of its half-width's first significant digit, with at
+least :data:`MIN_DIGITS` and at most :data:`MAX_DIGITS` significant digits (10.392 within [10.35, 10.43]
+is `10.39 [10.35, 10.43]`, 1.0613 within [1.0198, 1.0903] is `1.06 [1.02, 1.09]`, 184.18 within [101.39,
+259.15] is `184 [101, 259]`); its interval's ends at the same place. A figure without an interval (or
+one too wide to say anything) gets :data:`PLAIN_DIGITS`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+import textwrap
+
+TERMINAL_WIDTH = 120  # at most; a narrower terminal (or COLUMNS) is respected
+MAX_DIGITS = 4  # never more: a fifth digit of a timing is noise on any host
+MIN_DIGITS = 3
+PLAIN_DIGITS = 3  # a figure whose interval is unknown, or too wide to say anything
+DASH = "–"
+
+
+def _magnitude(value: float) -> int:
+    """The power of ten of the value's first significant digit."""
+    return math.floor(math.log10(abs(value)) + 1e-9) if value else 0  # 0.0999...96 is 0.1
+
+
+def decimals_for(value: float, low: float | None = None, high: float | None = None) -> int:
+    """The decimal places (negative: tens, hundreds) `value` is shown with, given its interval."""
+    top = _magnitude(value)
+    digits = PLAIN_DIGITS
+    if low is not None and high is not None and math.isfinite(low) and math.isfinite(high) and high > low:
+        place = _magnitude((high - low) / 2)  # the half-width's first significant digit
+        digits = top - place + 1
+    digits = min(MAX_DIGITS, max(MIN_DIGITS, digits))
+    return digits - 1 - top
+
+
+def capped(value: float, decimals: int) -> int:
+    """`decimals`, fewer where `value` would show more than MAX_DIGITS significant digits (rounding
+    included: 9.9996 at three places is 10.000, five digits)."""
+    if not math.isfinite(value) or not value:
+        return decimals
+    decimals = min(decimals, MAX_DIGITS - 1 - _magnitude(value))
+    rounded = round(value, decimals)
+    if rounded and _magnitude(rounded) + decimals + 1 > MAX_DIGITS:
+        decimals -= 1
+    return decimals
+
+
+def at(value: float, decimals: int) -> str:
+    """`value` at `decimals` places (negative: rounded to tens, hundreds, ...)."""
+    if not math.isfinite(value):
+        return DASH if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    text = f"{round(value, decimals):.{max(decimals, 0)}f}"
+    return "0" if text.strip("-0.") == "" else text
+
+
+def figure(value: float | None, low: float | None = None, high: float | None = None) -> str:
+    """The figure alone, rounded as its interval allows (`184`, `10.39`, `0.000929`)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return DASH
+    text = at(value, capped(value, decimals_for(value, low, high)))
+    if low is None or high is None:  # no interval claims a precision: no trailing zeros (0.93, not 0.930)
+        text = text.rstrip("0").rstrip(".") if "." in text else text
+    return text
+
+
+def with_interval(value: float, low: float, high: float, *, undetermined: bool = False) -> str:
+    """`184 [101, 259]`; `[undetermined]` for an interval too wide to say anything (docs/verdicts.md)."""
+    if undetermined or not (math.isfinite(low) and math.isfinite(high)):
+        return f"{figure(value)} [undetermined]"  # rounded as a figure without an interval
+    places = min(capped(x, decimals_for(value, low, high)) for x in (value, low, high))
+    return f"{at(value, places)} [{at(low, places)}, {at(high, places)}]"
+
+
+def significant_digits(text: str) -> int:
+    """How many significant digits a number as written shows (`184` 3, `0.000929` 3, `1,300` 2, `10.0`
+    3): what the UI test counts on the page."""
+    digits = text.replace(",", "").lstrip("+-")
+    whole, _, fraction = digits.partition(".")
+    if not fraction:
+        return len(whole.lstrip("0").rstrip("0")) or 1
+    return len((whole + fraction).lstrip("0")) or 1
+
+
+# What a result's words call its unit (the work's unit, as the scenario states it).
+UNIT_WORDS = {"training step": "step", "forward call": "call"}
+
+
+def unit_word(unit: str | None) -> str:
+    """`step`, `call`, `decode step`: a unit of work as a line names it."""
+    return UNIT_WORDS.get(unit or "training step", unit or "step")
+
+
+# A sweep's explanations say "step"; a sweep of other units says its own word, in these phrases only (a
+# metric's or a config key's name, `step/noisy`, `trainer.steps`, stays as it is).
+STEP_PHRASES = (
+    ("step-time", "{u}-time"),
+    ("step times", "{u} times"),
+    ("step time", "{u} time"),
+    ("measured steps", "measured {u}s"),
+    ("tenth of steps", "tenth of {u}s"),
+    ("fastest step", "fastest {u}"),
+    ("of its steps", "of its {u}s"),
+    ("every step", "every {u}"),
+    ("the steps spread", "the {u}s spread"),
+    ("more steps", "more {u}s"),
+    ("autocorrelated steps", "autocorrelated {u}s"),
+    ("stalls and steps from", "stalls and {u}s from"),
+    ("over the measured steps", "over the measured {u}s"),
+)
+
+
+def in_unit_words(text: str, word: str) -> str:
+    """`text` saying `word` (`call`) where it says a training step."""
+    if word == "step":
+        return text
+    for phrase, replacement in STEP_PHRASES:
+        text = text.replace(phrase, replacement.format(u=word))
+    return text
+
+
+def terminal_width() -> int:
+    """The terminal's columns (COLUMNS too), at most TERMINAL_WIDTH."""
+    return min(TERMINAL_WIDTH, shutil.get_terminal_size((TERMINAL_WIDTH, 24)).columns)
+
+
+def known_width() -> int | None:
+    """The terminal's columns where there is one to fit (a terminal, or COLUMNS set), else None: a log
+    file keeps a line whole, for grep."""
+    if os.environ.get("COLUMNS") or sys.stdout.isatty():
+        return terminal_width()
+    return None
+
+
+def wrapped(text: str, width: int | None = None) -> list[str]:
+    """`text` in lines of at most `width` columns (the terminal's), continuations indented; a path or
+    URL is never cut (it may run longer). Without a terminal (known_width), whole."""
+    width = width or known_width()
+    if width is None:
+        return [text]
+    return textwrap.wrap(
+        text, width, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False
+    ) or [""]
