@@ -10,12 +10,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from pipeline.tracking import mlflow_client
+from tests import suite_plugin
 
 ROOT = Path(__file__).resolve().parent.parent
 # Tests send Ctrl-C (SIGINT) to the CLIs they start. A shell that starts pytest in the background
@@ -23,22 +23,41 @@ ROOT = Path(__file__).resolve().parent.parent
 # handler then): a Python handler here is reset to the default in each child instead.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
-# Config checks remembered by pipeline.config.known_good go to a folder of this test session, not the user's.
-os.environ.setdefault("PIPELINE_CACHE_DIR", tempfile.mkdtemp(prefix="pipeline-known-good-"))
 CONF = ROOT / "conf"
 # A job small enough for a CPU: ViT with 2 blocks on 32 px images, batch 2, 4 steps (1 warm-up).
 TINY = ["model=vit_tiny", "trainer.steps=4", "trainer.warmup_steps=1", "trainer.batch_size=2"]
 # Every job the tests start runs a few calls of the host check (pipeline/measure/host.py) per timed round
 # instead of 0.3 s a job (the suites run hundreds of jobs), unless the test sets it.
 HOST_CHECK = "benchmark.host_check_s=0.02"
+# Every inductor job the tests start shares the test session's inductor cache (the second compile of a
+# graph in the session takes seconds, not a minute), unless the test sets diagnose.cache_dir or
+# diagnose.cold_cache: a test whose subject is a cold compile (compile time, what a compile prints) sets
+# diagnose.cold_cache=true, one about the cache's own rules diagnose.cache_dir=null (per sweep).
+COLD_CACHE = "diagnose.cold_cache=true"
+
+
+def session_inductor_cache() -> str | None:
+    folder = suite_plugin.session_dir()
+    return f"diagnose.cache_dir={folder / 'inductor'}" if folder else None
+
+
+def sets(args: list[str], key: str) -> bool:
+    return any(a.split("=", 1)[0].lstrip("+~") == key for a in args)
 
 
 def with_host_check(args: list[str]) -> list[str]:
-    """args with HOST_CHECK added unless they set benchmark.host_check_s. Every way a test starts jobs adds
-    it, so that a resumed sweep's jobs are the same jobs as its first session's."""
-    if any(a.split("=", 1)[0].lstrip("+~") == "benchmark.host_check_s" for a in args):
-        return list(args)
-    return [*args, HOST_CHECK]
+    """args with the tests' job defaults added: HOST_CHECK unless they set benchmark.host_check_s, the
+    session's inductor cache unless they set diagnose.cache_dir or diagnose.cold_cache. Every way a test
+    starts jobs adds them, so that a resumed sweep's jobs are the same jobs as its first session's."""
+    added = [] if sets(args, "benchmark.host_check_s") else [HOST_CHECK]
+    cache = session_inductor_cache()
+    if cache and not sets(args, "diagnose.cache_dir") and not sets(args, "diagnose.cold_cache"):
+        added.append(cache)
+    return [*args, *added]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(suite_plugin.SuitePlugin(config), "compile-sweeps-suite")
 
 
 def sqlite_uri(path: Path) -> str:
