@@ -11,7 +11,7 @@ import pytest
 from pipeline.identity import IDENTITY_KEYS
 from pipeline.measure.objective import WORK_TAGS
 from pipeline.measure.registry import unregistered
-from tests.conftest import TINY, client, one_line_errors, output, run_cli, run_info, runs
+from tests.conftest import COLD_CACHE, TINY, client, one_line_errors, output, run_cli, run_info, runs
 
 CORE_METRICS = {
     "step/p50_ms",
@@ -195,7 +195,9 @@ def test_a_job_whose_steps_spread_beyond_the_limit_is_flagged_noisy(tmp_path: Pa
 
 
 def test_one_inductor_job_reports_compile_time_apart_from_step_time(tmp_path: Path, store: str):
-    proc = run_cli([*TINY, "compile.mode=default"], tmp_path, store)
+    proc = run_cli(
+        [*TINY, "compile.mode=default", COLD_CACHE], tmp_path, store
+    )  # what a first compile prints
     assert proc.returncode == 0, output(proc)
     (run,) = runs(store)
     check_finished_run(store, run, "default")
@@ -213,41 +215,7 @@ def test_one_inductor_job_reports_compile_time_apart_from_step_time(tmp_path: Pa
     assert m["compile/backward_s"] > 0  # a training step compiles its backward
     # Inductor's perf hints stay off the job's output (verbose=true shows them), kept in its diagnostics.
     assert "__perf_hints" not in proc.stdout + proc.stderr
-    assert "perf_hints" in json.loads((tmp_path / "run" / "diagnostics.json").read_text())
-
-
-@pytest.mark.slow
-def test_multirun_2x2_logs_four_runs_with_one_sweep_id(tmp_path: Path, store: str):
-    args = [*TINY, "compile.mode=eager,default", "compile.backend=aot_eager", "precision=amp,fp32"]
-    proc = run_cli(args, tmp_path, store, multirun=True)
-    assert proc.returncode == 0, output(proc)
-    jobs = children(store)
-    assert len(jobs) == 4
-    assert all(r.info.status == "FINISHED" for r in jobs)
-    sweep_ids = {r.data.tags["sweep_id"] for r in jobs}
-    assert len(sweep_ids) == 1
-    assert {r.info.run_name for r in jobs} == {
-        "vit_tiny·amp·eager",
-        "vit_tiny·fp32·eager",
-        "vit_tiny·amp·default·aot_eager",
-        "vit_tiny·fp32·default·aot_eager",
-    }
-    # Every job ran in a fresh worker process of its own.
-    results = [json.loads(p.read_text()) for p in (tmp_path / "multirun").glob("*/result.json")]
-    worker_pids = {r["info"]["worker_pid"] for r in results}
-    assert len(worker_pids) == 4 and not worker_pids & {r["info"]["parent_pid"] for r in results}
-
-
-@pytest.mark.slow
-def test_compile_state_never_carries_over_between_jobs(tmp_path: Path, store: str):
-    """Two jobs with the same compiled config in one multirun (one Hydra process): each compiles from
-    scratch in its own worker, so each reports the same frame count and a real compile time."""
-    args = [*TINY, "compile.backend=aot_eager", "benchmark.paired_eager=false", "trainer.seed=0,1"]
-    proc = run_cli(args, tmp_path, store, multirun=True)
-    assert proc.returncode == 0, output(proc)
-    jobs = children(store)
-    assert [r.data.metrics["diagnose/frames_compiled"] for r in jobs] == [1.0, 1.0]
-    assert all(r.data.metrics["compile/torch_total_s"] > 0.2 for r in jobs)
+    assert json.loads((tmp_path / "run" / "diagnostics.json").read_text())["perf_hints"]  # there were some
 
 
 @pytest.mark.parametrize(

@@ -113,6 +113,9 @@ def test_a_forked_worker_starts_with_imports_done_and_no_cuda_or_compiler_state(
     assert spawned.info["worker_start_state"]["torch_imported"] is False  # a fresh interpreter
     frames = [r.metrics["diagnose/frames_compiled"] for r in (first, second, spawned)]
     assert frames[0] > 0 and frames[0] == frames[1] == frames[2], frames
+    assert all(
+        r.metrics["compile/torch_total_s"] > 0.2 for r in (first, second, spawned)
+    )  # a real compile each
     assert first.info["worker_pid"] != second.info["worker_pid"]
 
 
