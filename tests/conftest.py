@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -110,12 +111,16 @@ def run_cli(
     env: dict | None = None,
     uri_override: bool = True,
 ) -> subprocess.CompletedProcess:
-    """Drive the real CLI in a fresh process, outputs and MLflow store under tmp_path."""
+    """Drive the real CLI in a fresh process, outputs and MLflow store under tmp_path. `env` adds to the
+    environment; a None value removes a variable (OMP_NUM_THREADS=None: torch's own default threads, where
+    the session runs torch on one: tests/suite_plugin.py)."""
     cmd = [sys.executable, "-m", "pipeline.run"]
     if multirun:
         cmd.append("-m")
     cmd += [*with_host_check(args), f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/multirun"]
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env = {
+        k: v for k, v in {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}.items() if v is not None
+    }
     full_env.pop("MLFLOW_TRACKING_URI", None)
     if uri_override:
         cmd.append(f"mlflow.tracking_uri={store_uri}")
@@ -194,6 +199,16 @@ def one_line_errors(proc: subprocess.CompletedProcess, prefix: str) -> list[str]
     return [line for line in proc.stderr.splitlines() if line.startswith(prefix)]
 
 
+def unmount(path: Path, wait_s: float = 30) -> None:
+    """Every mount at path (a bind mount over a tmpfs, then the tmpfs), tried again while one is busy (the
+    processes of a test that failed midway still ending): a mount left behind would keep the test's
+    folder from being removed."""
+    deadline = time.monotonic() + wait_s
+    while os.path.ismount(path) and time.monotonic() < deadline:
+        if subprocess.run(["umount", str(path)], capture_output=True, check=False).returncode != 0:
+            time.sleep(0.2)
+
+
 @pytest.fixture
 def read_only_dir(tmp_path: Path):
     """An existing folder nothing can be written in: a read-only tmpfs mounted there where the tests
@@ -203,7 +218,7 @@ def read_only_dir(tmp_path: Path):
     if os.geteuid() == 0:
         subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)], check=True)
         yield path
-        subprocess.run(["umount", str(path)], check=False)
+        unmount(path)
     else:
         path.chmod(0o555)
         yield path
@@ -227,7 +242,7 @@ def full_dir(tmp_path: Path):
     except OSError:
         pass
     yield path
-    subprocess.run(["umount", str(path)], check=False)
+    unmount(path)
 
 
 def runs(store_uri: str, experiment: str = "compile-sweeps", filter_string: str = "") -> list:

@@ -18,19 +18,24 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
+import resource
 import shutil
 import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 SESSION_ENV = "PIPELINE_TEST_SESSION_DIR"
+ONE_THREAD_ENV = "PIPELINE_TEST_ONE_THREAD"  # set where the session set OMP_NUM_THREADS=1 itself
 WHOLE_HOST = "whole_host"
 FIXTURE_TIMES = "fixture_setup_s"  # a test report's user property: {fixture (scope): seconds}
+CPU_TIME = "cpu_s"  # a test report's user properties: cpu_s_setup, cpu_s_call, cpu_s_teardown
 # A default-suite test over this is named in the report (a figure to act on, not a failure).
 BUDGET_S = float(os.environ.get("PIPELINE_TEST_BUDGET_S", "30"))
 
@@ -41,13 +46,25 @@ def session_dir() -> Path | None:
     return Path(value) if value else None
 
 
+def group_of(item: pytest.Item) -> str | None:
+    """The worker a test must share with others: its `xdist_group` mark's name, or its module's where it
+    uses a fixture of module (or class, package) scope, so that the fixture is set up once."""
+    for mark in item.iter_markers("xdist_group"):
+        return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None or not isinstance(item, pytest.Function):
+        return None
+    if any(defs[-1].scope in ("module", "class", "package") for defs in info.name2fixturedefs.values()):
+        return item.module.__name__
+    return None
+
+
 class SuitePlugin:
     def __init__(self, config: pytest.Config):
         self.config = config
         self.owns_session_dir = False
         self.fixture_times: list[tuple[str, str, float]] = []  # set up during the current test's setup
-        self.phases: dict[str, float] = defaultdict(float)  # nodeid -> setup + call + teardown seconds
-        self.default_suite: set[str] = set()  # nodeids of tests not marked slow
+        self.tests: dict[str, Times] = defaultdict(Times)  # nodeid -> setup + call + teardown
         self.fixtures: dict[tuple[str, str], list[float]] = defaultdict(list)
         self.started = time.monotonic()
 
@@ -65,26 +82,50 @@ class SuitePlugin:
         os.environ.setdefault("PIPELINE_GPU_LOCK_DIR", str(folder / "gpu-locks"))
         # torch.compile inside pytest's own processes (tests that compile in-process) caches here too.
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(folder / "inductor-in-process"))
+        # Torch on one thread in every process the tests start (unless the user set it), but for a whole-host
+        # test: two tests run at once on two cores, and two jobs of a thread per core each would
+        # oversubscribe them, torch's threads then waiting for each other at every operation (a job's
+        # step of milliseconds took hundreds on the loaded host). A test that needs torch's own default
+        # passes OMP_NUM_THREADS=None in its job's env (tests/conftest.py: run_cli).
+        if "OMP_NUM_THREADS" not in os.environ:
+            os.environ["OMP_NUM_THREADS"] = os.environ[ONE_THREAD_ENV] = "1"
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self.owns_session_dir:
             shutil.rmtree(os.environ.pop(SESSION_ENV), ignore_errors=True)
 
     # ------------------------------------------------------------------------------------ parallel runs
-    @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the tests' ids
+    @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        for item in items:
-            if any(True for _ in item.iter_markers("xdist_group")):
-                continue
-            module = item.module.__name__ if isinstance(item, pytest.Function) else ""
-            defs = getattr(item, "_fixtureinfo", None)
-            shared = [
-                name
-                for name, fixturedefs in (defs.name2fixturedefs.items() if defs else ())
-                if fixturedefs[-1].scope in ("module", "class", "package")
-            ]
-            if shared and module:
-                item.add_marker(pytest.mark.xdist_group(module))
+        """Each worker writes the tests' groups to the session folder, where the scheduler reads them (xdist
+        3.8's own loadgroup marks a group in the test's id, which pytest 9.2 no longer lets it change:
+        pytest-dev/pytest-xdist#1386)."""
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        folder = session_dir()
+        if worker is None or folder is None:
+            return
+        groups = {item.nodeid: group for item in items if (group := group_of(item))}
+        scratch = folder / f".groups-{worker}.json"
+        scratch.write_text(json.dumps(groups))
+        scratch.replace(folder / f"groups-{worker}.json")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log):
+        """`--dist loadgroup`: xdist's scheduling by scope, a test's scope being its group (group_of)."""
+        if config.getvalue("dist") != "loadgroup":
+            return None
+        from xdist.scheduler import LoadScopeScheduling
+
+        class GroupScheduling(LoadScopeScheduling):
+            groups: dict[str, str] | None = None
+
+            def _split_scope(self, nodeid: str) -> str:
+                if self.groups is None:  # every worker has collected (and written its groups) by now
+                    written = sorted(session_dir().glob("groups-*.json"))  # type: ignore[union-attr]
+                    self.groups = json.loads(written[0].read_text()) if written else {}
+                return self.groups.get(nodeid, nodeid)
+
+        return GroupScheduling(config, log)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
@@ -96,20 +137,21 @@ class SuitePlugin:
         """The host's lock around one test, where other workers run tests beside this one: shared for a
         test, alone for a whole-host test. A whole-host test first takes the turnstile, which every test
         passes before it shares the host: tests keep starting only until a whole-host test waits."""
-        folder = session_dir()
-        if folder is None or "PYTEST_XDIST_WORKER" not in os.environ:
-            yield
-            return
-        with open(folder / "host.turnstile", "a") as turnstile, open(folder / "host.lock", "a") as lock:
-            fcntl.flock(turnstile, fcntl.LOCK_EX)
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-            finally:
-                fcntl.flock(turnstile, fcntl.LOCK_UN)
-            try:
+        with torch_default_threads(alone):
+            folder = session_dir()
+            if folder is None or "PYTEST_XDIST_WORKER" not in os.environ:
                 yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+                return
+            with open(folder / "host.turnstile", "a") as turnstile, open(folder / "host.lock", "a") as lock:
+                fcntl.flock(turnstile, fcntl.LOCK_EX)
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+                finally:
+                    fcntl.flock(turnstile, fcntl.LOCK_UN)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
 
     # ------------------------------------------------------------------------------------ time report
     @pytest.hookimpl(wrapper=True)
@@ -125,54 +167,109 @@ class SuitePlugin:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item):
         self.fixture_times = []
-        try:
+        with cpu_time(item, "setup"):
+            try:
+                return (yield)
+            finally:
+                if self.fixture_times:
+                    times = {f"{name} ({scope})": round(s, 2) for name, scope, s in self.fixture_times}
+                    item.user_properties.append((FIXTURE_TIMES, times))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        with cpu_time(item, "call"):
             return (yield)
-        finally:
-            if self.fixture_times:
-                times = {f"{name} ({scope})": round(s, 2) for name, scope, s in self.fixture_times}
-                item.user_properties.append((FIXTURE_TIMES, times))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None):
+        with cpu_time(item, "teardown"):
+            return (yield)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.phases[report.nodeid] += report.duration
-        if "slow" not in report.keywords:
-            self.default_suite.add(report.nodeid)
+        times = self.tests[report.nodeid]
+        times.wall += report.duration
+        times.cpu += dict(report.user_properties).get(f"{CPU_TIME}_{report.when}", 0.0)
+        times.slow = "slow" in report.keywords
         if report.when == "setup":
-            for name, value in report.user_properties:
-                if name == FIXTURE_TIMES:
-                    for fixture, seconds in value.items():
-                        self.fixtures[(fixture, report.nodeid.split("::")[0])].append(seconds)
+            for fixture, seconds in dict(report.user_properties).get(FIXTURE_TIMES, {}).items():
+                self.fixtures[(fixture, report.nodeid.split("::")[0])].append(seconds)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-        if "PYTEST_XDIST_WORKER" in os.environ or not self.phases:
+        if "PYTEST_XDIST_WORKER" in os.environ or not self.tests:
             return
         write = terminalreporter.write_line
         terminalreporter.section("where the time went")
         wall = time.monotonic() - self.started
-        summed = sum(self.phases.values())
+        tests = self.tests.values()
+        summed, cpu = sum(t.wall for t in tests), sum(t.cpu for t in tests)
         workers = getattr(config.option, "numprocesses", None) or 1
         write(
-            f"{len(self.phases)} tests: {summed:.0f} s of test time in {wall:.0f} s of wall time ({workers} worker(s))"
+            f"{len(self.tests)} tests: {summed:.0f} s of test time in {wall:.0f} s of wall time on {workers} "
+            f"worker(s); {cpu:.0f} s of CPU time (the tests and the processes they waited for: what a busy "
+            f"host does not inflate as much as wall time; {cpu / (os.cpu_count() or 1):.0f} s on "
+            f"{os.cpu_count()} cores)"
         )
-        write("slowest fixture set-ups (a module or session fixture is set up once per worker):")
+        write("slowest fixture set-ups, wall (a module or session fixture is set up once per worker):")
         slowest = sorted(self.fixtures.items(), key=lambda kv: -sum(kv[1]))[:12]
         for (fixture, path), times in slowest:
-            write(
-                f"  {sum(times):7.1f} s  {fixture} in {path}" + (f" x{len(times)}" if len(times) > 1 else "")
-            )
-        by_file: dict[str, float] = defaultdict(float)
-        for nodeid, seconds in self.phases.items():
-            by_file[nodeid.split("::")[0]] += seconds
-        write("test time by file (setup + call + teardown):")
-        for path, seconds in sorted(by_file.items(), key=lambda kv: -kv[1]):
-            if seconds >= 1:
-                write(f"  {seconds:7.1f} s  {path}")
+            several = f" x{len(times)}" if len(times) > 1 else ""
+            write(f"  {sum(times):7.1f} s  {fixture} in {path}{several}")
+        by_file: dict[str, Times] = defaultdict(Times)
+        for nodeid, t in self.tests.items():
+            by_file[nodeid.split("::")[0]].add(t)
+        write("by file (setup + call + teardown), wall and CPU:")
+        for path, t in sorted(by_file.items(), key=lambda kv: -kv[1].wall):
+            if t.wall >= 1:
+                write(f"  {t.wall:7.1f} s {t.cpu:7.1f} s  {path}")
         over = sorted(
-            ((s, n) for n, s in self.phases.items() if n in self.default_suite and s > BUDGET_S), reverse=True
+            ((t.wall, n, t.cpu) for n, t in self.tests.items() if not t.slow and t.wall > BUDGET_S),
+            reverse=True,
         )
         if over:
             write(
-                f"default-suite tests over {BUDGET_S:.0f} s (share their set-up, make them cheaper, or mark "
-                "them slow if the default suite cannot afford them; PIPELINE_TEST_BUDGET_S):"
+                f"default-suite tests over {BUDGET_S:.0f} s of wall time (share their set-up, make them cheaper, "
+                "or mark them slow if the default suite cannot afford them; PIPELINE_TEST_BUDGET_S), wall and CPU:"
             )
-            for seconds, nodeid in over:
-                write(f"  {seconds:7.1f} s  {nodeid}")
+            for seconds, nodeid, cpu_s in over:
+                write(f"  {seconds:7.1f} s {cpu_s:7.1f} s  {nodeid}")
+
+
+@contextlib.contextmanager
+def torch_default_threads(alone: bool) -> Iterator[None]:
+    """A whole-host test's processes run torch on its own default threads (a thread per core), as a
+    user's job does: the session's one-thread setting is lifted for the test."""
+    if not (alone and os.environ.get(ONE_THREAD_ENV)):
+        yield
+        return
+    os.environ.pop("OMP_NUM_THREADS", None)
+    try:
+        yield
+    finally:
+        os.environ["OMP_NUM_THREADS"] = "1"
+
+
+@dataclass
+class Times:
+    wall: float = 0.0
+    cpu: float = 0.0
+    slow: bool = False
+
+    def add(self, other: Times) -> None:
+        self.wall += other.wall
+        self.cpu += other.cpu
+
+
+def process_cpu_s() -> float:
+    """CPU seconds of this process and of the processes it waited for (theirs included, recursively)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@contextlib.contextmanager
+def cpu_time(item: pytest.Item, phase: str) -> Iterator[None]:
+    """The CPU seconds of one phase of a test, as a property of its report."""
+    started = process_cpu_s()
+    try:
+        yield
+    finally:
+        item.user_properties.append((f"{CPU_TIME}_{phase}", round(process_cpu_s() - started, 2)))

@@ -133,9 +133,10 @@ FRESH_SETTINGS = (
 )
 
 
-def assert_settings_recorded(info: dict) -> None:
+def assert_settings_recorded(info: dict, job_env: dict | None = None) -> None:
     """Every process-wide setting in which the worker, as its units ran, differs from a fresh interpreter
-    with torch imported is recorded in the run (run_info `settings_changed`)."""
+    with torch imported (in the job's environment: `job_env` as run_cli takes it) is recorded in the run
+    (run_info `settings_changed`)."""
     import subprocess
     import sys
 
@@ -143,8 +144,8 @@ def assert_settings_recorded(info: dict) -> None:
 
     env = {
         k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("TORCH", "PYTORCH", "CUDA", "TRITON", "NCCL"))
+        for k, v in {**os.environ, **(job_env or {})}.items()
+        if v is not None and not k.startswith(("TORCH", "PYTORCH", "CUDA", "TRITON", "NCCL"))
     }
     fresh = json.loads(
         subprocess.run(
@@ -166,12 +167,14 @@ def test_a_global_setting_changed_anywhere_in_the_worker_is_recorded(tmp_path: P
     might): both show in the run's record of what differs from torch's defaults."""
     from tests.test_faults import FAULTY
 
-    proc = run_cli([*FAULTY, "model._target_=tests.fault_models.flips_a_global_setting"], tmp_path, store)
+    flips = [*FAULTY, "model._target_=tests.fault_models.flips_a_global_setting"]
+    default_threads = {"OMP_NUM_THREADS": None}  # torch's own threads, which the factory sets to 1
+    proc = run_cli(flips, tmp_path, store, env=default_threads)
     assert proc.returncode == 0, output(proc)
     info = json.loads((tmp_path / "run" / "result.json").read_text())["info"]
     changed = info["settings_changed"]
     assert changed["cudnn.benchmark"] == "False -> True" and changed["num_threads"].endswith("-> 1")
-    assert_settings_recorded(info)
+    assert_settings_recorded(info, default_threads)
 
 
 def test_a_job_whose_steps_spread_beyond_the_limit_is_flagged_noisy(tmp_path: Path, store: str):
