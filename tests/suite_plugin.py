@@ -36,6 +36,7 @@ ONE_THREAD_ENV = "PIPELINE_TEST_ONE_THREAD"  # set where the session set OMP_NUM
 WHOLE_HOST = "whole_host"
 FIXTURE_TIMES = "fixture_setup_s"  # a test report's user property: {fixture (scope): seconds}
 CPU_TIME = "cpu_s"  # a test report's user properties: cpu_s_setup, cpu_s_call, cpu_s_teardown
+TIMES_FILE = "PIPELINE_TEST_TIMES"  # a path: every test's wall and CPU seconds written there as JSON
 # A default-suite test over this is named in the report (a figure to act on, not a failure).
 BUDGET_S = float(os.environ.get("PIPELINE_TEST_BUDGET_S", "30"))
 
@@ -225,6 +226,12 @@ class SuitePlugin:
             ((t.wall, n, t.cpu) for n, t in self.tests.items() if not t.slow and t.wall > BUDGET_S),
             reverse=True,
         )
+        if os.environ.get(TIMES_FILE):  # every test's figures, for a table or a comparison of two runs
+            rows = {
+                n: {"wall_s": round(t.wall, 2), "cpu_s": round(t.cpu, 2), "slow": t.slow}
+                for n, t in self.tests.items()
+            }
+            Path(os.environ[TIMES_FILE]).write_text(json.dumps(rows, indent=1))
         if over:
             write(
                 f"default-suite tests over {BUDGET_S:.0f} s of wall time (share their set-up, make them cheaper, "

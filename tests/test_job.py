@@ -197,17 +197,21 @@ def test_a_job_whose_steps_spread_beyond_the_limit_is_flagged_noisy(tmp_path: Pa
     assert last_line.startswith("vit_tiny·amp·eager: FINISHED: ") and ", noisy: p10-p90" in last_line
 
 
-def test_one_inductor_job_reports_compile_time_apart_from_step_time(tmp_path: Path, store: str):
+# aot_eager in the default suite: the compile-time accounting is the backend's own; inductor's cold compile
+# (what it prints, a minute of a 2-core host) is a slow test.
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_one_compiled_job_reports_compile_time_apart_from_step_time(tmp_path: Path, store: str, backend: str):
     proc = run_cli(
-        [*TINY, "compile.mode=default", COLD_CACHE], tmp_path, store
+        [*TINY, "compile.mode=default", f"compile.backend={backend}", COLD_CACHE], tmp_path, store
     )  # what a first compile prints
     assert proc.returncode == 0, output(proc)
     (run,) = runs(store)
     check_finished_run(store, run, "default")
     m = run.data.metrics
-    assert run.info.run_name == "vit_tiny·amp·default·inductor"
+    assert run.info.run_name == f"vit_tiny·amp·default·{backend}"
     # Compilation happens in the warm-up: seconds, while a measured step takes milliseconds.
-    assert m["compile/total_s"] > 1.0 and m["compile/torch_total_s"] > 1.0
+    least_s = 1.0 if backend == "inductor" else 0.2
+    assert m["compile/total_s"] > least_s and m["compile/torch_total_s"] > least_s
     # The torch.compile call itself (backend imports, set-up) counts too: from asking to running.
     assert 0 < m["compile/setup_s"] < m["compile/total_s"]
     assert m["compile/total_s"] == pytest.approx(m["compile/setup_s"] + m["warmup/excess_s"])
@@ -216,9 +220,12 @@ def test_one_inductor_job_reports_compile_time_apart_from_step_time(tmp_path: Pa
     assert {"speedup/vs_eager", "eager/p50_ms", "parity/max_rel", "parity/ok"} <= set(m)
     assert m["parity/ok"] == 1.0
     assert m["compile/backward_s"] > 0  # a training step compiles its backward
-    # Inductor's perf hints stay off the job's output (verbose=true shows them), kept in its diagnostics.
-    assert "__perf_hints" not in proc.stdout + proc.stderr
-    assert json.loads((tmp_path / "run" / "diagnostics.json").read_text())["perf_hints"]  # there were some
+    if backend == "inductor":
+        # Inductor's perf hints stay off the job's output (verbose=true shows them), kept in its diagnostics.
+        assert "__perf_hints" not in proc.stdout + proc.stderr
+        assert json.loads((tmp_path / "run" / "diagnostics.json").read_text())[
+            "perf_hints"
+        ]  # there were some
 
 
 @pytest.mark.parametrize(
