@@ -5,7 +5,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS ?=
 SWEEP ?=
-PYTEST_ARGS ?= --durations=15  # the slowest tests, in every log
+PYTEST_ARGS ?= --durations=25  # the slowest tests, in every log (and tests/suite_plugin.py's time report)
+# Both cores (pytest-xdist): tests that share a module fixture stay on one worker, a test marked
+# whole_host runs with no other beside it (tests/suite_plugin.py). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
+PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
 UI_PORT ?= 5000
 UI_STORE ?= sqlite:///$(CURDIR)/outputs/mlflow.db
 UI_ARTIFACTS ?= $(CURDIR)/outputs/mlartifacts
@@ -60,13 +64,13 @@ browser: ## headless Chromium for the UI tests (Debian's chromium; does nothing 
 	@./scripts/install-browser.sh || { [ -z "$$CI" ] && echo "make: no Chromium, the UI tests will be skipped"; }
 
 test: $(STAMP) browser ## the default test suite, about 8 minutes on 2 CPU cores (no GPU; installs Chromium, starts its own MLflow server)
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" $(PARALLEL) $(PYTEST_ARGS)
 
 test-slow: $(STAMP) ## the slow tests: real inductor compiles, multi-job sweeps, SLURM (about 36 minutes; CI runs them after make test)
-	$(PY) -m pytest -m slow $(PYTEST_ARGS)
+	$(PY) -m pytest -m slow $(PARALLEL) $(PYTEST_ARGS)
 
 test-all: $(STAMP) browser ## both, in one pytest session
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff check and format check
 	$(VENV)/bin/ruff check .

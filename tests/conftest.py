@@ -10,12 +10,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from pipeline.tracking import mlflow_client
+from tests import suite_plugin
 
 ROOT = Path(__file__).resolve().parent.parent
 # Tests send Ctrl-C (SIGINT) to the CLIs they start. A shell that starts pytest in the background
@@ -23,8 +24,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # handler then): a Python handler here is reset to the default in each child instead.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
-# Config checks remembered by pipeline.config.known_good go to a folder of this test session, not the user's.
-os.environ.setdefault("PIPELINE_CACHE_DIR", tempfile.mkdtemp(prefix="pipeline-known-good-"))
 CONF = ROOT / "conf"
 # A job small enough for a CPU: ViT with 2 blocks on 32 px images, batch 2, 4 steps (1 warm-up).
 TINY = ["model=vit_tiny", "trainer.steps=4", "trainer.warmup_steps=1", "trainer.batch_size=2"]
@@ -37,13 +36,35 @@ TEST_DEFAULTS = {
     "benchmark.rounds": "1",
     "benchmark.round_s": "1e-06",
 }
+# Every inductor job the tests start shares the test session's inductor cache (the second compile of a
+# graph in the session takes seconds, not a minute), unless the test sets diagnose.cache_dir or
+# diagnose.cold_cache: a test whose subject is a cold compile (compile time, what a compile prints) sets
+# diagnose.cold_cache=true, one about the cache's own rules diagnose.cache_dir=null (per sweep).
+COLD_CACHE = "diagnose.cold_cache=true"
+
+
+def session_inductor_cache() -> str | None:
+    folder = suite_plugin.session_dir()
+    return f"diagnose.cache_dir={folder / 'inductor'}" if folder else None
+
+
+def sets(args: list[str], key: str) -> bool:
+    return any(a.split("=", 1)[0].lstrip("+~") == key for a in args)
 
 
 def with_host_check(args: list[str]) -> list[str]:
-    """args with TEST_DEFAULTS added where they do not set those keys. Every way a test starts jobs adds
-    them, so that a resumed sweep's jobs are the same jobs as its first session's."""
-    given = {a.split("=", 1)[0].lstrip("+~") for a in args}
-    return [*args, *(f"{key}={value}" for key, value in TEST_DEFAULTS.items() if key not in given)]
+    """args with the tests' job defaults added: TEST_DEFAULTS where they do not set those keys, the
+    session's inductor cache unless they set diagnose.cache_dir or diagnose.cold_cache. Every way a test
+    starts jobs adds them, so that a resumed sweep's jobs are the same jobs as its first session's."""
+    added = [f"{key}={value}" for key, value in TEST_DEFAULTS.items() if not sets(args, key)]
+    cache = session_inductor_cache()
+    if cache and not sets(args, "diagnose.cache_dir") and not sets(args, "diagnose.cold_cache"):
+        added.append(cache)
+    return [*args, *added]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(suite_plugin.SuitePlugin(config), "compile-sweeps-suite")
 
 
 def sqlite_uri(path: Path) -> str:
@@ -96,12 +117,16 @@ def run_cli(
     env: dict | None = None,
     uri_override: bool = True,
 ) -> subprocess.CompletedProcess:
-    """Drive the real CLI in a fresh process, outputs and MLflow store under tmp_path."""
+    """Drive the real CLI in a fresh process, outputs and MLflow store under tmp_path. `env` adds to the
+    environment; a None value removes a variable (OMP_NUM_THREADS=None: torch's own default threads, where
+    the session runs torch on one: tests/suite_plugin.py)."""
     cmd = [sys.executable, "-m", "pipeline.run"]
     if multirun:
         cmd.append("-m")
     cmd += [*with_host_check(args), f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/multirun"]
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env = {
+        k: v for k, v in {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}.items() if v is not None
+    }
     full_env.pop("MLFLOW_TRACKING_URI", None)
     if uri_override:
         cmd.append(f"mlflow.tracking_uri={store_uri}")
@@ -180,6 +205,16 @@ def one_line_errors(proc: subprocess.CompletedProcess, prefix: str) -> list[str]
     return [line for line in proc.stderr.splitlines() if line.startswith(prefix)]
 
 
+def unmount(path: Path, wait_s: float = 30) -> None:
+    """Every mount at path (a bind mount over a tmpfs, then the tmpfs), tried again while one is busy (the
+    processes of a test that failed midway still ending): a mount left behind would keep the test's
+    folder from being removed."""
+    deadline = time.monotonic() + wait_s
+    while os.path.ismount(path) and time.monotonic() < deadline:
+        if subprocess.run(["umount", str(path)], capture_output=True, check=False).returncode != 0:
+            time.sleep(0.2)
+
+
 @pytest.fixture
 def read_only_dir(tmp_path: Path):
     """An existing folder nothing can be written in: a read-only tmpfs mounted there where the tests
@@ -189,7 +224,7 @@ def read_only_dir(tmp_path: Path):
     if os.geteuid() == 0:
         subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)], check=True)
         yield path
-        subprocess.run(["umount", str(path)], check=False)
+        unmount(path)
     else:
         path.chmod(0o555)
         yield path
@@ -213,7 +248,7 @@ def full_dir(tmp_path: Path):
     except OSError:
         pass
     yield path
-    subprocess.run(["umount", str(path)], check=False)
+    unmount(path)
 
 
 def runs(store_uri: str, experiment: str = "compile-sweeps", filter_string: str = "") -> list:

@@ -174,7 +174,10 @@ def test_inductor_cache_is_shared_in_a_sweep_and_cold_on_request(tmp_path: Path,
         "trainer.warmup_steps=1",
         "benchmark.paired_eager=false",
     ]
-    proc = run_cli([*small, "trainer.seed=0,1"], tmp_path / "shared", store, multirun=True)
+    # diagnose.cache_dir=null: the sweep's own cache (the default), not the test session's
+    proc = run_cli(
+        [*small, "trainer.seed=0,1", "diagnose.cache_dir=null"], tmp_path / "shared", store, multirun=True
+    )
     assert proc.returncode == 0, output(proc)
     first, second = sorted(
         (r for r in runs(store) if r.data.tags.get("sweep_parent") != "true"), key=lambda r: r.info.start_time

@@ -12,7 +12,7 @@ from pipeline.identity import IDENTITY_KEYS
 from pipeline.job.outcome import SHOWN
 from pipeline.measure.objective import WORK_TAGS
 from pipeline.measure.registry import unregistered
-from tests.conftest import TINY, client, one_line_errors, output, run_cli, run_info, runs
+from tests.conftest import COLD_CACHE, TINY, client, one_line_errors, output, run_cli, run_info, runs
 
 CORE_METRICS = {
     "step/p50_ms",
@@ -137,9 +137,10 @@ FRESH_SETTINGS = (
 )
 
 
-def assert_settings_recorded(info: dict) -> None:
+def assert_settings_recorded(info: dict, job_env: dict | None = None) -> None:
     """Every process-wide setting in which the worker, as its units ran, differs from a fresh interpreter
-    with torch imported is recorded in the run (run_info `settings_changed`)."""
+    with torch imported (in the job's environment: `job_env` as run_cli takes it) is recorded in the run
+    (run_info `settings_changed`)."""
     import subprocess
     import sys
 
@@ -147,8 +148,8 @@ def assert_settings_recorded(info: dict) -> None:
 
     env = {
         k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("TORCH", "PYTORCH", "CUDA", "TRITON", "NCCL"))
+        for k, v in {**os.environ, **(job_env or {})}.items()
+        if v is not None and not k.startswith(("TORCH", "PYTORCH", "CUDA", "TRITON", "NCCL"))
     }
     fresh = json.loads(
         subprocess.run(
@@ -170,12 +171,14 @@ def test_a_global_setting_changed_anywhere_in_the_worker_is_recorded(tmp_path: P
     might): both show in the run's record of what differs from torch's defaults."""
     from tests.test_faults import FAULTY
 
-    proc = run_cli([*FAULTY, "model._target_=tests.fault_models.flips_a_global_setting"], tmp_path, store)
+    flips = [*FAULTY, "model._target_=tests.fault_models.flips_a_global_setting"]
+    default_threads = {"OMP_NUM_THREADS": None}  # torch's own threads, which the factory sets to 1
+    proc = run_cli(flips, tmp_path, store, env=default_threads)
     assert proc.returncode == 0, output(proc)
     info = json.loads((tmp_path / "run" / "result.json").read_text())["info"]
     changed = info["settings_changed"]
     assert changed["cudnn.benchmark"] == "False -> True" and changed["num_threads"].endswith("-> 1")
-    assert_settings_recorded(info)
+    assert_settings_recorded(info, default_threads)
 
 
 def test_a_job_whose_steps_spread_beyond_the_limit_is_flagged_noisy(tmp_path: Path, store: str):
@@ -200,15 +203,21 @@ def test_a_job_whose_steps_spread_beyond_the_limit_is_flagged_noisy(tmp_path: Pa
     assert lines[-2] == f"note: {note}"
 
 
-def test_one_inductor_job_reports_compile_time_apart_from_step_time(tmp_path: Path, store: str):
-    proc = run_cli([*TINY, "compile.mode=default"], tmp_path, store)
+# aot_eager in the default suite: the compile-time accounting is the backend's own; inductor's cold compile
+# (what it prints, a minute of a 2-core host) is a slow test.
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_one_compiled_job_reports_compile_time_apart_from_step_time(tmp_path: Path, store: str, backend: str):
+    proc = run_cli(
+        [*TINY, "compile.mode=default", f"compile.backend={backend}", COLD_CACHE], tmp_path, store
+    )  # what a first compile prints
     assert proc.returncode == 0, output(proc)
     (run,) = runs(store)
     check_finished_run(store, run, "default")
     m = run.data.metrics
-    assert run.info.run_name == "vit_tiny·amp·default·inductor"
+    assert run.info.run_name == f"vit_tiny·amp·default·{backend}"
     # Compilation happens in the warm-up: seconds, while a measured step takes milliseconds.
-    assert m["compile/total_s"] > 1.0 and m["compile/torch_total_s"] > 1.0
+    least_s = 1.0 if backend == "inductor" else 0.2
+    assert m["compile/total_s"] > least_s and m["compile/torch_total_s"] > least_s
     # The torch.compile call itself (backend imports, set-up) counts too: from asking to running.
     assert 0 < m["compile/setup_s"] < m["compile/total_s"]
     assert m["compile/total_s"] == pytest.approx(m["compile/setup_s"] + m["warmup/excess_s"])
@@ -217,43 +226,12 @@ def test_one_inductor_job_reports_compile_time_apart_from_step_time(tmp_path: Pa
     assert {"speedup/vs_eager", "eager/p50_ms", "parity/max_rel", "parity/ok"} <= set(m)
     assert m["parity/ok"] == 1.0
     assert m["compile/backward_s"] > 0  # a training step compiles its backward
-    # Inductor's perf hints stay off the job's output (verbose=true shows them), kept in its diagnostics.
-    assert "__perf_hints" not in proc.stdout + proc.stderr
-    assert "perf_hints" in json.loads((tmp_path / "run" / "diagnostics.json").read_text())
-
-
-@pytest.mark.slow
-def test_multirun_2x2_logs_four_runs_with_one_sweep_id(tmp_path: Path, store: str):
-    args = [*TINY, "compile.mode=eager,default", "compile.backend=aot_eager", "precision=amp,fp32"]
-    proc = run_cli(args, tmp_path, store, multirun=True)
-    assert proc.returncode == 0, output(proc)
-    jobs = children(store)
-    assert len(jobs) == 4
-    assert all(r.info.status == "FINISHED" for r in jobs)
-    sweep_ids = {r.data.tags["sweep_id"] for r in jobs}
-    assert len(sweep_ids) == 1
-    assert {r.info.run_name for r in jobs} == {
-        "vit_tiny·amp·eager",
-        "vit_tiny·fp32·eager",
-        "vit_tiny·amp·default·aot_eager",
-        "vit_tiny·fp32·default·aot_eager",
-    }
-    # Every job ran in a fresh worker process of its own.
-    results = [json.loads(p.read_text()) for p in (tmp_path / "multirun").glob("*/result.json")]
-    worker_pids = {r["info"]["worker_pid"] for r in results}
-    assert len(worker_pids) == 4 and not worker_pids & {r["info"]["parent_pid"] for r in results}
-
-
-@pytest.mark.slow
-def test_compile_state_never_carries_over_between_jobs(tmp_path: Path, store: str):
-    """Two jobs with the same compiled config in one multirun (one Hydra process): each compiles from
-    scratch in its own worker, so each reports the same frame count and a real compile time."""
-    args = [*TINY, "compile.backend=aot_eager", "benchmark.paired_eager=false", "trainer.seed=0,1"]
-    proc = run_cli(args, tmp_path, store, multirun=True)
-    assert proc.returncode == 0, output(proc)
-    jobs = children(store)
-    assert [r.data.metrics["diagnose/frames_compiled"] for r in jobs] == [1.0, 1.0]
-    assert all(r.data.metrics["compile/torch_total_s"] > 0.2 for r in jobs)
+    if backend == "inductor":
+        # Inductor's perf hints stay off the job's output (verbose=true shows them), kept in its diagnostics.
+        assert "__perf_hints" not in proc.stdout + proc.stderr
+        assert json.loads((tmp_path / "run" / "diagnostics.json").read_text())[
+            "perf_hints"
+        ]  # there were some
 
 
 @pytest.mark.parametrize(

@@ -200,6 +200,7 @@ def test_overlap_puts_two_jobs_on_a_gpu_each_on_its_own_cores_and_a_third_waits(
         assert a != b or e1 <= s2 or e2 <= s1  # one slot is never held by two jobs at once
 
 
+@pytest.mark.whole_host
 def test_the_measure_gate_lets_one_process_measure_at_a_time(tmp_path: Path):
     """Two processes ask for the measure lock at once: the second holds it only after the first let go."""
     import multiprocessing

@@ -245,6 +245,7 @@ def one_cpu() -> Iterator[Callable[[], None]]:
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+@pytest.mark.whole_host
 def test_a_cpu_the_host_shares_shows_in_the_host_check():
     """The host check's reference work on a CPU of its own, then on a CPU that a busy process shares
     (as the H100 VMs' vCPUs are shared by the host: benchmarks/RESULTS.md, issue 26): the second reads
@@ -316,6 +317,7 @@ def spin_step(batch: int) -> torch.Tensor:
     not hasattr(os, "sched_setaffinity") or clocks.thread_cpu_and_wait_ns() is None,
     reason="needs CPU affinity and the kernel's per-thread schedstat (Linux)",
 )
+@pytest.mark.whole_host
 def test_timed_rounds_read_how_long_the_workers_threads_waited_for_a_cpu():
     """The scheduler's own account of this process's threads (/proc/self/task/*/schedstat) around a round:
     on a CPU of its own a spinning step hardly waits; with a busy process on the same CPU it waits about
@@ -364,6 +366,7 @@ def busy_loop_on(cpu: int, *, own_child: bool) -> int:
     not hasattr(os, "sched_setaffinity") or getattr(clocks.cpu_ticks(), "affine", None) is None,
     reason="needs CPU affinity and /proc/stat (Linux)",
 )
+@pytest.mark.whole_host
 def test_others_use_of_the_workers_cpus_counts_other_programs_not_its_own_children():
     """On one CPU, while a spinning step runs: a busy loop of another program takes about half the CPU
     (others' share over 25%); the same loop as the worker's own child (as its DataLoader workers are) is

@@ -115,13 +115,16 @@ def test_without_dynamic_shapes_each_batch_size_gets_its_own_graph(tmp_path: Pat
     assert run.data.metrics["diagnose/unique_graphs"] == 4
 
 
+@pytest.mark.slow
 def test_a_generation_with_no_overrides_fits_the_tiny_model_and_logs_only_what_applies(
     tmp_path: Path, store: str
 ):
     """`scenario=generate model=llama_tiny` as a new user types it: its prompt and new tokens (128 and 64
     by default) fitted to the model's 32 positions, compiled by inductor; its params and metrics are
     those of a generation on a CPU (no backward, no loss, no allocator), its counts logged as numbers,
-    its output the job's own lines (no inductor perf hints, no library deprecation warnings)."""
+    its output the job's own lines (no inductor perf hints, no library deprecation warnings).
+    The default suite checks the same on aot_eager (test_generation_measures_prefill_and_decode_...) and
+    the defaults' fit in-process (test_the_generation_defaults_fit_the_tiny_model)."""
     proc = run_cli(["scenario=generate", "model=llama_tiny"], tmp_path, store)
     assert proc.returncode == 0, output(proc)
     (run,) = runs(store)
@@ -192,6 +195,27 @@ def test_generation_measures_prefill_and_decode_and_greedy_tokens_agree(tmp_path
     )  # no recompile per token
     assert {"speedup/vs_eager", "speedup/ttft_vs_eager", "eager/ttft_p50_ms"} <= set(m)
     assert not unregistered(m)
+    # What a generation logs on a CPU, in its own words, its output the job's own lines.
+    assert_only_what_applies(m, run.data.params, scenario_trains=False)
+    assert not any(key.startswith(("loss.", "trainer.optimizer")) for key in run.data.params)
+    last = proc.stdout.strip().splitlines()[-1]
+    assert (
+        last.startswith(f"{run.info.run_name}: FINISHED: decode step ") and " tokens/s, first token " in last
+    )
+    assert "FutureWarning" not in proc.stdout + proc.stderr
+    note = run.data.tags["mlflow.note.content"]
+    assert note.startswith("**FINISHED**: decode step ") and "measured generations after" in note
+
+
+def test_the_generation_defaults_fit_the_tiny_model():
+    """`scenario=generate model=llama_tiny` with no overrides: the prompt and new tokens (128 and 64 by
+    default) fitted to the model's 32 positions in the run's params, compiled by inductor."""
+    from pipeline.job.outcome import applicable
+
+    cfg = validate(compose(["scenario=generate", "model=llama_tiny"]))
+    assert (cfg.compile.mode, cfg.compile.backend) == ("default", "inductor")
+    fitted = applicable(cfg)["scenario"]
+    assert (fitted["prompt_len"], fitted["new_tokens"], fitted["parity_tokens"]) == (22, 10, 8)
 
 
 @pytest.mark.parametrize(

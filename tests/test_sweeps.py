@@ -58,6 +58,16 @@ def test_2x2_sweep_gives_one_parent_four_children_summary_and_plots(tmp_path: Pa
     assert proc.returncode == 0, output(proc)
     parent, kids = split(store)
     assert len(kids) == 4 and parent.info.status == "FINISHED"
+    assert {k.info.run_name for k in kids} == {
+        "vit_tiny·amp·eager",
+        "vit_tiny·fp32·eager",
+        "vit_tiny·amp·default·aot_eager",
+        "vit_tiny·fp32·default·aot_eager",
+    }
+    # Every job ran in a fresh worker process of its own.
+    results = [json.loads(p.read_text()) for p in (tmp_path / "multirun").glob("*/result.json")]
+    worker_pids = {r["info"]["worker_pid"] for r in results}
+    assert len(worker_pids) == 4 and not worker_pids & {r["info"]["parent_pid"] for r in results}
     # The sweep's wall time spans every job: from the parent's start to after the last child's end.
     last_child_end = max(k.info.end_time for k in kids) / 1000
     sweep_wall = parent.data.metrics["sweep/wall_s"]
@@ -190,15 +200,29 @@ def test_report_cli_rebuilds_the_summary_from_mlflow(tmp_path: Path, store: str)
 
 @pytest.mark.slow
 def test_resume_skips_finished_jobs_and_runs_the_rest(tmp_path: Path, store: str):
-    base = [*TINY, "compile.mode=eager", "sweep.id=resume-test", "trainer.seed=0,1,2"]
+    """A resumed sweep skips its FINISHED jobs and runs the rest; its wall time leaves out the idle time
+    between its sessions, and the jobs it skips count as done in its progress line. Its id holds a quote
+    (`o'brien`): every value put into an MLflow filter is quoted, so the sweep finds its parent run."""
+    base = [*TINY, "compile.mode=eager", 'sweep.id="o\'brien"', "trainer.seed=0,1,2"]
+    started = time.monotonic()
     first = run_cli([*base, *INTERRUPT_AFTER_TWO_JOBS], tmp_path / "a", store, multirun=True)
+    first_s = time.monotonic() - started
     assert first.returncode == 130, output(first)
+    time.sleep(20)  # the idle time between the sessions
+    started = time.monotonic()
     again = run_cli([*base, "sweep.resume=true"], tmp_path / "b", store, multirun=True)
+    again_s = time.monotonic() - started
     assert again.returncode == 0, output(again)
-    assert again.stdout.count("already FINISHED in sweep resume-test") == 2
+    assert again.stdout.count("already FINISHED in sweep o'brien") == 2
+    progress = [line for line in again.stdout.splitlines() if line.startswith("sweep: ")]
+    assert progress[-1].startswith("sweep: 3/3 jobs done, 0 failed"), progress
     parent, kids = split(store)
     assert len(kids) == 3 and sorted(k.data.params["trainer.seed"] for k in kids) == ["0", "1", "2"]
+    assert parent.data.tags["sweep_id"] == "o'brien" and {
+        k.data.tags["mlflow.parentRunId"] for k in kids
+    } == {parent.info.run_id}
     assert parent.info.status == "FINISHED" and int(parent.data.tags["jobs"]) == 3
+    assert parent.data.metrics["sweep/wall_s"] <= first_s + again_s  # not the gap between them
     # Without resume, reusing a sweep id is refused rather than mixing two sweeps.
     clash = run_cli([*base, "trainer.seed=5"], tmp_path / "c", store, multirun=True)
     assert clash.returncode != 0 and "already exists" in clash.stderr + clash.stdout
@@ -218,9 +242,9 @@ def test_sigint_to_the_sweep_leaves_no_run_running(tmp_path: Path, store: str):
         "model=vit_tiny",
         "trainer.batch_size=2",
         "compile.mode=eager",
-        "trainer.steps=4000",  # a job lasts seconds on a 2-core host: the Ctrl-C lands inside job 1
+        # job 0 ends at once; job 1 lasts seconds on a 2-core host: the Ctrl-C lands inside it
+        "trainer.steps=4,4000,4001",
         "trainer.warmup_steps=1",
-        "trainer.seed=0,1,2",
     ]
     cmd = [
         sys.executable,
@@ -438,20 +462,6 @@ def test_a_summary_that_cannot_be_written_fails_the_sweep_in_one_line_and_closes
 
 
 @pytest.mark.slow
-def test_a_sweep_id_with_a_quote_gets_its_parent_run_and_resumes(tmp_path: Path, store: str):
-    """Every value put into an MLflow filter is quoted: `o'brien` finds its sweep, and only it."""
-    args = [*TINY, "compile.mode=eager", "trainer.seed=0", 'sweep.id="o\'brien"']
-    first = run_cli(args, tmp_path / "a", store, multirun=True)
-    assert first.returncode == 0, output(first)
-    again = run_cli([*args, "sweep.resume=true"], tmp_path / "b", store, multirun=True)
-    assert again.returncode == 0, output(again)
-    assert "already FINISHED in sweep o'brien" in again.stdout
-    parent, kids = split(store)
-    assert parent.data.tags["sweep_id"] == "o'brien" and parent.info.status == "FINISHED"
-    assert [k.data.tags["mlflow.parentRunId"] for k in kids] == [parent.info.run_id]
-
-
-@pytest.mark.slow
 @pytest.mark.integration
 def test_the_store_gone_at_the_end_of_a_sweep_is_one_line_and_sync_finishes_the_sweep(tmp_path: Path):
     """The MLflow server dies after the sweep's last job (a callback kills it just before the sweep's
@@ -517,28 +527,6 @@ def test_resuming_a_sweep_whose_driver_still_runs_is_refused_in_one_line(tmp_pat
             stop_group(first)
     assert first.returncode == 130
     assert "RUNNING" not in {r.info.status for r in runs(store)}
-
-
-@pytest.mark.slow
-def test_a_resumed_sweep_counts_its_working_time_and_its_skipped_jobs(tmp_path: Path, store: str):
-    """The sweep's wall time leaves out the idle time between a sweep and its resumption, and jobs the
-    resumption skips count as done in its progress line."""
-    base = [*TINY, "compile.mode=eager", "sweep.id=gap", "trainer.seed=0,1,2"]
-    started = time.monotonic()
-    first = run_cli([*base, *INTERRUPT_AFTER_TWO_JOBS], tmp_path / "a", store, multirun=True)
-    first_s = time.monotonic() - started
-    assert first.returncode == 130, output(first)
-    gap_s = 20.0
-    time.sleep(gap_s)
-    started = time.monotonic()
-    again = run_cli([*base, "sweep.resume=true"], tmp_path / "b", store, multirun=True)
-    again_s = time.monotonic() - started
-    assert again.returncode == 0, output(again)
-    progress = [line for line in again.stdout.splitlines() if line.startswith("sweep: ")]
-    assert progress[-1].startswith("sweep: 3/3 jobs done, 0 failed"), progress
-    parent, kids = split(store)
-    assert len(kids) == 3 and parent.info.status == "FINISHED"
-    assert parent.data.metrics["sweep/wall_s"] <= first_s + again_s  # not the gap between them
 
 
 def test_a_resumption_that_changes_the_jobs_work_is_refused_naming_what_changed(tmp_path: Path, store: str):

@@ -113,6 +113,9 @@ def test_a_forked_worker_starts_with_imports_done_and_no_cuda_or_compiler_state(
     assert spawned.info["worker_start_state"]["torch_imported"] is False  # a fresh interpreter
     frames = [r.metrics["diagnose/frames_compiled"] for r in (first, second, spawned)]
     assert frames[0] > 0 and frames[0] == frames[1] == frames[2], frames
+    assert all(
+        r.metrics["compile/torch_total_s"] > 0.2 for r in (first, second, spawned)
+    )  # a real compile each
     assert first.info["worker_pid"] != second.info["worker_pid"]
 
 
@@ -122,7 +125,7 @@ def test_only_the_on_disk_cache_carries_a_compile_from_one_forked_job_to_the_nex
     template with a cache dir of its own, misses everything (the template holds nothing of job 1)."""
     inductor = [*LINEAR, "compile.mode=default", "compile.backend=inductor"]
     shared = tmp_path / "shared_cache"
-    first, _ = job(tmp_path, "1", inductor, forked(template), shared)
+    first, printed = job(tmp_path, "1", inductor, forked(template), shared)
     second, _ = job(tmp_path, "2", inductor, forked(template), shared)
     cold, _ = job(tmp_path, "3", inductor, forked(template), tmp_path / "own_cache")
     for result in (first, second, cold):
@@ -132,6 +135,8 @@ def test_only_the_on_disk_cache_carries_a_compile_from_one_forked_job_to_the_nex
     assert second.metrics["compile/cache_hits"] > 0  # through the on-disk cache the job was given
     assert cold.metrics["compile/cache_hits"] == 0 and cold.metrics["compile/cache_misses"] > 0
     assert first.metrics["diagnose/frames_compiled"] == second.metrics["diagnose/frames_compiled"]
+    # A forked worker's cold compile keeps inductor's perf hints off the job's output, in its diagnostics.
+    assert first.diagnostics["perf_hints"] and not [line for line in printed if "__perf_hints" in line]
 
 
 def test_a_forked_worker_does_nothing_measured_until_its_jobs_run_is_open(tmp_path: Path, template):

@@ -69,7 +69,10 @@ TIMEOUT_MS = 180_000  # a 2-core machine renders the UI's first page in tens of 
 LOADED_MS = 15_000  # for what is on a page once it has rendered
 SHOTS = ROOT / "outputs"
 PUBLISHED = os.environ.get("UI_SCREENSHOTS")  # a folder for the README's screenshots (docs/img)
-SWEEP_ARGS = [*TINY, "compile.mode=eager,default"]  # inductor: what a user runs, its perf hints included
+# The UI's subject is the UI: the compiled job on aot_eager (an inductor compile is a minute on 2 cores);
+# the README's screenshots show inductor, what a user runs (its perf hints: tests/test_template.py).
+BACKEND = "inductor" if PUBLISHED else "aot_eager"
+SWEEP_ARGS = [*TINY, "compile.mode=eager,default", f"compile.backend={BACKEND}"]
 # The sweep's view: what a user compares without clicking (pipeline/sweep/view.py), rounded, as tags.
 AT_A_GLANCE = ("verdict", "step p50 ms", "speedup vs eager", "compile s")
 VIEWPORT = {"width": 1440, "height": 900}  # the laptop
@@ -115,10 +118,8 @@ def sweep(server: Server, tmp_path_factory: pytest.TempPathFactory) -> dict:
     runs = client.search_runs([exp.experiment_id], max_results=100)
     (parent,) = [r for r in runs if r.data.tags.get("sweep_parent") == "true"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert {r.info.run_name for r in children} == {"vit_tiny·amp·eager", "vit_tiny·amp·default·inductor"}
+    assert {r.info.run_name for r in children} == {"vit_tiny·amp·eager", f"vit_tiny·amp·default·{BACKEND}"}
     assert all(r.info.status == "FINISHED" for r in children)
-    # The sweep's output is the project's own lines: no inductor perf hint (kept in diagnostics.json).
-    assert "__perf_hints" not in proc.stdout + proc.stderr, output(proc)
     return {
         "experiment_id": exp.experiment_id,
         "parent": parent,

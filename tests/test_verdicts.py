@@ -664,6 +664,7 @@ def fastest_in_the_end(verdicts: list[str]) -> bool:
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
 
+@pytest.mark.whole_host
 def test_the_issue_sweep_names_depth_one_fastest_on_an_idle_host(tmp_path: Path, store: str):
     """Issue 33: on an idle CPU host this sweep said `inconclusive (noisy jobs ...)` while its table showed
     2.17 [1.12, 3.22] against 10.45 [8.63, 12.28] ms; no run may name depth 6."""
@@ -672,6 +673,7 @@ def test_the_issue_sweep_names_depth_one_fastest_on_an_idle_host(tmp_path: Path,
 
 
 @pytest.mark.slow
+@pytest.mark.whole_host
 def test_on_a_loaded_host_with_one_thread_depth_one_is_fastest_and_identical_jobs_are_not(
     tmp_path: Path, store: str
 ):
@@ -691,6 +693,7 @@ def test_on_a_loaded_host_with_one_thread_depth_one_is_fastest_and_identical_job
 
 
 @pytest.mark.slow
+@pytest.mark.whole_host
 def test_on_a_loaded_host_with_every_core_busy_no_verdict_is_false(tmp_path: Path, store: str):
     """A busy-loop process per core beside the sweep and torch's default threads (one per core): steps
     stall in host spells of 10-2000 ms, whole jobs included (benchmarks/results/cpu-2026-11-25-load), and
@@ -710,6 +713,7 @@ def test_on_a_loaded_host_with_every_core_busy_no_verdict_is_false(tmp_path: Pat
 
 
 @pytest.mark.slow
+@pytest.mark.whole_host
 def test_the_issue_sweep_twice_compares_as_the_same(tmp_path: Path, store: str):
     ids = []
     for name in ("depth-a", "depth-b"):

@@ -1,0 +1,282 @@
+"""The test suite's own machinery (registered by tests/conftest.py): one folder per test session, both
+cores used without tests stepping on each other, and where the time went in every log.
+
+- The session folder (`pipeline-tests-*` in the system temp folder, made by the session that starts the
+  others and removed at its end): what the jobs of every test may share, read by the tests and the
+  processes they start through the environment: remembered config checks (PIPELINE_CACHE_DIR), the
+  GPU pool's locks (PIPELINE_GPU_LOCK_DIR), the inductor cache of jobs whose subject is not a cold
+  compile (tests/conftest.py: SESSION_INDUCTOR_CACHE), the whole-host lock.
+- Parallel runs (pytest-xdist, `make test`: `-n 2 --dist loadgroup`): tests sharing a fixture of module
+  scope run on one worker, so that it is set up once; a test marked `whole_host` (it reads the host's own
+  timing, load or contention) runs with no other test beside it: every other test holds the host's lock
+  shared while it runs, a whole-host test holds it alone.
+- The time report at the end: the slowest fixture set-ups, the time by file, and the default-suite tests
+  over the budget (a report, not a check: the suite's budget is a figure for the whole run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import resource
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SESSION_ENV = "PIPELINE_TEST_SESSION_DIR"
+ONE_THREAD_ENV = "PIPELINE_TEST_ONE_THREAD"  # set where the session set OMP_NUM_THREADS=1 itself
+WHOLE_HOST = "whole_host"
+FIXTURE_TIMES = "fixture_setup_s"  # a test report's user property: {fixture (scope): seconds}
+CPU_TIME = "cpu_s"  # a test report's user properties: cpu_s_setup, cpu_s_call, cpu_s_teardown
+TIMES_FILE = "PIPELINE_TEST_TIMES"  # a path: every test's wall and CPU seconds written there as JSON
+# A default-suite test over this is named in the report (a figure to act on, not a failure).
+BUDGET_S = float(os.environ.get("PIPELINE_TEST_BUDGET_S", "30"))
+
+
+def session_dir() -> Path | None:
+    """This test session's folder (None outside a test session)."""
+    value = os.environ.get(SESSION_ENV)
+    return Path(value) if value else None
+
+
+def group_of(item: pytest.Item) -> str | None:
+    """The worker a test must share with others: its `xdist_group` mark's name, or its module's where it
+    uses a fixture of module (or class, package) scope, so that the fixture is set up once."""
+    for mark in item.iter_markers("xdist_group"):
+        return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None or not isinstance(item, pytest.Function):
+        return None
+    if any(defs[-1].scope in ("module", "class", "package") for defs in info.name2fixturedefs.values()):
+        return item.module.__name__
+    return None
+
+
+class SuitePlugin:
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.owns_session_dir = False
+        self.fixture_times: list[tuple[str, str, float]] = []  # set up during the current test's setup
+        self.tests: dict[str, Times] = defaultdict(Times)  # nodeid -> setup + call + teardown
+        self.fixtures: dict[tuple[str, str], list[float]] = defaultdict(list)
+        self.started = time.monotonic()
+
+    # ------------------------------------------------------------------------------------ session folder
+    def pytest_configure(self, config: pytest.Config) -> None:
+        if not config.pluginmanager.hasplugin("xdist"):  # the marks still mean something in one process
+            config.addinivalue_line("markers", "xdist_group(name): run on one pytest-xdist worker")
+        if os.environ.get(SESSION_ENV):  # an xdist worker, or a session inside a test: the folder is there
+            return
+        folder = Path(tempfile.mkdtemp(prefix="pipeline-tests-"))
+        self.owns_session_dir = True
+        os.environ[SESSION_ENV] = str(folder)
+        # The user's own settings win; otherwise this session's, never the user's cache or the machine's locks.
+        os.environ.setdefault("PIPELINE_CACHE_DIR", str(folder / "known-good"))
+        os.environ.setdefault("PIPELINE_GPU_LOCK_DIR", str(folder / "gpu-locks"))
+        # torch.compile inside pytest's own processes (tests that compile in-process) caches here too.
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(folder / "inductor-in-process"))
+        # Torch on one thread in every process the tests start (unless the user set it), but for a whole-host
+        # test: two tests run at once on two cores, and two jobs of a thread per core each would
+        # oversubscribe them, torch's threads then waiting for each other at every operation (a job's
+        # step of milliseconds took hundreds on the loaded host). A test that needs torch's own default
+        # passes OMP_NUM_THREADS=None in its job's env (tests/conftest.py: run_cli).
+        if "OMP_NUM_THREADS" not in os.environ:
+            os.environ["OMP_NUM_THREADS"] = os.environ[ONE_THREAD_ENV] = "1"
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.owns_session_dir:
+            shutil.rmtree(os.environ.pop(SESSION_ENV), ignore_errors=True)
+
+    # ------------------------------------------------------------------------------------ parallel runs
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """Each worker writes the tests' groups to the session folder, where the scheduler reads them (xdist
+        3.8's own loadgroup marks a group in the test's id, which pytest 9.2 no longer lets it change:
+        pytest-dev/pytest-xdist#1386)."""
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        folder = session_dir()
+        if worker is None or folder is None:
+            return
+        groups = {item.nodeid: group for item in items if (group := group_of(item))}
+        scratch = folder / f".groups-{worker}.json"
+        scratch.write_text(json.dumps(groups))
+        scratch.replace(folder / f"groups-{worker}.json")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log):
+        """`--dist loadgroup`: xdist's scheduling by scope, a test's scope being its group (group_of)."""
+        if config.getvalue("dist") != "loadgroup":
+            return None
+        from xdist.scheduler import LoadScopeScheduling
+
+        class GroupScheduling(LoadScopeScheduling):
+            groups: dict[str, str] | None = None
+
+            def _split_scope(self, nodeid: str) -> str:
+                if self.groups is None:  # every worker has collected (and written its groups) by now
+                    written = sorted(session_dir().glob("groups-*.json"))  # type: ignore[union-attr]
+                    self.groups = json.loads(written[0].read_text()) if written else {}
+                return self.groups.get(nodeid, nodeid)
+
+        return GroupScheduling(config, log)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
+        with self.host(alone=item.get_closest_marker(WHOLE_HOST) is not None):
+            return (yield)
+
+    @contextlib.contextmanager
+    def host(self, *, alone: bool) -> Iterator[None]:
+        """The host's lock around one test, where other workers run tests beside this one: shared for a
+        test, alone for a whole-host test. A whole-host test first takes the turnstile, which every test
+        passes before it shares the host: tests keep starting only until a whole-host test waits."""
+        with torch_default_threads(alone):
+            folder = session_dir()
+            if folder is None or "PYTEST_XDIST_WORKER" not in os.environ:
+                yield
+                return
+            with open(folder / "host.turnstile", "a") as turnstile, open(folder / "host.lock", "a") as lock:
+                fcntl.flock(turnstile, fcntl.LOCK_EX)
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+                finally:
+                    fcntl.flock(turnstile, fcntl.LOCK_UN)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
+
+    # ------------------------------------------------------------------------------------ time report
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):
+        started = time.perf_counter()
+        try:
+            return (yield)
+        finally:
+            took = time.perf_counter() - started
+            if took >= 0.05:
+                self.fixture_times.append((fixturedef.argname, fixturedef.scope, took))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item):
+        self.fixture_times = []
+        with cpu_time(item, "setup"):
+            try:
+                return (yield)
+            finally:
+                if self.fixture_times:
+                    times = {f"{name} ({scope})": round(s, 2) for name, scope, s in self.fixture_times}
+                    item.user_properties.append((FIXTURE_TIMES, times))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        with cpu_time(item, "call"):
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None):
+        with cpu_time(item, "teardown"):
+            return (yield)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        times = self.tests[report.nodeid]
+        times.wall += report.duration
+        times.cpu += dict(report.user_properties).get(f"{CPU_TIME}_{report.when}", 0.0)
+        times.slow = "slow" in report.keywords
+        if report.when == "setup":
+            for fixture, seconds in dict(report.user_properties).get(FIXTURE_TIMES, {}).items():
+                self.fixtures[(fixture, report.nodeid.split("::")[0])].append(seconds)
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+        if "PYTEST_XDIST_WORKER" in os.environ or not self.tests:
+            return
+        write = terminalreporter.write_line
+        terminalreporter.section("where the time went")
+        wall = time.monotonic() - self.started
+        tests = self.tests.values()
+        summed, cpu = sum(t.wall for t in tests), sum(t.cpu for t in tests)
+        workers = getattr(config.option, "numprocesses", None) or 1
+        write(
+            f"{len(self.tests)} tests: {summed:.0f} s of test time in {wall:.0f} s of wall time on {workers} "
+            f"worker(s); {cpu:.0f} s of CPU time (the tests and the processes they waited for: what a busy "
+            f"host does not inflate as much as wall time; {cpu / (os.cpu_count() or 1):.0f} s on "
+            f"{os.cpu_count()} cores)"
+        )
+        write("slowest fixture set-ups, wall (a module or session fixture is set up once per worker):")
+        slowest = sorted(self.fixtures.items(), key=lambda kv: -sum(kv[1]))[:12]
+        for (fixture, path), times in slowest:
+            several = f" x{len(times)}" if len(times) > 1 else ""
+            write(f"  {sum(times):7.1f} s  {fixture} in {path}{several}")
+        by_file: dict[str, Times] = defaultdict(Times)
+        for nodeid, t in self.tests.items():
+            by_file[nodeid.split("::")[0]].add(t)
+        write("by file (setup + call + teardown), wall and CPU:")
+        for path, t in sorted(by_file.items(), key=lambda kv: -kv[1].wall):
+            if t.wall >= 1:
+                write(f"  {t.wall:7.1f} s {t.cpu:7.1f} s  {path}")
+        over = sorted(
+            ((t.wall, n, t.cpu) for n, t in self.tests.items() if not t.slow and t.wall > BUDGET_S),
+            reverse=True,
+        )
+        if os.environ.get(TIMES_FILE):  # every test's figures, for a table or a comparison of two runs
+            rows = {
+                n: {"wall_s": round(t.wall, 2), "cpu_s": round(t.cpu, 2), "slow": t.slow}
+                for n, t in self.tests.items()
+            }
+            Path(os.environ[TIMES_FILE]).write_text(json.dumps(rows, indent=1))
+        if over:
+            write(
+                f"default-suite tests over {BUDGET_S:.0f} s of wall time (share their set-up, make them cheaper, "
+                "or mark them slow if the default suite cannot afford them; PIPELINE_TEST_BUDGET_S), wall and CPU:"
+            )
+            for seconds, nodeid, cpu_s in over:
+                write(f"  {seconds:7.1f} s {cpu_s:7.1f} s  {nodeid}")
+
+
+@contextlib.contextmanager
+def torch_default_threads(alone: bool) -> Iterator[None]:
+    """A whole-host test's processes run torch on its own default threads (a thread per core), as a
+    user's job does: the session's one-thread setting is lifted for the test."""
+    if not (alone and os.environ.get(ONE_THREAD_ENV)):
+        yield
+        return
+    os.environ.pop("OMP_NUM_THREADS", None)
+    try:
+        yield
+    finally:
+        os.environ["OMP_NUM_THREADS"] = "1"
+
+
+@dataclass
+class Times:
+    wall: float = 0.0
+    cpu: float = 0.0
+    slow: bool = False
+
+    def add(self, other: Times) -> None:
+        self.wall += other.wall
+        self.cpu += other.cpu
+
+
+def process_cpu_s() -> float:
+    """CPU seconds of this process and of the processes it waited for (theirs included, recursively)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@contextlib.contextmanager
+def cpu_time(item: pytest.Item, phase: str) -> Iterator[None]:
+    """The CPU seconds of one phase of a test, as a property of its report."""
+    started = process_cpu_s()
+    try:
+        yield
+    finally:
+        item.user_properties.append((f"{CPU_TIME}_{phase}", round(process_cpu_s() - started, 2)))
