@@ -181,6 +181,7 @@ TIMED = [
 ]
 
 
+@pytest.mark.whole_host  # its quiet job is quiet only with no other test beside it
 def test_a_quiet_job_stops_at_its_first_look_and_a_noisy_one_measures_on(tmp_path, store):
     """Compiled skips the eager variant's 5 ms of its 15: 1.5x. Quiet, the first look decides it to +-10%;
     with stalls of up to 40 ms in a third of the units, the job measures on, look after look."""
