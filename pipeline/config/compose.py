@@ -5,11 +5,14 @@ bad value and what is allowed, read from the schema; control characters in it ar
 from __future__ import annotations
 
 import difflib
+import textwrap
 import typing
 import unicodedata
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
+
+from omegaconf import OmegaConf
 
 from pipeline.config.schema import schema_node
 
@@ -119,3 +122,23 @@ def _describe_yaml(err: BaseException) -> str:
         else "a config file"
     )
     return f"{where} is not valid YAML: {problem}"
+
+
+HELP_WIDTH = 100  # `--help` fits a terminal this wide
+
+
+def config_groups(width: int = HELP_WIDTH) -> str:
+    """`--help`'s config groups (`group: option, ...`, a subgroup as `model/timm: ...`), each wrapped
+    within `width` columns; Hydra's own listing puts a group on one line (model/timm's: 800 columns)."""
+    lines = []
+    for folder in sorted(
+        p for p in CONF.rglob("*") if p.is_dir() and "hydra" not in p.relative_to(CONF).parts
+    ):
+        options = sorted(p.stem for p in folder.glob("*.yaml"))
+        if options:
+            group = folder.relative_to(CONF).as_posix()
+            lines += textwrap.wrap(f"{group}: {', '.join(options)}", width, subsequent_indent="    ")
+    return "\n".join(lines)
+
+
+OmegaConf.register_new_resolver("config_groups", config_groups, replace=True)  # conf/hydra/help
