@@ -24,6 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # handler then): a Python handler here is reset to the default in each child instead.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# The processes the tests start print as into a log, whatever runs pytest: pytest-xdist's workers set
+# COLUMNS=80 and LINES=24, and a job's lines fit a known terminal's width (pipeline/display.py). A test of
+# a terminal's width sets COLUMNS itself.
+for _variable in ("COLUMNS", "LINES"):
+    os.environ.pop(_variable, None)
 CONF = ROOT / "conf"
 # A job small enough for a CPU: ViT with 2 blocks on 32 px images, batch 2, 4 steps (1 warm-up).
 TINY = ["model=vit_tiny", "trainer.steps=4", "trainer.warmup_steps=1", "trainer.batch_size=2"]

@@ -202,12 +202,24 @@ def test_stores_that_cannot_work_are_refused_before_anything_starts(tmp_path: Pa
     assert not (tmp_path / "typo").exists() and not (tmp_path / "run").exists()
 
 
+SLURM_COMMANDS = {"sbatch", "srun", "salloc", "sinfo", "squeue", "scancel", "sacct", "scontrol"}
+
+
+def path_without(shim: Path, hidden: set[str]) -> str:
+    """A PATH of one folder holding every command on PATH but `hidden` (where SLURM's commands share
+    /usr/bin with make and bash, leaving out their folder would leave out those too)."""
+    shim.mkdir(parents=True)
+    for folder in map(Path, os.environ["PATH"].split(os.pathsep)):
+        for command in sorted(folder.iterdir()) if folder.is_dir() else []:
+            if command.name not in hidden and not (shim / command.name).exists():
+                (shim / command.name).symlink_to(command)
+    return str(shim)
+
+
 def test_make_sweep_without_slurm_is_one_line_and_leaves_no_run(tmp_path: Path, store: str):
     """`make sweep` (hydra/launcher=slurm) where there is no SLURM: one line naming what works, exit
     non-zero, nothing in MLflow; the CLI itself refuses the launcher the same way."""
-    path = os.pathsep.join(
-        p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "sbatch").exists()
-    )
+    path = path_without(tmp_path / "bin", SLURM_COMMANDS)
     env = {**os.environ, "PATH": path, "MLFLOW_TRACKING_URI": store}
     make = subprocess.run(
         ["make", "-s", "-o", ".venv/.installed", "sweep", "ARGS=compile.mode=eager,default"],

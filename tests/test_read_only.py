@@ -73,7 +73,7 @@ def test_report_list_and_sweep_read_a_store_on_a_read_only_filesystem(store: str
     assert line.startswith("ro  FINISHED") and "jobs=1" in line, line
     summary = run_report("--tracking-uri", read_only, "--sweep", "ro")
     assert summary.returncode == 0, summary.stdout + summary.stderr
-    assert "12.50" in summary.stdout and "Traceback" not in summary.stderr
+    assert "12.5 " in summary.stdout and "Traceback" not in summary.stderr, summary.stdout
     missing = run_report("--tracking-uri", read_only, "--sweep", "nope")
     assert missing.returncode == 1 and "no sweep with sweep_id='nope'" in missing.stderr
     assert sorted(p.name for p in folder.iterdir()) == [db.name]  # nothing written beside it
