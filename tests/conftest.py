@@ -57,11 +57,16 @@ def sets(args: list[str], key: str) -> bool:
     return any(a.split("=", 1)[0].lstrip("+~") == key for a in args)
 
 
+def with_test_defaults(args: list[str]) -> list[str]:
+    """args with TEST_DEFAULTS added where they do not set those keys: for a job a test runs in-process."""
+    return [*args, *(f"{key}={value}" for key, value in TEST_DEFAULTS.items() if not sets(args, key))]
+
+
 def with_host_check(args: list[str]) -> list[str]:
     """args with the tests' job defaults added: TEST_DEFAULTS where they do not set those keys, the
     session's inductor cache unless they set diagnose.cache_dir or diagnose.cold_cache. Every way a test
     starts jobs adds them, so that a resumed sweep's jobs are the same jobs as its first session's."""
-    added = [f"{key}={value}" for key, value in TEST_DEFAULTS.items() if not sets(args, key)]
+    added = with_test_defaults(args)[len(args) :]
     cache = session_inductor_cache()
     if cache and not sets(args, "diagnose.cache_dir") and not sets(args, "diagnose.cold_cache"):
         added.append(cache)

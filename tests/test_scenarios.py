@@ -204,7 +204,7 @@ def test_generation_measures_prefill_and_decode_and_greedy_tokens_agree(tmp_path
     )
     assert "FutureWarning" not in proc.stdout + proc.stderr
     note = run.data.tags["mlflow.note.content"]
-    assert note.startswith("**FINISHED**: decode step ") and "measured generations after" in note
+    assert note.startswith("**FINISHED**: decode step ") and "measured generations and" in note
 
 
 def test_the_generation_defaults_fit_the_tiny_model():

@@ -30,7 +30,17 @@ from pipeline.job.worker_start import (
     plan,
     template_file,
 )
-from tests.conftest import TINY, compose, output, popen_cli, run_cli, run_info, runs, stop_group
+from tests.conftest import (
+    TINY,
+    compose,
+    output,
+    popen_cli,
+    run_cli,
+    run_info,
+    runs,
+    stop_group,
+    with_test_defaults,
+)
 
 CPU = ["device=cpu", *TINY]
 BARE = ["device=cpu", "trainer.steps=4", "trainer.warmup_steps=1", "trainer.batch_size=2"]
@@ -69,7 +79,9 @@ def job(
     """One job's worker, as a job's parent runs it; its result and the lines it printed."""
     lines: list[str] = []
     launch = WorkerLaunch(
-        config=validate(compose([*(BARE if "model.id=linear" in overrides else CPU), *overrides])),
+        config=validate(
+            compose(with_test_defaults([*(BARE if "model.id=linear" in overrides else CPU), *overrides]))
+        ),
         job_dir=tmp_path / name,
         cache_dir=cache or tmp_path / "inductor_cache",
         on_progress=lambda event: None,
@@ -151,7 +163,7 @@ def test_a_forked_worker_does_nothing_measured_until_its_jobs_run_is_open(tmp_pa
         opened.append(time.time())
 
     launch = WorkerLaunch(  # what is timed does not matter here: an eager linear model
-        config=validate(compose([*LINEAR, "device=cpu", "compile.mode=eager"])),
+        config=validate(compose(with_test_defaults([*BARE, *LINEAR, "compile.mode=eager"]))),
         job_dir=tmp_path / "job",
         cache_dir=tmp_path / "inductor_cache",
         on_progress=lambda event: None,
