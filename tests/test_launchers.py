@@ -202,17 +202,21 @@ def test_overlap_puts_two_jobs_on_a_gpu_each_on_its_own_cores_and_a_third_waits(
 
 @pytest.mark.whole_host
 def test_the_measure_gate_lets_one_process_measure_at_a_time(tmp_path: Path):
-    """Two processes ask for the measure lock at once: the second holds it only after the first let go."""
+    """Two processes ask for the measure lock at once: the second holds it only after the first let go,
+    and waits for it from the moment it asked. Each holds it 1.5 s, more than the two processes' start
+    times differ, so the second asks while the first holds it."""
     import multiprocessing
 
     lock = tmp_path / "gpu0.measure.lock"
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(2) as pool:
-        records = pool.starmap(_hold_the_gate, [(str(lock), 0.4)] * 2)
+        records = pool.starmap(_hold_the_gate, [(str(lock), 1.5)] * 2)
     (a,), (b,) = records
     first, second = sorted((a, b), key=lambda s: s["held_from"])
     assert first["held_to"] <= second["held_from"]
-    assert second["waited_s"] > 0.2  # it asked while the other held the lock
+    asked = second["held_from"] - second["waited_s"]
+    assert asked < first["held_to"] - 0.2, (first, second)  # it asked while the other held the lock
+    assert second["waited_s"] >= first["held_to"] - asked - 0.01, (first, second)  # and waited till then
 
 
 def _hold_the_gate(path: str, hold_s: float) -> list[dict]:
