@@ -20,6 +20,7 @@ ranks, `report --sync` later), every file in it named once. Torch-free.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,3 +131,21 @@ class JobDir:
 
     def artifact_folders(self) -> list[Path]:
         return [self.profile, self.tlparse, self.comm]
+
+
+# MLflow keeps a copy of a job's files as its run's artifacts: `<run id>/artifacts/` under an artifact
+# store (`outputs/mlartifacts/` of `make mlflow-server`), beside the job folders a search may walk.
+_RUN_ARTIFACTS = re.compile(r"[0-9a-f]{32}")
+
+
+def job_files(root: Path, name: str) -> list[Path]:
+    """The files called `name` in the job folders under `root`, in order; never MLflow's copies of them
+    (a run's artifacts: `<run id>/artifacts/<name>`), which are no job's folder."""
+    return [
+        path
+        for path in sorted(root.rglob(name))
+        if not any(
+            _RUN_ARTIFACTS.fullmatch(run) and folder == "artifacts"
+            for run, folder in zip(path.parts, path.parts[1:], strict=False)
+        )
+    ]

@@ -28,7 +28,7 @@ from pathlib import Path
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 from pipeline.config.schema import default_store
-from pipeline.jobdir import JOB_CONFIG, RESULT
+from pipeline.jobdir import JOB_CONFIG, RESULT, job_files
 from pipeline.sweep.compare import compare_sweeps
 from pipeline.sweep.compare import lines as comparison_lines
 from pipeline.sweep.compare import write as write_comparison
@@ -194,7 +194,7 @@ def summarize_folders(root: Path, out_dir: Path | None) -> int:
     its files go to `summary_from_results/` beside the sweep's own summary (or `--out`)."""
     rows: list[Row] = []
     problems: list[str] = []
-    for path in sorted(root.rglob(RESULT)):
+    for path in job_files(root, RESULT):
         try:
             row = row_from_result(path)
         except OSError as exc:
@@ -204,7 +204,7 @@ def summarize_folders(root: Path, out_dir: Path | None) -> int:
         else:
             if row is not None:
                 rows.append(row)
-    for config in sorted(root.rglob(JOB_CONFIG)):
+    for config in job_files(root, JOB_CONFIG):
         if not (config.parent / RESULT).exists():
             problems.append(
                 f"{config.parent} holds no {RESULT} (its job has not ended, or was killed outright)"
@@ -260,7 +260,7 @@ def summarize_folders(root: Path, out_dir: Path | None) -> int:
 def _kind_of_folders(root: Path) -> str:
     """`sweep.kind` as the job folders' configs give it."""
     kinds: list[str | None] = []
-    for path in root.rglob(JOB_CONFIG):
+    for path in job_files(root, JOB_CONFIG):
         with contextlib.suppress(OSError, ValueError, AttributeError):
             kinds.append(json.loads(path.read_text()).get("sweep", {}).get("kind"))
     return kind_of_jobs(kinds)

@@ -382,7 +382,9 @@ def test_resuming_while_the_sweeps_array_still_runs_is_refused(
         os.killpg(driver.pid, signal.SIGKILL)  # the driver dies; the array runs on
         driver.wait()
         before = _job_runs(mlflow_server, name)
-        again = ["hydra/launcher=slurm", *args, "sweep.resume=true"]  # exit codes: pipeline.run's, not make's
+        # its own command: `make sweep` added the CPU preset (the cluster has no GPUs); a resumption
+        # without it would change the jobs' work, and is refused
+        again = ["hydra/launcher=slurm", "experiment=cpu_smoke", *args, "sweep.resume=true"]  # exit codes: pipeline.run's, not make's
         resume = run_cli(again, tmp_path / "again", mlflow_server, multirun=True, timeout=300)
         assert resume.returncode == 1, output(resume)
         (line,) = [ln for ln in resume.stderr.splitlines() if ln.startswith("sweep error:")]
@@ -460,7 +462,9 @@ def test_resuming_after_a_killed_driver_submits_only_what_did_not_finish(
             time.sleep(2)
         parent, _ = _sweep_runs(mlflow_server, name)
         assert parent.info.status == "RUNNING"  # its driver never ended it
-        again = ["hydra/launcher=slurm", *args, "sweep.resume=true"]
+        # its own command: `make sweep` added the CPU preset (the cluster has no GPUs); a resumption
+        # without it would change the jobs' work, and is refused
+        again = ["hydra/launcher=slurm", "experiment=cpu_smoke", *args, "sweep.resume=true"]
         resume = run_cli(again, tmp_path / "again", mlflow_server, multirun=True, timeout=600)
     finally:
         _sh("scancel", "--name", name)

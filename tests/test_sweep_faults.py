@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.job.result import JobResult, UnreadableResult
+from pipeline.jobdir import RESULT
 from pipeline.sweep.finish import close_orphans
+from pipeline.sweep.sync import unsynced
 from pipeline.sweep.view import VIEW_TAG_PREFIX, view_id_for
 from pipeline.tracking import Tracker
 from pipeline.tracking.store import sqlite_path
@@ -348,6 +350,19 @@ def test_a_result_file_that_is_not_a_jobs_result_says_what_is_wrong(tmp_path: Pa
     with pytest.raises(UnreadableResult) as unreadable:
         JobResult.read(path)
     assert str(unreadable.value).startswith(why), unreadable.value
+
+
+def test_sync_walks_job_folders_never_mlflows_copies_of_their_files(tmp_path: Path):
+    """`report --sync` with no folder walks outputs/, where `make mlflow-server` keeps its artifact store:
+    each run's copy of its job's result.json (`mlartifacts/<run id>/artifacts/`) is no job folder (the
+    README's `--sync` exited 1 naming each copy as a job without its config)."""
+    copy = tmp_path / "mlartifacts" / ("0123456789abcdef" * 2) / "artifacts"
+    job = tmp_path / "runs" / "2026-11-27" / "10-00-00"
+    for folder in (copy, job):
+        folder.mkdir(parents=True)
+        (folder / RESULT).write_text(json.dumps({"status": "FINISHED"}))
+    found, problems = unsynced([tmp_path])
+    assert found == [] and [path for path, _ in problems] == [job / RESULT], problems
 
 
 def test_unreadable_job_results_are_named_by_sync_and_report_results(tmp_path: Path, store: str):

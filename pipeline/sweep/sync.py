@@ -21,7 +21,7 @@ from pipeline.config.schema import Config, from_dict
 from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
 from pipeline.job.outcome import run_payload
 from pipeline.job.result import JobResult, recorded_run_id
-from pipeline.jobdir import JOB_CONFIG, RESULT, RUN_ID, JobDir
+from pipeline.jobdir import JOB_CONFIG, RESULT, RUN_ID, JobDir, job_files
 from pipeline.provenance import sync_command
 from pipeline.redaction import redact_uri
 from pipeline.status import FAILED, FINISHED, JOB_LOST, KILLED, RESULT_NOT_LOGGED, RUNNING
@@ -37,7 +37,7 @@ def unsynced(dirs: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
     found: list[Path] = []
     problems: list[tuple[Path, str]] = []
     for root in dirs:
-        for path in sorted(root.rglob(RESULT)):
+        for path in job_files(root, RESULT):
             try:
                 result = JobResult.read(path)
             except OSError as exc:
@@ -112,7 +112,7 @@ def not_in_store(tracker: Tracker, dirs: list[Path]) -> list[tuple[Path, str]]:
     is not the one they were logged to, or it lost them (a deleted sqlite file set up afresh)."""
     lost = []
     for root in dirs:
-        for path in sorted(root.rglob(RESULT)):
+        for path in job_files(root, RESULT):
             try:
                 result = JobResult.read(path)
             except (OSError, ValueError):  # named by `unsynced`
@@ -161,7 +161,7 @@ def sync_results(tracker: Tracker, dirs: list[Path]) -> int:
 def close_lost_jobs(tracker: Tracker, dirs: list[Path]) -> None:
     """Close the runs left RUNNING by jobs that have ended (nothing holds their lease), as a sweep's end
     does: `close_ended_job_run`."""
-    for noted in sorted({p for root in dirs for p in root.rglob(RUN_ID)}):
+    for noted in sorted({p for root in dirs for p in job_files(root, RUN_ID)}):
         job_dir = noted.parent
         if lease.holders([job_dir]):
             continue
