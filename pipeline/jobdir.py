@@ -16,6 +16,19 @@ ranks, `report --sync` later), every file in it named once. Torch-free.
       comm/              a distributed job's communication: the machine's probe (probe.json), each rank's
                          profiled steps (trace.rank<r>.json.gz)
       inductor_cache/    with diagnose.cold_cache=true (else the sweep's, shared)
+      .lease             held while the job runs (pipeline/sweep/lease.py)
+
+The sweep folder (`hydra.sweep.dir`), `SweepDir`, holds the jobs' folders by number and the sweep's own
+files, each named once:
+
+    sweep_dir/
+      sweep.json         what a job knows of its sweep (pipeline/sweep_context.py)
+      0/, 1/, ...        the jobs' folders
+      summary.md, summary.csv, plots/   the summary the sweep's end published (also in its parent run)
+      summary_from_results/   `report --results`'s summary of the job folders, never over the sweep's own
+      inductor_cache/    its jobs' shared inductor cache
+      .template/         the sweep's template process: <host>.json (where it listens), <host>.log
+      .lease, .slurm_arrays   who still works on the sweep: its driver, the SLURM arrays it submitted
 """
 
 from __future__ import annotations
@@ -28,6 +41,10 @@ RESULT = "result.json"
 RANK_RESULT_GLOB = "result.rank*.json"
 RUN_ID = "mlflow_run_id"
 JOB_CONFIG = "job_config.json"
+RUN_INFO = "run_info.json"  # also the name of its copy in the job's MLflow run
+LEASE = ".lease"  # in a job's folder and in the sweep's
+SWEEP_FILE = "sweep.json"
+SUMMARY_FILES = ("summary.md", "summary.csv")
 
 
 @dataclass(frozen=True)
@@ -75,7 +92,7 @@ class JobDir:
 
     @property
     def run_info(self) -> Path:
-        return self.path / "run_info.json"
+        return self.path / RUN_INFO
 
     @property
     def diagnostics(self) -> Path:
@@ -149,3 +166,50 @@ def job_files(root: Path, name: str) -> list[Path]:
             for run, folder in zip(path.parts, path.parts[1:], strict=False)
         )
     ]
+
+
+@dataclass(frozen=True)
+class SweepDir:
+    """The sweep folder (see the module's docstring): the sweep's own files, each named once."""
+
+    path: Path
+
+    def __truediv__(self, name: str) -> Path:
+        return self.path / name
+
+    def job(self, number: int) -> JobDir:
+        return JobDir(self.path / str(number))
+
+    @property
+    def sweep_file(self) -> Path:
+        return self.path / SWEEP_FILE
+
+    @property
+    def summary_files(self) -> list[Path]:
+        """summary.md, summary.csv: what `write_summary` writes here besides its plots."""
+        return [self.path / name for name in SUMMARY_FILES]
+
+    @property
+    def plots(self) -> Path:
+        return self.path / "plots"
+
+    @property
+    def from_results(self) -> Path:
+        return self.path / "summary_from_results"
+
+    @property
+    def inductor_cache(self) -> Path:
+        """The sweep's jobs' shared inductor cache (diagnose.cache_dir unset, cold_cache false)."""
+        return self.path / "inductor_cache"
+
+    @property
+    def template(self) -> Path:
+        return self.path / ".template"
+
+    @property
+    def lease(self) -> Path:
+        return self.path / LEASE
+
+    @property
+    def slurm_arrays(self) -> Path:
+        return self.path / ".slurm_arrays"

@@ -28,7 +28,7 @@ from pathlib import Path
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 from pipeline.config.schema import default_store
-from pipeline.jobdir import JOB_CONFIG, RESULT, job_files
+from pipeline.jobdir import JOB_CONFIG, RESULT, RUN_INFO, SweepDir, job_files
 from pipeline.sweep.compare import compare_sweeps
 from pipeline.sweep.compare import lines as comparison_lines
 from pipeline.sweep.compare import write as write_comparison
@@ -38,7 +38,7 @@ from pipeline.sweep.state import REFUSED_PLAN, axes_from_tag, axis_keys, plan_li
 from pipeline.sweep.summary import Row, Summary, kind_of_jobs, row_from_result, summarize
 from pipeline.sweep.sync import close_lost_jobs, sync_results
 from pipeline.sweep.verdict import Rule
-from pipeline.sweep_context import SWEEP_FILE, SweepContext
+from pipeline.sweep_context import SweepContext
 from pipeline.tracking import Tracker, TrackingUnavailable
 
 
@@ -175,7 +175,7 @@ def compare(tracker: Tracker, sweep_a: str, sweep_b: str, *, out_dir: Path | Non
 def attach_environment(tracker: Tracker, summary: Summary) -> None:
     """The environment a sweep ran in (versions, GPU, driver), from one finished job's run_info.json."""
     for row in summary.rows:
-        info = tracker.read_json_artifact(row.run_id, "run_info.json") if row.run_id else None
+        info = tracker.read_json_artifact(row.run_id, RUN_INFO) if row.run_id else None
         if info and info.get("environment"):
             row.environment = {k: str(v) for k, v in info["environment"].items()}
             return
@@ -183,7 +183,6 @@ def attach_environment(tracker: Tracker, summary: Summary) -> None:
 
 # Where `report --results` writes its summary of a sweep's folder: beside the sweep's own summary.md
 # (which its end wrote from MLflow, with the sweep's title, wall time and notes), never over it.
-FROM_RESULTS = "summary_from_results"
 
 
 def summarize_folders(root: Path, out_dir: Path | None) -> int:
@@ -218,7 +217,7 @@ def summarize_folders(root: Path, out_dir: Path | None) -> int:
         sweep = SweepContext.load(root)
     except (OSError, ValueError, TypeError) as exc:
         print(
-            f"results error: {root / SWEEP_FILE} cannot be read ({exc}): summarized as a folder of jobs",
+            f"results error: {SweepDir(root).sweep_file} cannot be read ({exc}): summarized as a folder of jobs",
             file=sys.stderr,
         )
         problems.append(str(exc))
@@ -242,7 +241,7 @@ def summarize_folders(root: Path, out_dir: Path | None) -> int:
             f"left out: {len(problems)} job folder(s) whose files cannot be read: {'; '.join(problems)}"
         )
     print_table(summary)
-    target = out_dir if out_dir is not None else (root / FROM_RESULTS if sweep is not None else root)
+    target = out_dir if out_dir is not None else (SweepDir(root).from_results if sweep is not None else root)
     try:
         files = write_summary(summary, target)
     except OSError as exc:
@@ -252,7 +251,11 @@ def summarize_folders(root: Path, out_dir: Path | None) -> int:
             file=sys.stderr,
         )
         return 1
-    kept = f"; the sweep's own {root / 'summary.md'} is kept as its end wrote it" if target != root else ""
+    kept = (
+        f"; the sweep's own {SweepDir(root).summary_files[0]} is kept as its end wrote it"
+        if target != root
+        else ""
+    )
     print(f"wrote {files[0]}, {files[1]} and {len(files) - 2} plots{kept}")
     return 1 if problems else 0
 

@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-SWEEP_FILE = "sweep.json"
+from pipeline.jobdir import SweepDir
 
 
 @dataclass(kw_only=True)
@@ -47,7 +47,7 @@ class SweepContext:
         return self.prior_wall_s + time.time() - self.started_at
 
     def save(self) -> None:
-        path = Path(self.sweep_dir) / SWEEP_FILE
+        path = SweepDir(Path(self.sweep_dir)).sweep_file
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(self), indent=1))
@@ -55,7 +55,7 @@ class SweepContext:
 
     @classmethod
     def load(cls, sweep_dir: str | Path) -> SweepContext | None:
-        path = Path(sweep_dir) / SWEEP_FILE
+        path = SweepDir(Path(sweep_dir)).sweep_file
         if not path.exists():
             return None
         data = json.loads(path.read_text())

@@ -15,9 +15,9 @@ import pytest
 
 from pipeline.job.gpu_pool import gpu_slot
 from pipeline.job.progress import sweep_status
-from pipeline.jobdir import RESULT
+from pipeline.jobdir import RESULT, SWEEP_FILE
 from pipeline.status import FINISHED, SKIPPED
-from pipeline.sweep_context import SWEEP_FILE, SweepContext
+from pipeline.sweep_context import SweepContext
 from tests.conftest import TINY, output, run_cli, runs
 
 

@@ -209,6 +209,34 @@ def test_only_the_scenario_registry_names_scenarios():
     assert not found, "\n".join(found)
 
 
+def job_and_sweep_file_names() -> set[str]:
+    """The file names pipeline/jobdir.py gives the job's and the sweep's folders."""
+    file_name = re.compile(r"[a-z_]+\.(json|csv|log|txt|pid|md)|\.[a-z_]+")
+    return {
+        node.value
+        for node in ast.walk(ast.parse((PIPELINE / "jobdir.py").read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and file_name.fullmatch(node.value)
+        and node.value not in {".json", ".csv", ".log", ".txt", ".md"}
+    }
+
+
+def test_only_the_folder_module_spells_the_job_and_sweep_folders_file_names():
+    """Every file of a job's folder and of a sweep's is named once, in pipeline/jobdir.py (`JobDir`,
+    `SweepDir`); other modules ask those for a path."""
+    names = job_and_sweep_file_names()
+    assert {"result.json", "worker.log", "sweep.json", "summary.md", ".template", ".lease"} <= names
+    found = []
+    for path in modules(PIPELINE):
+        if path == PIPELINE / "jobdir.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert not found, "\n".join(found)
+
+
 def test_design_map_names_every_module_and_only_modules_that_exist():
     """docs/design.md's map is `ls pipeline/` with a role per module: none missing, none stale."""
     design = (ROOT / "docs" / "design.md").read_text()

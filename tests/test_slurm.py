@@ -384,7 +384,12 @@ def test_resuming_while_the_sweeps_array_still_runs_is_refused(
         before = _job_runs(mlflow_server, name)
         # its own command: `make sweep` added the CPU preset (the cluster has no GPUs); a resumption
         # without it would change the jobs' work, and is refused
-        again = ["hydra/launcher=slurm", "experiment=cpu_smoke", *args, "sweep.resume=true"]  # exit codes: pipeline.run's, not make's
+        again = [
+            "hydra/launcher=slurm",
+            "experiment=cpu_smoke",
+            *args,
+            "sweep.resume=true",
+        ]  # exit codes: pipeline.run's, not make's
         resume = run_cli(again, tmp_path / "again", mlflow_server, multirun=True, timeout=300)
         assert resume.returncode == 1, output(resume)
         (line,) = [ln for ln in resume.stderr.splitlines() if ln.startswith("sweep error:")]

@@ -32,7 +32,7 @@ from pipeline.job.result import JobResult, record_run_id, refuse_overwrite, unsy
 from pipeline.job.signals import SchedulerSignals, in_submitit_job, signals_held
 from pipeline.job.supervisor import WorkerLaunch, run_worker
 from pipeline.job.worker_start import plan
-from pipeline.jobdir import JobDir
+from pipeline.jobdir import JobDir, SweepDir
 from pipeline.measure.gate import resume_all
 from pipeline.provenance import command_line, sync_command
 from pipeline.redaction import looks_secret, redacted, scrub, secret_values
@@ -412,7 +412,7 @@ def inductor_cache_dir(config: Config, job_dir: Path, sweep: SweepContext | None
         return JobDir(job_dir).inductor_cache
     if config.diagnose.cache_dir:
         return Path(config.diagnose.cache_dir).resolve()
-    return Path(sweep.sweep_dir if sweep else job_dir) / "inductor_cache"
+    return SweepDir(Path(sweep.sweep_dir)).inductor_cache if sweep else JobDir(job_dir).inductor_cache
 
 
 def write_job_files(result: JobResult, folder: JobDir, warmup_steps: int, *, compiled: bool = True) -> None:

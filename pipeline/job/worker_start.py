@@ -39,8 +39,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from pipeline.jobdir import SweepDir
+
 SPAWN, TEMPLATE = "spawn", "template"  # benchmark.worker_start (its allowed values: the schema)
-TEMPLATE_DIR = ".template"  # in the sweep dir: <host>.json (where the template listens), <host>.log
 CONNECT_TIMEOUT_S = 10.0
 READY_TIMEOUT_S = 300.0  # the first job waits while the template imports (seconds; minutes on a slow disk)
 MAX_MESSAGE = 1 << 20
@@ -78,7 +79,7 @@ class TemplateInfo:
 
 
 def template_file(sweep_dir: Path, host: str) -> Path:
-    return Path(sweep_dir) / TEMPLATE_DIR / f"{host}.json"
+    return SweepDir(Path(sweep_dir)).template / f"{host}.json"
 
 
 def fork_supported() -> str:

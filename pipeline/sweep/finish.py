@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.job.result import JobResult, one_line, unsynced_results
-from pipeline.jobdir import RESULT
+from pipeline.jobdir import RESULT, SUMMARY_FILES, SWEEP_FILE, SweepDir
 from pipeline.provenance import sync_command
 from pipeline.redaction import private_files, redact_uri
 from pipeline.status import FAILED, FINISHED, KILLED, RUNNING, SKIPPED
@@ -24,10 +24,8 @@ from pipeline.sweep.state import axes_from_tag, axis_keys, hydra_value, resume_c
 from pipeline.sweep.summary import Summary, kind_of_jobs, row_from_run, summarize
 from pipeline.sweep.sync import close_ended_job_run
 from pipeline.sweep.verdict import Rule
-from pipeline.sweep_context import SWEEP_FILE, SweepContext
+from pipeline.sweep_context import SweepContext
 from pipeline.tracking import RunRecord, Tracker
-
-SUMMARY_FILES = ("summary.md", "summary.csv")
 
 
 def build_summary(tracker: Tracker, sweep_id: str) -> Summary:
@@ -76,9 +74,11 @@ def job_keys(runs: list[RunRecord]) -> list[str]:
 def write_summary(summary: Summary, out_dir: Path) -> list[Path]:
     """summary.md, summary.csv and the plots under `out_dir`; returns their paths (files first)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "summary.md").write_text(to_markdown(summary))
-    write_csv(summary, out_dir / "summary.csv")
-    return [out_dir / name for name in SUMMARY_FILES] + make_plots(summary, out_dir / "plots")
+    folder = SweepDir(out_dir)
+    markdown, table = folder.summary_files
+    markdown.write_text(to_markdown(summary))
+    write_csv(summary, table)
+    return [markdown, table, *make_plots(summary, folder.plots)]
 
 
 def publish(tracker: Tracker, parent_run_id: str, summary: Summary, out_dir: Path) -> list[Path]:

@@ -20,10 +20,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
+from pipeline.jobdir import LEASE, SweepDir
 from pipeline.sweep import slurm
-
-LEASE_FILE = ".lease"
-ARRAYS_FILE = ".slurm_arrays"
 
 
 class Busy(RuntimeError):
@@ -34,7 +32,7 @@ def hold(folder: Path) -> IO[str]:
     """Take the folder's lease for as long as the returned file stays open (keep a reference: closing
     it, or the process ending, releases it). Raises Busy when another process holds it."""
     folder.mkdir(parents=True, exist_ok=True)
-    handle = open(folder / LEASE_FILE, "a+")  # noqa: SIM115 - open for as long as the lease is held
+    handle = open(folder / LEASE, "a+")  # noqa: SIM115 - open for as long as the lease is held
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -63,7 +61,7 @@ def holders(sweep_dirs: Iterable[Path]) -> list[str]:
     """`<folder>: pid N on host since T` for every lease held in these sweep folders or their jobs'."""
     found = []
     for sweep_dir in sweep_dirs:
-        for lease in [sweep_dir / LEASE_FILE, *sorted(sweep_dir.glob(f"*/{LEASE_FILE}"))]:
+        for lease in [SweepDir(sweep_dir).lease, *sorted(sweep_dir.glob(f"*/{LEASE}"))]:
             holder = _holder(lease)
             if holder is not None:
                 found.append(f"{lease.parent}: {holder}")
@@ -72,7 +70,7 @@ def holders(sweep_dirs: Iterable[Path]) -> list[str]:
 
 def record_array(sweep_dir: Path, array_id: str) -> None:
     """Note a job array submitted for this sweep (squeue knows its queued tasks, which hold no lease)."""
-    with open(sweep_dir / ARRAYS_FILE, "a") as f:
+    with open(SweepDir(sweep_dir).slurm_arrays, "a") as f:
         f.write(array_id + "\n")
 
 
@@ -80,7 +78,7 @@ def arrays(sweep_dirs: Iterable[Path]) -> list[str]:
     ids = []
     for sweep_dir in sweep_dirs:
         try:
-            ids += (sweep_dir / ARRAYS_FILE).read_text().split()
+            ids += SweepDir(sweep_dir).slurm_arrays.read_text().split()
         except OSError:
             continue
     return ids
