@@ -166,6 +166,7 @@ def assert_settings_recorded(info: dict, job_env: dict | None = None) -> None:
     assert differ <= set(recorded), f"set in the worker but not recorded: {sorted(differ - set(recorded))}"
 
 
+@pytest.mark.slow  # the default suite's 5 minutes (CI runs it: make test-all)
 def test_a_global_setting_changed_anywhere_in_the_worker_is_recorded(tmp_path: Path, store: str):
     """A model factory that flips cuDNN's benchmark flag and the thread count as it builds (as a library
     might): both show in the run's record of what differs from torch's defaults."""

@@ -31,6 +31,7 @@ def listening_addresses(port: int) -> set[str]:
     return found
 
 
+@pytest.mark.slow  # the default suite's 5 minutes (CI runs it: make test-all)
 @pytest.mark.integration
 def test_server_binds_to_loopback_unless_told_otherwise(tmp_path: Path):
     port = free_port()
@@ -116,6 +117,7 @@ def stop_leftovers(port: int) -> None:
             os.kill(int(line.split()[0]), signal.SIGKILL)
 
 
+@pytest.mark.slow  # the default suite's 5 minutes (CI runs it: make test-all)
 @pytest.mark.integration
 def test_make_ui_answers_in_seconds_and_one_sigterm_stops_all_of_it(tmp_path: Path):
     """`make ui` (scripts/ui.sh): one server process with one worker, no job runner, and nothing left
@@ -145,6 +147,7 @@ def test_make_ui_answers_in_seconds_and_one_sigterm_stops_all_of_it(tmp_path: Pa
     )
 
 
+@pytest.mark.slow  # the default suite's 5 minutes (CI runs it: make test-all)
 @pytest.mark.integration
 def test_make_ui_is_quiet_and_one_ctrl_c_stops_it_cleanly(tmp_path: Path):
     """A terminal's Ctrl-C (SIGINT to the whole foreground group) after the UI served pages: the

@@ -50,6 +50,7 @@ def read_only_copy(tmp_path: Path):
             path.chmod(0o755)
 
 
+@pytest.mark.slow  # the default suite's 5 minutes (CI runs it: make test-all)
 def test_report_list_and_sweep_read_a_store_on_a_read_only_filesystem(store: str, read_only_copy):
     """Issue 41: `report --list` and `--sweep` refused a read-only store (`cannot write ...`): they
     probed it for writing as a job does. They only read it now."""

@@ -181,6 +181,7 @@ TIMED = [
 ]
 
 
+@pytest.mark.slow  # the default suite's 5 minutes (CI runs it: make test-all)
 @pytest.mark.whole_host  # its quiet job is quiet only with no other test beside it
 def test_a_quiet_job_decides_sooner_than_a_noisy_one_which_measures_on(tmp_path, store):
     """Compiled skips the eager variant's 5 ms of its 15: 1.5x. Quiet, an early look decides it to +-10%

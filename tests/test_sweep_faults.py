@@ -365,6 +365,7 @@ def test_sync_walks_job_folders_never_mlflows_copies_of_their_files(tmp_path: Pa
     assert found == [] and [path for path, _ in problems] == [job / RESULT], problems
 
 
+@pytest.mark.slow  # the default suite's 5 minutes (CI runs it: make test-all)
 def test_unreadable_job_results_are_named_by_sync_and_report_results(tmp_path: Path, store: str):
     """Issue 41: a truncated result.json was skipped without a word by `--sync` ("every job result is in
     MLflow") and by `report --results`, and `{}`, `[]`, `null` gave tracebacks; `report --results`

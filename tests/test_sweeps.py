@@ -529,6 +529,7 @@ def test_resuming_a_sweep_whose_driver_still_runs_is_refused_in_one_line(tmp_pat
     assert "RUNNING" not in {r.info.status for r in runs(store)}
 
 
+@pytest.mark.slow  # the default suite's 5 minutes (CI runs it: make test-all)
 def test_a_resumption_that_changes_the_jobs_work_is_refused_naming_what_changed(tmp_path: Path, store: str):
     """Issue 41: `sweep.resume=true` with another trainer.steps or another list of modes was accepted:
     rows of different work under one name were pooled into one verdict, the parent's command kept the

@@ -43,6 +43,7 @@ def pipeline_first_loss() -> float:
         return float(loss(batch, model(batch["inputs"])))
 
 
+@pytest.mark.slow  # the default suite's 5 minutes (CI runs it: make test-all)
 def test_the_plain_loop_runs_ddp_on_two_gloo_ranks_and_trains_what_a_pipeline_job_trains(tmp_path: Path):
     out = tmp_path / "loop.jsonl"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]

@@ -688,6 +688,7 @@ def fastest_in_the_end(verdicts: list[str]) -> bool:
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
 
+@pytest.mark.slow  # the default suite's 5 minutes (CI runs it: make test-all)
 @pytest.mark.whole_host
 def test_the_issue_sweep_names_depth_one_fastest_on_an_idle_host(tmp_path: Path, store: str):
     """Issue 33: on an idle CPU host this sweep said `inconclusive (noisy jobs ...)` while its table showed
