@@ -717,7 +717,8 @@ def test_on_a_loaded_host_with_one_thread_depth_one_is_fastest_and_identical_job
     assert same["verdict"] != "fastest", output(same_proc)
 
 
-@pytest.mark.slow  # not whole_host: it loads every core itself, and a neighbour's load is more of the same
+@pytest.mark.slow
+@pytest.mark.whole_host  # torch's own threads (one per core): beside another test, jobs get one
 def test_on_a_loaded_host_with_every_core_busy_no_verdict_is_false(tmp_path: Path, store: str):
     """A busy-loop process per core beside the sweep and torch's default threads (one per core): steps
     stall in host spells of 10-2000 ms, whole jobs included (benchmarks/results/cpu-2026-11-25-load), and
