@@ -73,6 +73,8 @@ PUBLISHED = os.environ.get("UI_SCREENSHOTS")  # a folder for the README's screen
 # the README's screenshots show inductor, what a user runs (its perf hints: tests/test_template.py).
 BACKEND = "inductor" if PUBLISHED else "aot_eager"
 SWEEP_ARGS = [*TINY, "compile.mode=eager,default", f"compile.backend={BACKEND}"]
+if PUBLISHED:  # the README's screenshots: jobs measured as a user's are, until decided
+    SWEEP_ARGS += ["benchmark.budget_s=15", "benchmark.rounds=10", "benchmark.round_s=0.02"]
 # The sweep's view: what a user compares without clicking (pipeline/sweep/view.py), rounded, as tags.
 AT_A_GLANCE = ("verdict", "step p50 ms", "speedup vs eager", "compile s")
 VIEWPORT = {"width": 1440, "height": 900}  # the laptop
@@ -420,8 +422,12 @@ def test_child_run_page_leads_with_its_result(page, server: Server, sweep: dict)
     result = JobResult()
     result.status, result.metrics = "FINISHED", dict(metrics)
     result.work = {"unit": child.data.tags["unit"], "samples": 2, "tokens": None}
-    expected = "FINISHED: " + ", ".join(result_phrases(result))
-    assert first.inner_text().startswith(expected), first.inner_text()
+    shown = first.inner_text()
+    assert shown.startswith("FINISHED: " + result_phrases(result)[0]), shown
+    at = 0
+    for phrase in result_phrases(result):  # in this order; how long it measured may sit between
+        assert phrase in shown[at:], (phrase, shown)
+        at = shown.index(phrase, at) + len(phrase)
     assert ("Noisy: p10-p90" in first.inner_text()) == bool(metrics["step/noisy"])
     text = description.inner_text()
     assert text.index("How it was measured") > len(first.inner_text())
