@@ -152,18 +152,14 @@ class SweepCallback(Callback):
             end = finish_sweep(ACTIVE_SWEEP)
             summary = end.summary
             SWEEP_FAILURES.extend(r.name for r in summary.not_finished)
+            said = f"sweep error: sweep {ACTIVE_SWEEP.sweep_id} is"
+            parent = f"parent run {ACTIVE_SWEEP.parent_run_id} closed FAILED"
+            line = ""
             if end.incomplete:
-                line = (
-                    f"sweep error: sweep {ACTIVE_SWEEP.sweep_id} is incomplete: {end.incomplete}; parent run "
-                    f"{ACTIVE_SWEEP.parent_run_id} closed FAILED; {resume_hint(ACTIVE_SWEEP)}"
-                )
-                print(line, file=sys.stderr, flush=True)
-                SWEEP_FAILURES.append(line)
+                line = f"{said} incomplete: {end.incomplete}; {parent}; {resume_hint(ACTIVE_SWEEP)}"
             elif end.pending:
-                line = (
-                    f"sweep error: sweep {ACTIVE_SWEEP.sweep_id} is not finished: {end.pending}; parent run "
-                    f"{ACTIVE_SWEEP.parent_run_id} closed FAILED until then"
-                )
+                line = f"{said} not finished: {end.pending}; {parent} until then"
+            if line:
                 print(line, file=sys.stderr, flush=True)
                 SWEEP_FAILURES.append(line)
         except Exception as err:
