@@ -174,12 +174,6 @@ class SweepDir:
 
     path: Path
 
-    def __truediv__(self, name: str) -> Path:
-        return self.path / name
-
-    def job(self, number: int) -> JobDir:
-        return JobDir(self.path / str(number))
-
     @property
     def sweep_file(self) -> Path:
         return self.path / SWEEP_FILE
