@@ -117,6 +117,17 @@ def compose(overrides: list[str] | None = None):
     return cfg
 
 
+def run_help() -> subprocess.CompletedProcess:
+    """`python -m pipeline.run --help`, as a user types it."""
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.run", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def run_cli(
     args: list[str],
     tmp_path: Path,

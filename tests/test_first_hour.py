@@ -19,7 +19,7 @@ from pipeline.sweep.render import constant_line, table
 from pipeline.sweep.state import axes_from_tag, axis_keys, plan_lines, swept, swept_keys
 from pipeline.sweep.summary import Row, summarize
 from pipeline.tracking import RunRecord, Tracker
-from tests.conftest import ROOT, TINY, compose, one_line_errors, output, run_cli, run_report, runs
+from tests.conftest import ROOT, TINY, compose, one_line_errors, output, run_cli, run_help, run_report, runs
 
 SEARCH_SPACE = "compile.mode=choice(default, reduce-overhead, max-autotune-no-cudagraphs, max-autotune)"
 TORCH_LOG_LINE = re.compile(r"^(\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ \S+:\d+\]", re.M)
@@ -229,16 +229,7 @@ def test_a_sweeps_terminal_holds_no_compile_logs_nor_launch_lines_unless_verbose
 
 # ------------------------------------------------------------------------------------ item 5
 def test_help_says_what_the_tool_is_and_how_to_start():
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "pipeline.run", "--help"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_help()
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("compile-sweeps: measure torch.compile configurations")
     assert "experiment=cpu_smoke" in proc.stdout and "sweep: compile_search" in proc.stdout

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from pipeline.jobdir import RESULT
 from pipeline.measure.objective import Work
 from pipeline.status import FINISHED
 from pipeline.sweep_context import SweepContext
-from tests.conftest import ROOT, TINY, one_line_errors, output, run_cli, run_report, runs
+from tests.conftest import ROOT, TINY, one_line_errors, output, run_cli, run_help, run_report, runs
 
 EAGER = [*TINY, "compile.mode=eager"]
 # A line that may run past the terminal's width: it holds a path or a URL (never cut).
@@ -171,13 +170,7 @@ def test_a_timm_name_without_its_group_is_refused_naming_the_form_that_works(tmp
     assert proc.returncode == 2, output(proc)
     (line,) = one_line_errors(proc, "config error:")
     assert "did you mean model=timm/resnet18?" in line and "model=hf/<name>" in line, line
-    help_text = subprocess.run(
-        [sys.executable, "-m", "pipeline.run", "--help"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
+    help_text = run_help().stdout
     assert "`model/timm: resnet18` is model=timm/resnet18" in help_text
 
 

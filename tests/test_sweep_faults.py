@@ -35,6 +35,7 @@ from tests.conftest import (
     runs,
     stop_group,
 )
+from tests.test_faults import FAULTY
 
 EAGER = [*TINY, "compile.mode=eager"]
 
@@ -42,19 +43,7 @@ EAGER = [*TINY, "compile.mode=eager"]
 def slow_while(marker: Path) -> list[str]:
     """A linear model on 32 px images (tests/fault_models.py) whose calls wait while `marker` exists,
     4 steps, eager: a job as long as the test wants, its config the same when resumed."""
-    return [
-        "model.id=faulty",
-        "model.name=null",
-        "model.input.height=32",
-        "model.input.width=32",
-        "model.input.num_classes=10",
-        "model.batch_size=2",
-        "trainer.steps=4",
-        "trainer.warmup_steps=1",
-        "compile.mode=eager",
-        "model._target_=tests.fault_models.slow_while",
-        f"+model.kwargs.marker='{marker}'",
-    ]
+    return [*FAULTY, "model._target_=tests.fault_models.slow_while", f"+model.kwargs.marker='{marker}'"]
 
 
 def test_view_ids_are_one_per_sweep_id():
