@@ -49,6 +49,7 @@ from pipeline.sweep.state import (
     axes_tag,
     axis_keys,
     changed_work,
+    composed_job,
     count_jobs,
     hydra_value,
     planned_jobs,
@@ -207,14 +208,13 @@ def check_planned_jobs(config: DictConfig) -> list[str]:
     jobs = planned_jobs(config.hydra)
     if not jobs or not GlobalHydra.instance().is_initialized():
         return []
-    loader = GlobalHydra.instance().config_loader()
     here = "Slurm" not in str(config.hydra.launcher.get("_target_", ""))
     errors: list[ConfigError] = []
     runnable = False
     modes = []
     for overrides in jobs:
         try:
-            composed = loader.load_sweep_config(config, overrides)
+            composed = composed_job(config, overrides)
         except Exception as err:  # the job's config does not compose
             raise SweepStopped(f"config error: {describe_compose_error(err)}", EXIT_BAD_INPUT) from err
         modes.append(str(OmegaConf.select(composed, "compile.mode", default="")))
@@ -682,7 +682,7 @@ def sweep_cpu_note(config: DictConfig) -> str:
     try:
         composed = config
         if jobs and GlobalHydra.instance().is_initialized():
-            composed = GlobalHydra.instance().config_loader().load_sweep_config(config, jobs[0])
+            composed = composed_job(config, jobs[0])
         job = checked(task_config(composed))
     except Exception:  # a bad first job: the sweep's own checks say why
         return ""
