@@ -178,10 +178,15 @@ class OthersCpu:
         children = descendants_cpu_ticks()
         children_ticks = sum(max(0, t - self._children.get(pid, 0)) for pid, t in children.items())
         busy, total = cpus[0] - self._cpus[0], cpus[1] - self._cpus[1]
-        self.others_ticks += max(0.0, busy - own_threads_ns / self.TICK_NS - children_ticks)
+        # Signed: /proc/stat counts whole clock ticks (10 ms), sampled, so a span of a round or two reads a
+        # tick more or less than was used. Clipping each span at zero kept every over-read and dropped every
+        # under-read: on an idle 2-core host, jobs timed in many short rounds read 10-11% "others".
+        self.others_ticks += busy - own_threads_ns / self.TICK_NS - children_ticks
         self.capacity_ticks += total
 
     @property
     def pct(self) -> float | None:
         """Others' share of this process's CPUs' time, %: a few on a quiet host."""
-        return 100 * self.others_ticks / self.capacity_ticks if self.capacity_ticks > 0 else None
+        if self.capacity_ticks <= 0:
+            return None
+        return 100 * max(0.0, self.others_ticks) / self.capacity_ticks
