@@ -29,6 +29,10 @@ CORES = host_cores()
         (["trainer.seed=4294967296"], "trainer.seed=4294967296 is not allowed: must be in [0, 4294967295]"),
         (["trainer.timeout_s=inf"], "trainer.timeout_s=inf is not allowed: must be a finite number"),
         (["~trainer.steps"], "~trainer.steps: a key of the schema cannot be removed"),
+        (
+            ["sweep.objective=step/count"],  # a count with no better side: nothing to rank by
+            "sweep.objective='step/count' is not allowed: a metric with a better side, such as step/p50_ms",
+        ),
         (["model.id=é"], "cannot parse the override: LexerNoViableAltException: model.id=é: quote a value"),
         (["model.id=''"], "model.id='' is not allowed: a non-empty label"),
         (

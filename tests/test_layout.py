@@ -297,6 +297,68 @@ def test_the_axis_rule_would_catch_a_scenario_that_applies_one(tmp_path: Path):
     ]
 
 
+def direction_guesses(path: Path) -> list[str]:
+    """Where a module writes which way a metric is better instead of reading the registry: a literal
+    `higher_is_better=True/False`, or a unit tested for `/s` (a rate's unit standing in for its direction)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (
+            isinstance(node, ast.keyword)
+            and node.arg == "higher_is_better"
+            and isinstance(node.value, ast.Constant)
+        ):
+            found.append(f"{path.name}:{node.value.lineno}: higher_is_better={node.value.value}")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "endswith"
+            and any(isinstance(a, ast.Constant) and a.value == "/s" for a in node.args)
+        ):
+            found.append(f"{path.name}:{node.lineno}: endswith('/s')")
+    return found
+
+
+def test_only_the_registry_says_which_way_a_metric_is_better():
+    """Each metric declares its better side once, in pipeline/measure/registry.py (lower() or higher());
+    the objective, the verdict, tables and plots read it (Objective.higher_is_better), never guess it."""
+    found = [g for path in modules(PIPELINE) if path.name != "registry.py" for g in direction_guesses(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_direction_rule_would_catch_a_guess(tmp_path: Path):
+    rogue = tmp_path / "rogue.py"
+    rogue.write_text(  # objective.py before the registry declared directions
+        "def objective_named(metric):\n"
+        "    higher = METRICS[metric].unit.endswith('/s') or metric == 'flops/mfu'\n"
+        "    return Objective(metric=metric, label=metric, higher_is_better=higher)\n"
+        "SAMPLES = Objective(metric='throughput/samples_per_s', label='', higher_is_better=True)\n"
+    )
+    assert sorted(g.split(": ")[1] for g in direction_guesses(rogue)) == [
+        "endswith('/s')",
+        "higher_is_better=True",
+    ]
+
+
+def test_every_objective_a_sweep_can_rank_by_has_a_better_side():
+    from pipeline.measure.objective import OBJECTIVES, objective_named
+    from pipeline.measure.registry import METRICS
+
+    assert {o.metric: o.higher_is_better for o in OBJECTIVES.values()} == {
+        "step/p50_ms": False,
+        "latency/p50_ms": False,
+        "throughput/samples_per_s": True,
+        "throughput/tokens_per_s": True,
+    }
+    assert (
+        objective_named("flops/mfu").higher_is_better
+        and objective_named("parity/top1_agree").higher_is_better
+    )
+    assert not objective_named("memory/ratio_vs_eager").higher_is_better
+    with pytest.raises(ValueError, match="no better side"):
+        objective_named("step/count")
+    assert METRICS["step/noisy"].better is None and METRICS["speedup/vs_eager"].better == "higher"
+
+
 def test_each_scenarios_yaml_and_class_name_agree():
     """conf/scenario/<name>.yaml names a config class whose `name` is <name> (run names and tags use the
     class's, Hydra's choice the file's): the built-in ones and the example's (tests/conf/scenario/)."""

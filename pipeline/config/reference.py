@@ -166,10 +166,10 @@ def render_metrics() -> str:
     """The metric registry as a table, grouped by section (the part before `/`, as MLflow's charts are)."""
     from pipeline.measure.registry import METRICS, SERIES, SWEEP_METRICS
 
-    lines = [METRICS_START, "", "| metric | unit | meaning |", "|---|---|---|"]
+    lines = [METRICS_START, "", "| metric | unit | better | meaning |", "|---|---|---|---|"]
     for table, kind in ((METRICS, ""), (SERIES, " (per step)"), (SWEEP_METRICS, " (sweep parent)")):
-        for name, (unit, meaning) in sorted(table.items(), key=lambda item: item[0].split("/")[0]):
-            lines.append(f"| `{name}`{kind} | {unit} | {meaning.replace('|', '/')} |")
+        for name, (unit, meaning, better) in sorted(table.items(), key=lambda item: item[0].split("/")[0]):
+            lines.append(f"| `{name}`{kind} | {unit} | {better or '–'} | {meaning.replace('|', '/')} |")
     return "\n".join([*lines, "", METRICS_END])
 
 

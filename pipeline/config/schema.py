@@ -452,11 +452,14 @@ class SweepConfig:
     def check(self, at: str) -> Iterator[ConfigError]:
         from pipeline.measure.registry import METRICS  # torch-free
 
-        if self.objective is not None and self.objective not in METRICS:
+        if self.objective is not None and (
+            self.objective not in METRICS or METRICS[self.objective].better is None
+        ):
             yield ConfigError(
                 f"{at}.objective",
                 self.objective,
-                "a metric name such as step/p50_ms (the list: pipeline/measure/registry.py METRICS)",
+                "a metric with a better side, such as step/p50_ms or throughput/samples_per_s (the list: "
+                "pipeline/measure/registry.py METRICS, those declared lower() or higher())",
             )
 
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from pipeline.measure.registry import METRICS
+from pipeline.measure.registry import HIGHER, METRICS
 
 STEP_P50 = "step/p50_ms"
 SAMPLES_PER_S = "throughput/samples_per_s"
@@ -90,12 +90,20 @@ class Objective:
         return not self.higher_is_better
 
 
+def higher_is_better(metric: str) -> bool:
+    """Which way the registry says `metric` is better; ValueError for a metric with no better side."""
+    better = METRICS[metric].better if metric in METRICS else None
+    if better is None:
+        raise ValueError(f"{metric} has no better side to rank by (pipeline/measure/registry.py)")
+    return better == HIGHER
+
+
 def _latency(metric: str, label: str) -> Objective:
     base = metric.rsplit("_ms", 1)[0]
     return Objective(
         metric=metric,
         label=label,
-        higher_is_better=False,
+        higher_is_better=higher_is_better(metric),
         interval=(f"{base}_ci95_low_ms", f"{base}_ci95_high_ms"),
     )
 
@@ -105,24 +113,24 @@ LATENCY = _latency("latency/p50_ms", "median latency of one call (synchronized),
 SAMPLES = Objective(
     metric=SAMPLES_PER_S,
     label="throughput, samples/s (higher is better)",
-    higher_is_better=True,
+    higher_is_better=higher_is_better(SAMPLES_PER_S),
     inverse_of=STEP_P50,
 )
 TOKENS = Objective(
     metric=TOKENS_PER_S,
     label="throughput, tokens/s (higher is better)",
-    higher_is_better=True,
+    higher_is_better=higher_is_better(TOKENS_PER_S),
     inverse_of=STEP_P50,
 )
 OBJECTIVES = {o.metric: o for o in (STEP_TIME, LATENCY, SAMPLES, TOKENS)}
 
 
 def objective_named(metric: str) -> Objective:
-    """The objective for a metric: a known one, or any registered metric ranked by its unit."""
+    """The objective for a metric: a known one, or a registered metric ranked the way the registry says is
+    better (ValueError for one with no better side: sweep.objective's check refuses it first)."""
     if metric in OBJECTIVES:
         return OBJECTIVES[metric]
-    unit = METRICS[metric].unit if metric in METRICS else ""
-    higher = unit.endswith("/s") or unit == "x" or metric == "flops/mfu"
+    higher = higher_is_better(metric)
     return Objective(
         metric=metric,
         label=f"{metric} ({'higher' if higher else 'lower'} is better)",
