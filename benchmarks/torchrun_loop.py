@@ -396,9 +396,9 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(Exception):
             torch._dynamo.reset()  # the next variant compiles afresh, as a new job would
     if distributed:
-        # The ranks leave together, their models' DDP state gone first: rank 0 once aborted at exit on gloo
-        # ("terminate called without an active exception") after printing its results, while rank 1 had
-        # gone straight on to destroy the group.
+        # The ranks leave together, their models' DDP state gone first: a gloo rank still writing its
+        # results while its peer destroys the group can abort at exit, its figures printed but its exit
+        # code a failure.
         gc.collect()
         if device.type == "cuda":
             dist.barrier(device_ids=[device.index])

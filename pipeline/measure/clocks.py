@@ -179,8 +179,8 @@ class OthersCpu:
         children_ticks = sum(max(0, t - self._children.get(pid, 0)) for pid, t in children.items())
         busy, total = cpus[0] - self._cpus[0], cpus[1] - self._cpus[1]
         # Signed: /proc/stat counts whole clock ticks (10 ms), sampled, so a span of a round or two reads a
-        # tick more or less than was used. Clipping each span at zero kept every over-read and dropped every
-        # under-read: on an idle 2-core host, jobs timed in many short rounds read 10-11% "others".
+        # tick more or less than was used; clipped span by span, many short rounds would add up every
+        # over-read and none of the under-reads (an idle host then reads about 10% others).
         self.others_ticks += busy - own_threads_ns / self.TICK_NS - children_ticks
         self.capacity_ticks += total
 
