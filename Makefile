@@ -80,10 +80,10 @@ format: $(STAMP) ## ruff fix and format
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-docs: $(STAMP) ## regenerate the README's config reference from the schema
+docs: $(STAMP) ## regenerate docs/reference.md (every config key from the schema, every metric from the registry)
 	$(PY) -m pipeline.config.reference
 
-docs-check: $(STAMP) ## fail if the README's config reference does not match the schema
+docs-check: $(STAMP) ## fail if docs/reference.md does not match the schema and the registry
 	$(PY) -m pipeline.config.reference --check
 
 bench: $(STAMP) ## the instrument's own benchmarks on a GPU host (refused in one line on a CPU); writes benchmarks/RESULTS.md

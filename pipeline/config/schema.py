@@ -1,6 +1,6 @@
 """The typed configuration contract: one dataclass per config node, one field per key.
 
-Every field carries its help text (`make docs` turns them into the README's config reference) and,
+Every field carries its help text (`make docs` turns them into docs/reference.md) and,
 where it has them, its allowed values (`choices`) and bounds (`gt`, `ge`, `within`): declared once,
 here, and checked from this metadata by :mod:`pipeline.config.checks`. Checks that involve several
 fields of a section sit next to those fields, in the section's `check` method.
