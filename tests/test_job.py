@@ -89,9 +89,10 @@ def check_finished_run(store: str, run, mode: str) -> None:
     assert (tags["model"], tags["precision"], tags["mode"]) == ("vit_tiny", "amp", mode)
     # The description leads with the job's own result, then says how it was measured.
     note = tags["mlflow.note.content"]
-    from pipeline.job.outcome import estimate, ms
+    from pipeline.job.outcome import ms
+    from pipeline.measure.registry import estimate
 
-    assert note.startswith(f"**FINISHED**: step {ms(*estimate(metrics, 'step/p50'))} (p50), "), note
+    assert note.startswith(f"**FINISHED**: step {ms(*estimate(metrics, 'step/p50_ms'))} (p50), "), note
     assert note.index("How it was measured") < note.index("warm-up")
     assert "Host: a fixed, torch-free Python workload timed in short bursts before each timed round" in note
     isolation = {"spawn": "a fresh spawned Python process", "template": "forked from its sweep's template"}

@@ -362,6 +362,60 @@ def test_every_objective_a_sweep_can_rank_by_has_a_better_side():
     assert METRICS["step/noisy"].better is None and METRICS["speedup/vs_eager"].better == "higher"
 
 
+# A metric naming one end of a figure's 95% interval, spelled in code ("step/p50_ci95_low_ms", or built
+# as f"{base}_ci95_low_ms").
+INTERVAL_NAME = re.compile(r"""["'][^"'\s]*[/}][^"'\s]*ci95_""")
+# Where interval metrics are made: the records that measure them and the scenarios that log them.
+INTERVAL_MAKERS = (PIPELINE / "measure", PIPELINE / "scenarios")
+
+
+def interval_spellings(path: Path) -> list[str]:
+    """Where a module spells an interval's metric name instead of asking the registry (`estimate`)."""
+    return [
+        f"{path.name}:{number}: {line.strip()}"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if INTERVAL_NAME.search(line)
+    ]
+
+
+def test_only_the_registry_pairs_a_figure_with_its_interval():
+    """A figure's 95% interval is declared once, beside the figure in the registry (`interval=`); the
+    job's words and tags, the summary, the verdict's inputs, tables and plots read it through
+    `registry.estimate`, never by spelling or building the interval's names."""
+    found = [
+        spelled
+        for path in modules(PIPELINE)
+        if not any(path.is_relative_to(maker) for maker in INTERVAL_MAKERS)
+        for spelled in interval_spellings(path)
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_the_interval_rule_would_catch_a_spelled_interval(tmp_path: Path):
+    rogue = tmp_path / "rogue.py"
+    rogue.write_text(  # outcome.py and summary.py before the registry declared intervals
+        "def estimate(m, base):\n"
+        "    return m[f'{base}_ms'], m.get(f'{base}_ci95_low_ms'), m.get(f'{base}_ci95_high_ms')\n"
+        "low = m.get('speedup/ci95_low', s)\n"
+        "columns = ['figure_ci95_low']\n"
+    )
+    assert [spelled.split(":")[1] for spelled in interval_spellings(rogue)] == ["2", "3"]
+
+
+def test_every_interval_the_registry_declares_is_a_pair_of_registered_metrics_in_the_figures_unit():
+    from pipeline.measure.registry import METRICS, SWEEP_METRICS
+
+    table = {**METRICS, **SWEEP_METRICS}
+    declared = {name: m.interval for name, m in table.items() if m.interval is not None}
+    assert {"step/p50_ms", "latency/p50_ms", "speedup/vs_eager", "sweep/geomean_speedup"} <= set(declared)
+    for name, (low, high) in declared.items():
+        assert "low" in low and "high" in high, name
+        assert table[low].unit == table[high].unit == table[name].unit, name
+    ends = {end for pair in declared.values() for end in pair}
+    undeclared = [n for n in table if "ci95_" in n and n not in ends]
+    assert not undeclared, f"interval metrics that no figure declares as its interval: {undeclared}"
+
+
 def test_each_scenarios_yaml_and_class_name_agree():
     """conf/scenario/<name>.yaml names a config class whose `name` is <name> (run names and tags use the
     class's, Hydra's choice the file's): the built-in ones and the example's (tests/conf/scenario/)."""

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.config.errors import ConfigError
-from pipeline.job.outcome import estimate, ms
+from pipeline.job.outcome import ms
 from pipeline.job.preflight import validate
-from pipeline.measure.registry import unregistered
+from pipeline.measure.registry import estimate, unregistered
 from tests.conftest import compose, output, run_cli, runs
 from tests.test_glance import ends_with_the_answer
 
@@ -75,7 +75,9 @@ def test_an_inference_sweep_over_modes_gives_latency_speedup_and_output_parity(t
     assert compiled.data.params["scenario.batch_size"] == "2"
     # Its own words: a call's latency (p50, p99) and the back-to-back throughput.
     note = compiled.data.tags["mlflow.note.content"]
-    assert note.startswith(f"**FINISHED**: call latency {ms(*estimate(m, 'latency/p50'))} (p50, p99 "), note
+    assert note.startswith(f"**FINISHED**: call latency {ms(*estimate(m, 'latency/p50_ms'))} (p50, p99 "), (
+        note
+    )
     assert " samples/s back to back" in note.split("\n")[0] and "measured calls and" in note
     parent = next(r for r in runs(store) if r.data.tags.get("sweep_parent") == "true")
     assert parent.data.tags["objective"] == "latency/p50_ms"  # the summary ranks by it

@@ -169,8 +169,8 @@ def render_metrics() -> str:
 
     lines = [METRICS_START, "", "| metric | unit | better | meaning |", "|---|---|---|---|"]
     for table, kind in ((METRICS, ""), (SERIES, " (per step)"), (SWEEP_METRICS, " (sweep parent)")):
-        for name, (unit, meaning, better) in sorted(table.items(), key=lambda item: item[0].split("/")[0]):
-            lines.append(f"| `{name}`{kind} | {unit} | {better or '–'} | {meaning.replace('|', '/')} |")
+        for name, m in sorted(table.items(), key=lambda item: item[0].split("/")[0]):
+            lines.append(f"| `{name}`{kind} | {m.unit} | {m.better or '–'} | {m.meaning.replace('|', '/')} |")
     return "\n".join([*lines, "", METRICS_END])
 
 

@@ -17,6 +17,7 @@ from pipeline.display import figure, unit_word, with_interval
 from pipeline.job.result import JobResult
 from pipeline.jobdir import JobDir
 from pipeline.measure.objective import OBJECTIVES, Work
+from pipeline.measure.registry import estimate
 from pipeline.measure.stats import undetermined
 from pipeline.provenance import PROJECT_ROOT
 from pipeline.redaction import scrub, secret_values
@@ -70,11 +71,11 @@ def result_phrases(result: JobResult, *, memory: bool = True) -> list[str]:
     word = result_unit(result)
     if "latency/p50_ms" in m:  # synchronized calls: the latency one request sees
         tail = f", p99 {ms(m['latency/p99_ms'])}" if "latency/p99_ms" in m else ""
-        parts = [f"{word} latency {ms(*estimate(m, 'latency/p50'))} (p50{tail})"]
+        parts = [f"{word} latency {ms(*estimate(m, 'latency/p50_ms'))} (p50{tail})"]
         if "throughput/samples_per_s" in m:
             parts.append(f"{rate(m['throughput/samples_per_s'])} samples/s back to back")
     else:
-        parts = [f"{word} {ms(*estimate(m, 'step/p50'))} (p50)"]
+        parts = [f"{word} {ms(*estimate(m, 'step/p50_ms'))} (p50)"]
     if "generate/ttft_p50_ms" in m:  # a generation: its rate and its first token
         if "throughput/tokens_per_s" in m:
             parts.append(f"{rate(m['throughput/tokens_per_s'])} tokens/s")
@@ -106,18 +107,12 @@ def result_phrases(result: JobResult, *, memory: bool = True) -> list[str]:
     return parts
 
 
-def estimate(m: dict[str, float], base: str) -> tuple[float, float | None, float | None]:
-    """A median and its 95% interval's ends (`step/p50` -> step/p50_ms and its ci95 ends, where logged)."""
-    return m[f"{base}_ms"], m.get(f"{base}_ci95_low_ms"), m.get(f"{base}_ci95_high_ms")
-
-
 def speedup_text(m: dict[str, float], after: str = " vs eager") -> str:
     """`1.13x vs eager [1.02, 1.25]`, `[undetermined]` for an interval too wide to say anything
     (docs/verdicts.md), or none where it was not measured."""
-    value = m["speedup/vs_eager"]
-    if "speedup/ci95_low" not in m or "speedup/ci95_high" not in m:
+    value, low, high = estimate(m, "speedup/vs_eager")
+    if low is None or high is None:
         return f"{figure(value)}x{after}"
-    low, high = m["speedup/ci95_low"], m["speedup/ci95_high"]
     shown, interval = with_interval(value, low, high, undetermined=undetermined(low, high)).split(" ", 1)
     return f"{shown}x{after} {interval}"
 
@@ -209,12 +204,6 @@ SHOWN = {
 }
 # Where a call's latency is the figure, the calls timed back to back are the other one.
 BACK_TO_BACK = "back-to-back {unit} p50 ms"
-INTERVALS = {  # metric -> its 95% interval's ends
-    "step/p50_ms": ("step/p50_ci95_low_ms", "step/p50_ci95_high_ms"),
-    "latency/p50_ms": ("latency/p50_ci95_low_ms", "latency/p50_ci95_high_ms"),
-    "generate/ttft_p50_ms": ("generate/ttft_ci95_low_ms", "generate/ttft_ci95_high_ms"),
-    "speedup/vs_eager": ("speedup/ci95_low", "speedup/ci95_high"),
-}
 
 
 def shown_key(metric: str, unit: str = "step", metrics: Mapping[str, float] | None = None) -> str | None:
@@ -233,10 +222,9 @@ def shown_tags(metrics: Mapping[str, float], unit: str = "step") -> dict[str, st
     for metric in SHOWN:
         if metric not in metrics:
             continue
-        value, low, high = metrics[metric], None, None
-        if metric in INTERVALS and all(end in metrics for end in INTERVALS[metric]):
-            low, high = (metrics[end] for end in INTERVALS[metric])
-        elif metric in OBJECTIVES and OBJECTIVES[metric].inverse_of in metrics:  # a rate: its latency's
+        value, low, high = estimate(metrics, metric)
+        rate = metric in OBJECTIVES and OBJECTIVES[metric].inverse_of in metrics
+        if low is None and rate:  # a rate: its latency's interval turned over
             _, low, high = OBJECTIVES[metric].estimate(metrics)
         text = (
             figure(value)

@@ -14,11 +14,13 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from pipeline.measure.registry import HIGHER, METRICS
+from pipeline.measure.registry import HIGHER, METRICS, interval_of
 
 STEP_P50 = "step/p50_ms"
 SAMPLES_PER_S = "throughput/samples_per_s"
 TOKENS_PER_S = "throughput/tokens_per_s"
+SPEEDUP = "speedup/vs_eager"  # a compiled job's paired speedup over its eager copy
+GEOMEAN_SPEEDUP = "sweep/geomean_speedup"  # a sweep's geometric mean of its passing jobs' SPEEDUP
 # A job's work as its run's tags (so a summary rebuilt from MLflow reads what the worker stated).
 WORK_TAGS = ("unit", "samples_per_unit", "tokens_per_unit", "objective")
 
@@ -99,12 +101,8 @@ def higher_is_better(metric: str) -> bool:
 
 
 def _latency(metric: str, label: str) -> Objective:
-    base = metric.rsplit("_ms", 1)[0]
     return Objective(
-        metric=metric,
-        label=label,
-        higher_is_better=higher_is_better(metric),
-        interval=(f"{base}_ci95_low_ms", f"{base}_ci95_high_ms"),
+        metric=metric, label=label, higher_is_better=higher_is_better(metric), interval=interval_of(metric)
     )
 
 

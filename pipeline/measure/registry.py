@@ -7,6 +7,7 @@ these names; a test checks that everything a job logs is listed here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 LOWER, HIGHER = "lower", "higher"
@@ -19,21 +20,28 @@ class Metric(NamedTuple):
     # agreement), None for a reading with no better side (a count of steps, a flag, the host's share). A
     # sweep ranks by, and a table or plot orders by, this and nothing else (pipeline/measure/objective.py).
     better: str | None = None
+    # The metrics holding this figure's 95% interval (low end, high end), where it has one: every reader
+    # of a figure with its interval asks here (`estimate`), never builds the names itself.
+    interval: tuple[str, str] | None = None
 
 
-def lower(unit: str, meaning: str) -> Metric:
+def lower(unit: str, meaning: str, *, interval: tuple[str, str] | None = None) -> Metric:
     """A figure whose smaller value is better."""
-    return Metric(unit, meaning, LOWER)
+    return Metric(unit, meaning, LOWER, interval)
 
 
-def higher(unit: str, meaning: str) -> Metric:
+def higher(unit: str, meaning: str, *, interval: tuple[str, str] | None = None) -> Metric:
     """A figure whose larger value is better."""
-    return Metric(unit, meaning, HIGHER)
+    return Metric(unit, meaning, HIGHER, interval)
 
 
-# One place defines the metrics: name -> (unit, meaning, which way is better).
+# One place defines the metrics: name -> (unit, meaning, which way is better, its interval's metrics).
 METRICS: dict[str, Metric] = {
-    "step/p50_ms": lower("ms", "median step time over the measured steps"),
+    "step/p50_ms": lower(
+        "ms",
+        "median step time over the measured steps",
+        interval=("step/p50_ci95_low_ms", "step/p50_ci95_high_ms"),
+    ),
     "step/mean_ms": lower("ms", "mean step time over the measured steps"),
     "step/p10_ms": lower("ms", "10th percentile step time"),
     "step/p90_ms": lower("ms", "90th percentile step time"),
@@ -90,7 +98,9 @@ METRICS: dict[str, Metric] = {
         "(a steady core: a few %; a launch-bound step follows it)",
     ),
     "latency/p50_ms": lower(
-        "ms", "inference: median latency of one call as a request sees it (synchronized before and after)"
+        "ms",
+        "inference: median latency of one call as a request sees it (synchronized before and after)",
+        interval=("latency/p50_ci95_low_ms", "latency/p50_ci95_high_ms"),
     ),
     "latency/mean_ms": lower("ms", "inference: mean latency of one synchronized call"),
     "latency/p10_ms": lower("ms", "inference: 10th percentile latency of one synchronized call"),
@@ -102,7 +112,9 @@ METRICS: dict[str, Metric] = {
     "latency/p50_ci95_low_ms": lower("ms", "inference: 95% interval of the median latency, low end"),
     "latency/p50_ci95_high_ms": lower("ms", "inference: 95% interval of the median latency, high end"),
     "eager/latency_p50_ms": lower(
-        "ms", "inference, paired eager baseline: median latency of one synchronized call"
+        "ms",
+        "inference, paired eager baseline: median latency of one synchronized call",
+        interval=("eager/latency_p50_ci95_low_ms", "eager/latency_p50_ci95_high_ms"),
     ),
     "eager/latency_p10_ms": lower("ms", "inference, paired eager baseline: 10th percentile latency"),
     "eager/latency_p90_ms": lower("ms", "inference, paired eager baseline: 90th percentile latency"),
@@ -210,7 +222,11 @@ METRICS: dict[str, Metric] = {
         "count", "graphs that did not get CUDA graphs (reasons in diagnostics.json)"
     ),
     "diagnose/frames_failed": lower("count", "frames whose compilation failed"),
-    "eager/p50_ms": lower("ms", "paired eager baseline: median step time"),
+    "eager/p50_ms": lower(
+        "ms",
+        "paired eager baseline: median step time",
+        interval=("eager/p50_ci95_low_ms", "eager/p50_ci95_high_ms"),
+    ),
     "eager/p10_ms": lower("ms", "paired eager baseline: 10th percentile"),
     "eager/p90_ms": lower("ms", "paired eager baseline: 90th percentile"),
     "eager/p50_ci95_low_ms": lower("ms", "paired eager baseline: 95% interval of the median, low end"),
@@ -225,6 +241,7 @@ METRICS: dict[str, Metric] = {
         "x",
         "paired speedup of the scenario's objective (inference: latency per call): the Hodges-Lehmann estimate of the "
         "ratios eager round median / compiled round median over adjacent alternating rounds, same worker",
+        interval=("speedup/ci95_low", "speedup/ci95_high"),
     ),
     "speedup/ci95_low": higher(
         "x",
@@ -287,6 +304,7 @@ METRICS: dict[str, Metric] = {
     "generate/ttft_p50_ms": lower(
         "ms",
         "generate: time to first token as a request sees it (the prefill, synchronized before it), median over measured generations",
+        interval=("generate/ttft_ci95_low_ms", "generate/ttft_ci95_high_ms"),
     ),
     "generate/ttft_p90_ms": lower("ms", "generate: time to first token, 90th percentile"),
     "generate/ttft_ci95_low_ms": lower(
@@ -417,7 +435,11 @@ SWEEP_METRICS: dict[str, Metric] = {
     "sweep/pass_rate": higher(
         "ratio", "passing compiled jobs / compiled jobs (finished, loss parity within tolerance)"
     ),
-    "sweep/geomean_speedup": higher("x", "geometric mean of speedup/vs_eager over passing compiled jobs"),
+    "sweep/geomean_speedup": higher(
+        "x",
+        "geometric mean of speedup/vs_eager over passing compiled jobs",
+        interval=("sweep/geomean_speedup_ci95_low", "sweep/geomean_speedup_ci95_high"),
+    ),
     "sweep/weighted_speedup": higher(
         "x", "0.75 * geomean(AMP) + 0.25 * geomean(FP32) speedup (the PyTorch 2.0 launch's)"
     ),
@@ -435,6 +457,20 @@ SWEEP_METRICS: dict[str, Metric] = {
         "count", "passing compiled jobs whose graphs broke (fullgraph=false let them through)"
     ),
 }
+
+
+def interval_of(name: str) -> tuple[str, str] | None:
+    """The metrics holding `name`'s 95% interval (low end, high end), or None where it has none."""
+    entry = METRICS.get(name) or SWEEP_METRICS.get(name)
+    return entry.interval if entry is not None else None
+
+
+def estimate(metrics: Mapping[str, float], name: str) -> tuple[float, float | None, float | None]:
+    """`name`'s figure in `metrics` and its 95% interval's ends where they were logged (None where not)."""
+    ends = interval_of(name)
+    if ends is None or not all(end in metrics for end in ends):
+        return metrics[name], None, None
+    return metrics[name], metrics[ends[0]], metrics[ends[1]]
 
 
 def unregistered(names: object) -> list[str]:

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipeline.measure.objective import SPEEDUP
+from pipeline.measure.registry import estimate
 from pipeline.measure.stats import undetermined
 from pipeline.status import FINISHED
 from pipeline.sweep.render import verdict_words
@@ -145,7 +147,8 @@ def compile_vs_speedup_plot(rows: list[Row], summary: Summary) -> Any:
     markers = "osD^vP*Xh<>p"
     for i, r in enumerate(rows):  # a legend, not annotations: labels of nearby points would overlap
         m = r.metrics
-        low, high = m.get("speedup/ci95_low", r.speedup), m.get("speedup/ci95_high", r.speedup)
+        _, low, high = estimate(m, SPEEDUP)
+        low, high = (r.speedup, r.speedup) if low is None or high is None else (low, high)
         wide = undetermined(low, high)  # type: ignore[arg-type]
         if wide:
             low = high = r.speedup

@@ -20,6 +20,9 @@ from pathlib import Path
 
 from pipeline.display import figure, in_unit_words, terminal_width, unit_word, with_interval, wrapped
 from pipeline.identity import TABLE_KEYS, short_labels
+from pipeline.measure.objective import GEOMEAN_SPEEDUP as GEOMEAN
+from pipeline.measure.objective import SPEEDUP
+from pipeline.measure.registry import estimate
 from pipeline.measure.stats import undetermined
 from pipeline.status import FINISHED
 from pipeline.sweep.pareto import front_lines
@@ -114,8 +117,8 @@ def _speedup(row: Row) -> str:
     m = row.metrics
     if row.speedup is None:
         return DASH
-    if "speedup/ci95_low" in m:
-        low, high = m["speedup/ci95_low"], m["speedup/ci95_high"]
+    _, low, high = estimate(m, SPEEDUP)
+    if low is not None and high is not None:
         value, *interval = figure_text(row.speedup, low, high).split(" ", 1)
         return f"{value}x {interval[0]}"
     return f"{figure(row.speedup)}x"
@@ -199,16 +202,15 @@ def aggregate_lines(summary: Summary) -> list[str]:
         lines[0] += f", sweep wall time {a['sweep/wall_s']:.1f} s"
     if "sweep/pass_rate" in a and summary.suite is None:  # a suite says it per model, above
         lines.append(f"pass rate (finished, loss parity within tolerance): {a['sweep/pass_rate']:.0%}")
-    if "sweep/geomean_speedup" in a and summary.suite is None:
-        if "sweep/geomean_speedup_ci95_low" not in a:
+    if GEOMEAN in a and summary.suite is None:
+        geomean, low, high = estimate(a, GEOMEAN)
+        if low is None or high is None:
             interval = f" [no interval: {summary.geomean_jobs} job(s)]"
-        elif undetermined(a["sweep/geomean_speedup_ci95_low"], a["sweep/geomean_speedup_ci95_high"]):
+        elif undetermined(low, high):
             interval = f" [95% bootstrap {UNDETERMINED}]"
         else:
-            interval = f" [95% bootstrap {a['sweep/geomean_speedup_ci95_low']:.3f}, {a['sweep/geomean_speedup_ci95_high']:.3f}]"
-        lines.append(
-            f"geometric-mean speedup vs eager over passing compiled jobs: {a['sweep/geomean_speedup']:.3f}x{interval}"
-        )
+            interval = f" [95% bootstrap {low:.3f}, {high:.3f}]"
+        lines.append(f"geometric-mean speedup vs eager over passing compiled jobs: {geomean:.3f}x{interval}")
     if "sweep/weighted_speedup" in a:
         lines.append(
             f"weighted speedup 0.75·AMP + 0.25·FP32 (PyTorch 2.0 launch): {a['sweep/weighted_speedup']:.3f}x"

@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pipeline.measure.objective import SPEEDUP
+from pipeline.measure.registry import estimate
 from pipeline.status import FINISHED
 
 FASTER, SLOWER, SAME, INCONCLUSIVE, FAILED = "faster", "slower", "no difference", "inconclusive", "failed"
@@ -49,13 +51,13 @@ def classify(
         "compile_s": metrics.get("compile/total_s"),
         "memory_ratio": metrics.get("memory/ratio_vs_eager"),
     }
-    if status != FINISHED or metrics.get("parity/ok") == 0.0 or "speedup/vs_eager" not in metrics:
+    if status != FINISHED or metrics.get("parity/ok") == 0.0 or SPEEDUP not in metrics:
         reason = failure or (
             "loss or output parity failed" if metrics.get("parity/ok") == 0.0 else "no speedup"
         )
         return ModelOutcome(outcome=FAILED, failure=reason, **common)
-    speedup = metrics["speedup/vs_eager"]
-    low, high = metrics.get("speedup/ci95_low", speedup), metrics.get("speedup/ci95_high", speedup)
+    speedup, low, high = estimate(metrics, SPEEDUP)
+    low, high = (speedup, speedup) if low is None or high is None else (low, high)
     up, down = 1 + min_effect_pct / 100, 1 / (1 + min_effect_pct / 100)
     if low > up:
         outcome = FASTER

@@ -36,15 +36,18 @@ from pipeline.job.result import JobResult, UnreadableResult
 from pipeline.jobdir import JOB_CONFIG, JobDir
 from pipeline.measure.noise import CONTENDED_WAIT_PCT, OTHERS_CPU_PCT, crowded, waited
 from pipeline.measure.objective import (
+    GEOMEAN_SPEEDUP,
     LATENCY,
     OBJECTIVES,
     SAMPLES,
+    SPEEDUP,
     STEP_TIME,
     TOKENS,
     Objective,
     Work,
     choose,
 )
+from pipeline.measure.registry import estimate, interval_of
 from pipeline.measure.stats import t975
 from pipeline.status import FINISHED, JOB_LOST, NON_FINITE_LOSS, RESULT_NOT_LOGGED, SKIPPED
 from pipeline.sweep import suite
@@ -86,7 +89,7 @@ class Row:
 
     @property
     def speedup(self) -> float | None:
-        return self.metrics.get("speedup/vs_eager")
+        return self.metrics.get(SPEEDUP)
 
     @property
     def parity(self) -> float | None:
@@ -396,23 +399,25 @@ def _pooled(name: str, rows: list[Row], objective: Objective) -> Estimate:
     )
 
 
+def _speedup_interval(m: dict[str, float]) -> tuple[float, float, float]:
+    """A job's paired speedup and its interval: its 95% interval, else its rounds' range (older runs)."""
+    s, low, high = estimate(m, SPEEDUP)
+    if low is None or high is None:
+        return s, m.get("speedup/round_min", s), m.get("speedup/round_max", s)
+    return s, low, high
+
+
 def pooled_speedup(rows: list[Row]) -> tuple[float, float, float]:
     """A compiled configuration's paired speedup over its jobs: one job's own interval; repeats' geometric
     mean, with the wider of the within-job and the between-job t interval on the log scale (as figures
     are pooled)."""
     logs, halves = [], []
     for r in rows:
-        m = r.metrics
-        s = m["speedup/vs_eager"]
-        low = m.get("speedup/ci95_low", m.get("speedup/round_min", s))
-        high = m.get("speedup/ci95_high", m.get("speedup/round_max", s))
+        s, low, high = _speedup_interval(r.metrics)
         logs.append(math.log(s))
         halves.append((math.log(max(high, s)) - math.log(max(min(low, s), 1e-12))) / 2)
     if len(rows) == 1:
-        s = math.exp(logs[0])
-        m = rows[0].metrics
-        low = m.get("speedup/ci95_low", m.get("speedup/round_min", s))
-        high = m.get("speedup/ci95_high", m.get("speedup/round_max", s))
+        s, low, high = _speedup_interval(rows[0].metrics)
         return s, min(low, s), max(high, s)
     center = statistics.fmean(logs)
     within = math.sqrt(sum(h * h for h in halves)) / len(halves)
@@ -423,7 +428,7 @@ def pooled_speedup(rows: list[Row]) -> tuple[float, float, float]:
 
 def _with_eager(config: Configuration, eager_name: str | None) -> Estimate:
     """A compiled configuration learns its eager counterpart in the sweep and its paired speedup."""
-    rows = [r for r in config.rows if "speedup/vs_eager" in r.metrics]
+    rows = [r for r in config.rows if SPEEDUP in r.metrics]
     if not config.rows[0].compiled or not rows:
         return config.estimate
     return dataclasses.replace(
@@ -571,12 +576,13 @@ def _aggregates(summary: Summary) -> None:
         agg["sweep/jobs_with_graph_breaks"] = len(broken)
     if with_speedup:
         speedups = [r.speedup for r in with_speedup]
-        agg["sweep/geomean_speedup"] = geomean(speedups)  # type: ignore[arg-type]
+        agg[GEOMEAN_SPEEDUP] = geomean(speedups)  # type: ignore[arg-type]
         summary.geomean_jobs = len(speedups)
         if len(speedups) >= MIN_BOOTSTRAP_JOBS:
             intervals = [pooled_speedup([r])[1:] for r in with_speedup]
             low, high = bootstrap_geomean(speedups, intervals)  # type: ignore[arg-type]
-            agg["sweep/geomean_speedup_ci95_low"], agg["sweep/geomean_speedup_ci95_high"] = low, high
+            low_key, high_key = interval_of(GEOMEAN_SPEEDUP)  # type: ignore[misc]
+            agg[low_key], agg[high_key] = low, high
         elif summary.suite is None:  # a suite's own line says it
             summary.notes.append(
                 f"the geometric-mean speedup has no interval: {len(speedups)} passing compiled job(s), fewer than "
@@ -694,20 +700,8 @@ def _notes(summary: Summary) -> None:
 # The paired eager baseline's figures of an objective, by its metric: its median, interval and spread
 # (a call's latency for inference, the step time otherwise).
 PAIRED_EAGER = {
-    STEP_TIME.metric: (
-        "eager/p50_ms",
-        "eager/p50_ci95_low_ms",
-        "eager/p50_ci95_high_ms",
-        "eager/p10_ms",
-        "eager/p90_ms",
-    ),
-    LATENCY.metric: (
-        "eager/latency_p50_ms",
-        "eager/latency_p50_ci95_low_ms",
-        "eager/latency_p50_ci95_high_ms",
-        "eager/latency_p10_ms",
-        "eager/latency_p90_ms",
-    ),
+    STEP_TIME.metric: ("eager/p50_ms", "eager/p10_ms", "eager/p90_ms"),
+    LATENCY.metric: ("eager/latency_p50_ms", "eager/latency_p10_ms", "eager/latency_p90_ms"),
 }
 
 
@@ -718,7 +712,8 @@ def eager_disagreements(summary: Summary) -> list[str]:
     copy at 262 ms, and said nothing)."""
     if summary.objective.metric not in PAIRED_EAGER:
         return []
-    median, low_key, high_key, p10, p90 = PAIRED_EAGER[summary.objective.metric]
+    median, p10, p90 = PAIRED_EAGER[summary.objective.metric]
+    low_key, high_key = interval_of(median)  # type: ignore[misc]
     by_name = {c.name: c for c in summary.configurations}
     notes = []
     for config in summary.configurations:
