@@ -688,15 +688,6 @@ def fastest_in_the_end(verdicts: list[str]) -> bool:
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
 
-@pytest.mark.slow  # the default suite's 5 minutes (CI runs it: make test-all)
-@pytest.mark.whole_host
-def test_the_issue_sweep_names_depth_one_fastest_on_an_idle_host(tmp_path: Path, store: str):
-    """Issue 33: on an idle CPU host this sweep said `inconclusive (noisy jobs ...)` while its table showed
-    2.17 [1.12, 3.22] against 10.45 [8.63, 12.28] ms; no run may name depth 6."""
-    verdicts = depth_sweeps(tmp_path, store, "idle", env=ONE_THREAD)
-    assert fastest_in_the_end(verdicts), verdicts
-
-
 @pytest.mark.slow
 @pytest.mark.whole_host
 def test_on_a_loaded_host_with_one_thread_no_verdict_is_false(tmp_path: Path, store: str):
@@ -707,7 +698,7 @@ def test_on_a_loaded_host_with_one_thread_no_verdict_is_false(tmp_path: Path, st
     but beside a busy loop identical depth 6 jobs minutes apart read 10.8 and 23.1 ms (docs/verdicts.md),
     and on CI's host three sweeps of 80 steps in a row stayed `inconclusive: noisy jobs ...`, depth 6
     reading 16.9-42.1 ms a step (interval up to 34.0), its thread waiting for a CPU 25% of the time. An
-    idle host's sweep must decide (test_the_issue_sweep_names_depth_one_fastest_on_an_idle_host)."""
+    idle host's sweep must decide (test_the_issue_sweep_names_depth_one_fastest_on_an_idle_host_twice_alike)."""
     with busy_host():
         verdicts = depth_sweeps(tmp_path, store, "loaded", env=ONE_THREAD, steps=84)
         same, same_proc = sweep(tmp_path, store, "loaded-same", "data.num_batches=2,3", env=ONE_THREAD)
@@ -736,9 +727,12 @@ def test_on_a_loaded_host_with_every_core_busy_no_verdict_is_false(tmp_path: Pat
         assert tags["verdict"] == "inconclusive" and "the host interfered severely" in said, output(p)
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # the default suite's 5 minutes (CI runs it: make test-all)
 @pytest.mark.whole_host
-def test_the_issue_sweep_twice_compares_as_the_same(tmp_path: Path, store: str):
+def test_the_issue_sweep_names_depth_one_fastest_on_an_idle_host_twice_alike(tmp_path: Path, store: str):
+    """Issue 33: on an idle CPU host this sweep said `inconclusive (noisy jobs ...)` while its table showed
+    2.17 [1.12, 3.22] against 10.45 [8.63, 12.28] ms. Run twice, each sweep names depth 1 fastest (no
+    run may name depth 6), and `--compare` finds the two sweeps the same."""
     ids = []
     for name in ("depth-a", "depth-b"):
         verdicts = depth_sweeps(tmp_path, store, name, env=ONE_THREAD)
