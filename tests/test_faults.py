@@ -348,14 +348,6 @@ def check_eight(store: str, done: list[subprocess.CompletedProcess]) -> None:
 
 
 @pytest.mark.slow
-def test_eight_jobs_log_at_once_to_one_sqlite_store(tmp_path: Path, store: str):
-    from pipeline.tracking import Tracker
-
-    assert Tracker(store, "compile-sweeps").experiment_id  # an existing store, as after the first job
-    check_eight(store, run_eight_at_once(tmp_path, store))
-
-
-@pytest.mark.slow
 @pytest.mark.integration
 def test_eight_jobs_log_at_once_to_an_mlflow_server(tmp_path: Path):
     server = start_server(tmp_path / "server")

@@ -60,17 +60,25 @@ def scratch_tables(db: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_twelve_jobs_on_a_new_sqlite_store_all_finish(tmp_path: Path):
+def test_twelve_jobs_on_a_new_sqlite_store_all_finish_with_everything_logged(tmp_path: Path):
     """Twelve jobs started together on a sqlite file that does not exist yet: MLflow's set-up of a new
-    store is serialized (a lock beside the file), so none fails and the store stays usable."""
+    store is serialized (a lock beside the file), so none fails, then all twelve log at once with every
+    metric, curve and artifact kept, never `database is locked`, and the store stays usable."""
     store = sqlite_uri(tmp_path / "new.db")
     procs = [popen_cli([*EAGER, f"trainer.seed={i}"], tmp_path / f"job{i}", store) for i in range(12)]
     done = [finish(p) for p in procs]
     for proc in done:
         assert proc.returncode == 0, output(proc)
+        assert "database is locked" not in proc.stdout + proc.stderr
     finished = runs(store)
     assert len(finished) == 12 and {r.info.status for r in finished} == {"FINISHED"}
     assert sorted(int(r.data.params["trainer.seed"]) for r in finished) == list(range(12))
+    c = mlflow_client(store)
+    for run in finished:
+        logged = set(run.data.metrics)
+        assert {"step/p50_ms", "loss/final", "throughput/samples_per_s", "memory/cpu_rss_peak_gib"} <= logged
+        assert len(c.get_metric_history(run.info.run_id, "curve/loss")) == 4  # TINY's trainer.steps
+        assert "config.yaml" in {a.path for a in c.list_artifacts(run.info.run_id)}
     assert (tmp_path / "new.db.lock").exists()  # the lock is beside the store
     later = run_cli([*EAGER, "trainer.seed=12"], tmp_path / "later", store)  # and the store works after
     assert later.returncode == 0, output(later)
