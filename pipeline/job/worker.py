@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         result.info["overlap"] = {"cpus": pinned, "gpu_slot": os.environ.get("PIPELINE_GPU_SLOT")}
     # benchmark.overlap: registered beside the GPU's measure lock before any device work, so that a job
     # measuring meanwhile pauses this one's start too (its CUDA context, its model's build), not only its
-    # compilation (on an H200 a worker registering at its scenario's start missed a neighbour's measurement)
+    # compilation: a worker that registered later would run its start beside a neighbour's measurement
     register_worker()
     try:
         run_job(cfg, result, Path(args.result).parent)

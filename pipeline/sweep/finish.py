@@ -318,8 +318,8 @@ def _finish_left(tracker: Tracker, sweep: SweepContext, folder: Path) -> bool:
 
 
 def resume_hint(sweep: SweepContext) -> str:
-    """How to run a sweep's missing jobs: its own command resumed, shell-quoted (once built by splitting
-    its command on spaces: a `sweep.id` holding `;` ran as shell when pasted)."""
+    """How to run a sweep's missing jobs: its own command resumed, each word shell-quoted, so that pasted
+    it runs that command and nothing else, whatever the sweep's id or folder holds."""
     command = resume_command(sweep.command, sweep.sweep_id)
     if not command:  # a sweep.json from before it held the command
         resume = shlex.join([f"sweep.id={hydra_value(sweep.sweep_id)}", "sweep.resume=true"])
