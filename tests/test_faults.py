@@ -141,11 +141,15 @@ def test_a_sweeps_job_whose_loss_diverges_is_never_ranked_and_counts_as_failed(t
     assert diverged.info.status == "FAILED" and diverged.data.tags["error_type"] == "NonFiniteLoss"
     assert parent.data.tags["jobs_failed"] == "1" and parent.data.tags.get("verdict") != "fastest"
     assert parent.data.tags.get("fastest_run_id") != diverged.info.run_id
-    summary = (tmp_path / "multirun" / "summary.md").read_text()
-    (row,) = [line for line in summary.splitlines() if line.startswith("| 1e+30 |")]
-    cells = [cell.strip() for cell in row.strip("|").split("|")][1:]  # after its lr
+    lines = (tmp_path / "multirun" / "summary.md").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("| 1e+30 |"))
+    row, header = lines[at], next(line for line in reversed(lines[:at]) if "| status |" in line)
+    names, cells = ([c.strip() for c in line.strip("|").split("|")][1:] for line in (header, row))  # after lr
+    shown = dict(zip(names, cells, strict=True))
     assert "FAILED (NonFiniteLoss)" in row and "★" not in row, row
-    assert not any(re.match(r"\d", cell) for cell in cells), row  # no figure of it
+    assert next(iter(shown.values())) == "FAILED", (header, row)  # its figure: none, never ranked
+    # nor any other figure of it, but the peak memory it reached (kept, as an out-of-memory job's is)
+    assert not any(re.match(r"\d", v) for k, v in shown.items() if "GiB" not in k), (header, row)
 
 
 def test_segfault_in_the_worker_is_recorded(tmp_path: Path, store: str):
