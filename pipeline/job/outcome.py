@@ -16,7 +16,7 @@ from pipeline.diagnose.comm import comm_phrase
 from pipeline.display import figure, unit_word, with_interval
 from pipeline.job.result import JobResult
 from pipeline.jobdir import JobDir
-from pipeline.measure.objective import OBJECTIVES, Work
+from pipeline.measure.objective import OBJECTIVES, SPEEDUP, Work
 from pipeline.measure.registry import estimate
 from pipeline.measure.stats import undetermined
 from pipeline.provenance import PROJECT_ROOT
@@ -110,7 +110,7 @@ def result_phrases(result: JobResult, *, memory: bool = True) -> list[str]:
 def speedup_text(m: dict[str, float], after: str = " vs eager") -> str:
     """`1.13x vs eager [1.02, 1.25]`, `[undetermined]` for an interval too wide to say anything
     (docs/verdicts.md), or none where it was not measured."""
-    value, low, high = estimate(m, "speedup/vs_eager")
+    value, low, high = estimate(m, SPEEDUP)
     if low is None or high is None:
         return f"{figure(value)}x{after}"
     shown, interval = with_interval(value, low, high, undetermined=undetermined(low, high)).split(" ", 1)

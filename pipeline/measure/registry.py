@@ -473,6 +473,12 @@ def estimate(metrics: Mapping[str, float], name: str) -> tuple[float, float | No
     return metrics[name], metrics[ends[0]], metrics[ends[1]]
 
 
+def bounds(metrics: Mapping[str, float], name: str) -> tuple[float, float, float]:
+    """`estimate`, the figure itself standing for the ends of an interval that was not logged."""
+    value, low, high = estimate(metrics, name)
+    return (value, value, value) if low is None or high is None else (value, low, high)
+
+
 def unregistered(names: object) -> list[str]:
     """The names among `names` that the registry does not list (a bug: every logged metric is here)."""
     known = {**METRICS, **SERIES, **SWEEP_METRICS}

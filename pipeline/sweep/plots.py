@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.measure.objective import SPEEDUP
-from pipeline.measure.registry import estimate
+from pipeline.measure.registry import bounds
 from pipeline.measure.stats import undetermined
 from pipeline.status import FINISHED
 from pipeline.sweep.render import verdict_words
@@ -147,8 +147,7 @@ def compile_vs_speedup_plot(rows: list[Row], summary: Summary) -> Any:
     markers = "osD^vP*Xh<>p"
     for i, r in enumerate(rows):  # a legend, not annotations: labels of nearby points would overlap
         m = r.metrics
-        _, low, high = estimate(m, SPEEDUP)
-        low, high = (r.speedup, r.speedup) if low is None or high is None else (low, high)
+        _, low, high = bounds(m, SPEEDUP)
         wide = undetermined(low, high)  # type: ignore[arg-type]
         if wide:
             low = high = r.speedup

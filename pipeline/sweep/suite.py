@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipeline.measure.objective import SPEEDUP
-from pipeline.measure.registry import estimate
+from pipeline.measure.registry import bounds
 from pipeline.status import FINISHED
 
 FASTER, SLOWER, SAME, INCONCLUSIVE, FAILED = "faster", "slower", "no difference", "inconclusive", "failed"
@@ -56,8 +56,7 @@ def classify(
             "loss or output parity failed" if metrics.get("parity/ok") == 0.0 else "no speedup"
         )
         return ModelOutcome(outcome=FAILED, failure=reason, **common)
-    speedup, low, high = estimate(metrics, SPEEDUP)
-    low, high = (speedup, speedup) if low is None or high is None else (low, high)
+    speedup, low, high = bounds(metrics, SPEEDUP)
     up, down = 1 + min_effect_pct / 100, 1 / (1 + min_effect_pct / 100)
     if low > up:
         outcome = FASTER

@@ -411,14 +411,14 @@ def pooled_speedup(rows: list[Row]) -> tuple[float, float, float]:
     """A compiled configuration's paired speedup over its jobs: one job's own interval; repeats' geometric
     mean, with the wider of the within-job and the between-job t interval on the log scale (as figures
     are pooled)."""
+    intervals = [_speedup_interval(r.metrics) for r in rows]
+    if len(intervals) == 1:
+        s, low, high = intervals[0]
+        return s, min(low, s), max(high, s)
     logs, halves = [], []
-    for r in rows:
-        s, low, high = _speedup_interval(r.metrics)
+    for s, low, high in intervals:
         logs.append(math.log(s))
         halves.append((math.log(max(high, s)) - math.log(max(min(low, s), 1e-12))) / 2)
-    if len(rows) == 1:
-        s, low, high = _speedup_interval(rows[0].metrics)
-        return s, min(low, s), max(high, s)
     center = statistics.fmean(logs)
     within = math.sqrt(sum(h * h for h in halves)) / len(halves)
     between = t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
