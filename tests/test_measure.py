@@ -305,6 +305,25 @@ def test_timed_rounds_read_the_hosts_cpu_time_around_the_measured_steps():
     assert v.cpu_jiffies > 0 and 0 <= v.steal_jiffies <= v.cpu_jiffies
 
 
+def test_a_gpu_round_starts_with_one_untimed_unit_of_its_own_variant_and_a_cpu_round_with_none():
+    """On a GPU the eager copy's queued work would hide a host-bound compiled step's launches, and the round
+    would read the step's device time alone: each round drains and runs one unit of its variant first. A
+    CPU's ops are synchronous: its rounds run only the units they time."""
+    batches = iter(range(10))
+    v = timing.StepVariant(
+        "compiled", lambda batch: torch.tensor(float(batch)), batches, outputs=torch.zeros(10)
+    )
+    cpu = timing.Timer(device=torch.device("cpu"), progress=timing.quiet, measured_total=3)
+    cpu.timed_round(v, 3)
+    cpu.flush()
+    assert cpu.lead_in_units(v) == 0 and next(batches) == 3  # three batches drawn: no unit beside those timed
+    assert v.outputs is not None and v.outputs[:3].tolist() == [0.0, 1.0, 2.0]
+    gpu = timing.Timer(device=torch.device("cuda"), progress=timing.quiet, measured_total=3)
+    assert gpu.lead_in_units(v) == 1
+    v.starts_idle = True  # a unit that drains the device itself (a generation's first token) needs none
+    assert gpu.lead_in_units(v) == 0
+
+
 def spin_step(batch: int) -> torch.Tensor:
     """A step that wants its CPU the whole time (20 ms of Python)."""
     end = time.perf_counter() + 0.02

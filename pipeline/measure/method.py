@@ -26,7 +26,8 @@ def describe_method(
 ) -> str:
     units = f"{unit}s"
     clock = (
-        f"CUDA events recorded at every {unit} boundary on the compute stream, read after the loop"
+        f"CUDA events recorded at every {unit} boundary on the compute stream, read after the loop; each round after a drain "
+        f"and one untimed {unit} of its own variant (a lead-in), so that no other variant's queued work hides its launches"
         if device.type == "cuda"
         else f"time.perf_counter at every {unit} boundary (CPU ops are synchronous)"
     )

@@ -45,6 +45,7 @@ class Variant:
 
     primary: str = STEP
     marks_per_unit: int = 1
+    starts_idle: bool = False  # its timed unit drains the device itself first (a generation's first token)
 
     def __init__(self, name: str, *, setup_s: float = 0.0):
         self.name = name
@@ -218,6 +219,12 @@ class Timer:
         self.host = host if host is not None else HostCheck(burst_s=0.0)  # the host's speed before each round
         self.pending: list[tuple[Variant, Laps, int]] = []  # timed rounds not read yet (flush)
 
+    def lead_in_units(self, variant: Variant) -> int:
+        """Untimed units run before each of the variant's timed rounds: one on a GPU (the device drained
+        first), so that the round starts in the variant's own steady state; none on a CPU, whose ops are
+        synchronous, or for a unit that drains the device itself."""
+        return 1 if self.device.type == "cuda" and not variant.starts_idle else 0
+
     def warm_up(
         self,
         variant: Variant,
@@ -239,14 +246,19 @@ class Timer:
                 self.progress(variant.name, "warmup", i + 1, units)
 
     def timed_round(self, variant: Variant, units: int, *, show: bool = True) -> None:
-        """Run `units` measured units with boundary events and no host sync: their laps are read at the next
-        `flush` (a look), so the device never drains between rounds and each unit's host preamble (guards,
-        launches) overlaps the work queued before it, as in a loop of steps back to back. Before the round
-        (outside its time) a burst of the host check; the host's CPU steal, this process's threads' CPU time
-        and wait, and other processes' use of its CPUs are read before the first and after the last unit
-        (outside the timed loop)."""
+        """Run `units` measured units with boundary events and no host sync inside: their laps are read at the
+        next `flush` (a look). Before the round (outside its time) the device drains and a lead-in unit of the
+        same variant runs untimed (`lead_in_units`), so each timed unit's host preamble (guards, launches)
+        overlaps only its own variant's queued work, as in a loop of its steps back to back: another
+        variant's longer queue would hide a host-bound variant's launches, and an idle device would add a
+        cold start. Before the round also a burst of the host check; the host's CPU steal, this process's
+        threads' CPU time and wait, and other processes' use of its CPUs are read before the first and after
+        the last unit (outside the timed loop)."""
         self.host.sample()
         variant.reserve(variant.done + units)
+        if self.lead_in_units(variant):
+            synchronize(self.device)
+            variant.run_unit(None, record=False)
         every = self.progress_every or max(1, self.measured_total // 50)
         laps = Laps(self.device, 1 + units * variant.marks_per_unit)
         before = cpu_ticks()

@@ -83,6 +83,7 @@ class GenerationVariant(Variant):
     """One variant: a model with its cache; a unit prefills the prompt and decodes one token at a time."""
 
     primary = DECODE
+    starts_idle = True  # a timed unit syncs before its prompt: no lead-in needed (Timer.lead_in_units)
 
     def __init__(
         self,
