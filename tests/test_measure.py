@@ -146,6 +146,16 @@ def test_every_logged_metric_has_a_unit_in_its_name_or_registry():
             assert unit == "s", name
 
 
+def test_a_jobs_headline_is_the_registrys_first_ranked_figure_it_logged():
+    step = {"step/p50_ms": 12.0, "compile/total_s": 3.0}
+    assert registry.headline(step) == "step/p50_ms"
+    assert registry.headline({**step, "latency/p50_ms": 0.7}) == "latency/p50_ms"  # a call timed as a request
+    assert registry.headline({"compile/total_s": 3.0}) is None  # nothing timed: no headline, never ranked
+    leads = [name for name, entry in registry.METRICS.items() if entry.headline is not None]
+    assert len({registry.METRICS[name].headline for name in leads}) == len(leads)  # an order, no ties
+    assert all(registry.interval_of(name) is not None for name in leads)  # a headline comes with its interval
+
+
 def test_environment_never_copies_the_process_environment(monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "secret-value-123")
     env = environment.environment(torch.device("cpu"))

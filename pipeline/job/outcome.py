@@ -16,8 +16,8 @@ from pipeline.diagnose.comm import comm_phrase
 from pipeline.display import figure, unit_word, with_interval
 from pipeline.job.result import JobResult
 from pipeline.jobdir import JobDir
-from pipeline.measure.objective import OBJECTIVES, SPEEDUP, Work
-from pipeline.measure.registry import estimate
+from pipeline.measure.objective import LATENCY, OBJECTIVES, SPEEDUP, STEP_P50, Work
+from pipeline.measure.registry import estimate, headline
 from pipeline.measure.stats import undetermined
 from pipeline.provenance import PROJECT_ROOT
 from pipeline.redaction import scrub, secret_values
@@ -68,14 +68,14 @@ def result_phrases(result: JobResult, *, memory: bool = True) -> list[str]:
     5.10 ms` (a generation); then compile time, the speedup over the paired eager copy with its 95%
     interval, peak memory (`memory`), graph breaks."""
     m = result.metrics
-    word = result_unit(result)
-    if "latency/p50_ms" in m:  # synchronized calls: the latency one request sees
+    word, lead = result_unit(result), headline(m)
+    if lead == LATENCY.metric:  # synchronized calls: the latency one request sees
         tail = f", p99 {ms(m['latency/p99_ms'])}" if "latency/p99_ms" in m else ""
-        parts = [f"{word} latency {ms(*estimate(m, 'latency/p50_ms'))} (p50{tail})"]
+        parts = [f"{word} latency {ms(*estimate(m, lead))} (p50{tail})"]
         if "throughput/samples_per_s" in m:
             parts.append(f"{rate(m['throughput/samples_per_s'])} samples/s back to back")
     else:
-        parts = [f"{word} {ms(*estimate(m, 'step/p50_ms'))} (p50)"]
+        parts = [f"{word} {ms(*estimate(m, STEP_P50))} (p50)"]
     if "generate/ttft_p50_ms" in m:  # a generation: its rate and its first token
         if "throughput/tokens_per_s" in m:
             parts.append(f"{rate(m['throughput/tokens_per_s'])} tokens/s")
@@ -209,7 +209,7 @@ BACK_TO_BACK = "back-to-back {unit} p50 ms"
 def shown_key(metric: str, unit: str = "step", metrics: Mapping[str, float] | None = None) -> str | None:
     """The tag that shows `metric` rounded (`step p50 ms`, `latency p99 ms`), in the words of `unit`;
     None for a metric shown only as itself."""
-    if metric == "step/p50_ms" and metrics is not None and "latency/p50_ms" in metrics:
+    if metric == STEP_P50 and metrics is not None and headline(metrics) not in (STEP_P50, None):
         return BACK_TO_BACK.format(unit=unit)
     key = SHOWN.get(metric)
     return key.format(unit=unit) if key else None

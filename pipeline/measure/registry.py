@@ -23,11 +23,16 @@ class Metric(NamedTuple):
     # The metrics holding this figure's 95% interval (low end, high end), where it has one: every reader
     # of a figure with its interval asks here (`estimate`), never builds the names itself.
     interval: tuple[str, str] | None = None
+    # Where this figure can head a job's line: its rank (0 first). A job's headline is the lowest-ranked
+    # such figure it logged (`headline`): a call's latency where it was timed, else the unit's median time.
+    headline: int | None = None
 
 
-def lower(unit: str, meaning: str, *, interval: tuple[str, str] | None = None) -> Metric:
+def lower(
+    unit: str, meaning: str, *, interval: tuple[str, str] | None = None, headline: int | None = None
+) -> Metric:
     """A figure whose smaller value is better."""
-    return Metric(unit, meaning, LOWER, interval)
+    return Metric(unit, meaning, LOWER, interval, headline)
 
 
 def higher(unit: str, meaning: str, *, interval: tuple[str, str] | None = None) -> Metric:
@@ -41,6 +46,7 @@ METRICS: dict[str, Metric] = {
         "ms",
         "median step time over the measured steps",
         interval=("step/p50_ci95_low_ms", "step/p50_ci95_high_ms"),
+        headline=1,
     ),
     "step/mean_ms": lower("ms", "mean step time over the measured steps"),
     "step/p10_ms": lower("ms", "10th percentile step time"),
@@ -101,6 +107,7 @@ METRICS: dict[str, Metric] = {
         "ms",
         "inference: median latency of one call as a request sees it (synchronized before and after)",
         interval=("latency/p50_ci95_low_ms", "latency/p50_ci95_high_ms"),
+        headline=0,
     ),
     "latency/mean_ms": lower("ms", "inference: mean latency of one synchronized call"),
     "latency/p10_ms": lower("ms", "inference: 10th percentile latency of one synchronized call"),
@@ -471,6 +478,13 @@ def estimate(metrics: Mapping[str, float], name: str) -> tuple[float, float | No
     if ends is None or not all(end in metrics for end in ends):
         return metrics[name], None, None
     return metrics[name], metrics[ends[0]], metrics[ends[1]]
+
+
+def headline(metrics: Mapping[str, float]) -> str | None:
+    """The figure that heads a job's line among those it logged (`Metric.headline`), or None for a job
+    that measured nothing (one that failed before its timed rounds)."""
+    ranked = [(entry.headline, name) for name, entry in METRICS.items() if entry.headline is not None]
+    return next((name for _, name in sorted(ranked) if name in metrics), None)
 
 
 def bounds(metrics: Mapping[str, float], name: str) -> tuple[float, float, float]:

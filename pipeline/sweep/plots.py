@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.measure.objective import SPEEDUP
-from pipeline.measure.registry import bounds
+from pipeline.measure.registry import bounds, headline
 from pipeline.measure.stats import undetermined
 from pipeline.status import FINISHED
 from pipeline.sweep.render import verdict_words
@@ -31,7 +31,7 @@ def make_plots(summary: Summary, out_dir: Path) -> list[Path]:
     # its font cache's first build says so at INFO ("generated new fontManager"), through Hydra's handlers
     logging.getLogger("matplotlib").setLevel(logging.WARNING)
     out_dir.mkdir(parents=True, exist_ok=True)
-    done = [r for r in summary.rows if r.status == FINISHED and "step/p50_ms" in r.metrics]
+    done = [r for r in summary.rows if r.status == FINISHED and headline(r.metrics) is not None]
     speed = [r for r in done if r.compiled and r.speedup]
     two_axes = (
         len({r.config.get("mode") for r in speed}) > 1 and len({r.config.get("precision") for r in speed}) > 1
