@@ -163,6 +163,15 @@ def test_a_gpu_sized_job_on_the_cpu_is_said_in_one_line_before_it_starts(tmp_pat
         "note: device=cpu, so model=vit_b16 (batch 64 of 3x224x224 images, 100 steps, compiled)"
     )
     assert "experiment=cpu_smoke" in note and proc.returncode == 1, output(proc)
+    calls = run_cli(
+        ["model=vit_b16", "device=cpu", "scenario=inference", "scenario.batch_size=16"],
+        tmp_path / "calls",
+        "http://127.0.0.1:9",
+    )
+    (note,) = [line for line in calls.stdout.splitlines() if line.startswith("note: ")]
+    assert "(batch 16 of 3x224x224 images" in note, output(
+        calls
+    )  # the scenario's batch, not the trainer's 64
     small = run_cli([*TINY, "device=cpu"], tmp_path / "small", "http://127.0.0.1:9")
     assert "note: " not in small.stdout  # a CPU-sized job says nothing
 

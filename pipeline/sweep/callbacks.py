@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from pipeline.config.checks import raise_first
 from pipeline.config.compose import describe_compose_error, printable
 from pipeline.config.errors import ConfigError
-from pipeline.config.schema import MlflowConfig
+from pipeline.config.schema import Config, MlflowConfig
 from pipeline.display import unit_word
 from pipeline.identity import sweep_label
 from pipeline.job.gpu_pool import pool_indices
@@ -647,12 +647,13 @@ CPU_HEAVY_IMAGE_VALUES = 1_000_000
 CPU_HEAVY_TOKENS = 2048
 
 
-def cpu_note(job: Any, *, sweep: bool = False) -> str:
+def cpu_note(job: Config, *, sweep: bool = False) -> str:
     """One line before a GPU-sized job runs on the CPU (no CUDA GPU here, or device=cpu): what it is,
     that it takes minutes, and the CPU preset; '' otherwise. `sweep`: the job is a sweep's first."""
     if job.device == "cuda" or (job.device == "auto" and visible_gpus()):
         return ""
-    spec, batch = job.model.input, job.trainer.batch_size
+    spec = job.model.input
+    batch = round(job.scenario.resolved(job).samples_per_unit(job))  # the scenario's batch, not the trainer's
     if spec.kind == "image":
         heavy = batch * spec.channels * spec.height * spec.width >= CPU_HEAVY_IMAGE_VALUES
         what = f"batch {batch} of {spec.channels}x{spec.height}x{spec.width} images"
