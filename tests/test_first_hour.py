@@ -169,9 +169,8 @@ def test_a_gpu_sized_job_on_the_cpu_is_said_in_one_line_before_it_starts(tmp_pat
         "http://127.0.0.1:9",
     )
     (note,) = [line for line in calls.stdout.splitlines() if line.startswith("note: ")]
-    assert "(batch 16 of 3x224x224 images" in note, output(
-        calls
-    )  # the scenario's batch, not the trainer's 64
+    # the scenario's batch, not the trainer's 64
+    assert "(batch 16 of 3x224x224 images" in note, output(calls)
     small = run_cli([*TINY, "device=cpu"], tmp_path / "small", "http://127.0.0.1:9")
     assert "note: " not in small.stdout  # a CPU-sized job says nothing
 

@@ -480,11 +480,16 @@ def estimate(metrics: Mapping[str, float], name: str) -> tuple[float, float | No
     return metrics[name], metrics[ends[0]], metrics[ends[1]]
 
 
+# The figures that can head a job's line, first-ranked first (`Metric.headline`).
+HEADLINES = tuple(
+    name for _, name in sorted((e.headline, n) for n, e in METRICS.items() if e.headline is not None)
+)
+
+
 def headline(metrics: Mapping[str, float]) -> str | None:
     """The figure that heads a job's line among those it logged (`Metric.headline`), or None for a job
     that measured nothing (one that failed before its timed rounds)."""
-    ranked = [(entry.headline, name) for name, entry in METRICS.items() if entry.headline is not None]
-    return next((name for _, name in sorted(ranked) if name in metrics), None)
+    return next((name for name in HEADLINES if name in metrics), None)
 
 
 def bounds(metrics: Mapping[str, float], name: str) -> tuple[float, float, float]:

@@ -370,7 +370,8 @@ class Scenario:
         bench, units = self.cfg.benchmark, self.round_units
         variants = (main,) if eager is None else (eager, main)
         unit_ms = sum(statistics.median(v.step_ms) for v in (main, probe) if v is not None and v.step_ms)
-        timed = units * (2 if self.measures_latency else 1)  # every variant's round, its lead-in unit too
+        # every variant's round: its units back to back (then one at a time, for latency), and its lead-in
+        timed = units * (2 if self.measures_latency else 1)
         per_round_s = (timed + self.timer.lead_in_units(main)) * unit_ms / 1000
         first = max(bench.rounds, math.ceil(self.measured / units))
         most = int(bench.budget_s / per_round_s) if bench.budget_s > 0 and per_round_s > 0 else first
