@@ -503,3 +503,36 @@ def test_the_slurm_launcher_reads_the_largest_nproc_of_the_sweeps_jobs():
         assert launcher.largest_nproc([["parallel=none"], ["parallel=ddp"]]) == 2
         assert launcher.largest_nproc([["parallel=none"], ["parallel=fsdp", "parallel.nproc=3"]]) == 3
         assert launcher.largest_nproc([["parallel=none"]]) == 1
+
+
+def _plan_on_rank(rank: int, port: int, mosts: list[int], out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from pipeline.measure.ranks import agreed_looks
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        looks = agreed_looks(10, mosts[rank], torch.device("cpu"))
+        Path(out, f"rank{rank}.json").write_text(json.dumps(list(looks.counts)))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_every_rank_follows_rank_0s_plan_of_looks_even_when_its_own_unit_times_plan_fewer(tmp_path: Path):
+    """Each rank's warm-up times differ, and only rank 0 looks while the others follow its answers: a rank
+    planning fewer looks on its own would step past its last one. The plan is rank 0's on every rank."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    from pipeline.measure.sequential import Looks
+
+    mosts = [200, 30]  # rank 0's budget holds more rounds than rank 1's
+    assert len(Looks.plan(10, mosts[0]).counts) > len(Looks.plan(10, mosts[1]).counts)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_plan_on_rank, args=(port, mosts, str(tmp_path)), nprocs=2, join=True)
+    plans = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert plans[0] == plans[1] == list(Looks.plan(10, mosts[0]).counts)

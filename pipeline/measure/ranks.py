@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from pipeline.measure.sequential import Looks
 from pipeline.measure.stats import percentile
 from pipeline.measure.timing import Variant
 
@@ -75,6 +76,13 @@ def agree(value: Any, device: torch.device, *, broadcast: bool = False) -> Any:
     found = torch.tensor([float(value)], dtype=torch.float64, device=where)
     dist.all_reduce(found, op=dist.ReduceOp.MAX)
     return found.item()
+
+
+def agreed_looks(first: int, most: int, device: torch.device) -> Looks:
+    """One plan of looks on every rank: rank 0's. Each rank plans from its own unit times, so plans can
+    differ in length; only rank 0 looks and the others follow its answers, so a rank whose plan was shorter
+    would step past its last look."""
+    return agree(Looks.plan(first, most), device, broadcast=True)
 
 
 def slowest_rank_steps(variant: Variant, device: torch.device) -> float:

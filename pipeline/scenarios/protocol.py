@@ -51,8 +51,8 @@ from pipeline.measure.memory import MemoryPeaks, cpu_rss_peak_gib, nvml_process_
 from pipeline.measure.method import describe_method
 from pipeline.measure.noise import Noise, round_drift_pct
 from pipeline.measure.paired import PairedComparison, compare, pair_log_ratios
-from pipeline.measure.ranks import ParallelFigures, agree, align_ranks, slowest_rank_steps
-from pipeline.measure.sequential import Looks, Measuring, Stop, StopRule, speedup_interval
+from pipeline.measure.ranks import ParallelFigures, agree, agreed_looks, align_ranks, slowest_rank_steps
+from pipeline.measure.sequential import Measuring, Stop, StopRule, speedup_interval
 from pipeline.measure.stats import Latency, Throughput
 from pipeline.measure.timing import LATENCY, Timer, Variant, units_per_round
 from pipeline.progress import Progress
@@ -375,7 +375,7 @@ class Scenario:
         per_round_s = (timed + self.timer.lead_in_units(main)) * unit_ms / 1000
         first = max(bench.rounds, math.ceil(self.measured / units))
         most = int(bench.budget_s / per_round_s) if bench.budget_s > 0 and per_round_s > 0 else first
-        looks = Looks.plan(first, most)
+        looks = agreed_looks(first, most, self.device)
         rule = StopRule(
             min_effect_pct=self.cfg.sweep.min_effect_pct, target_pct=bench.target_pct, budget_s=bench.budget_s
         )
