@@ -325,14 +325,17 @@ def _latency_interval(objective: Objective) -> tuple[str, str] | None:
 def reach(row: Row, objective: Objective) -> float | None:
     """A noisy job, one whose threads waited for a CPU, or one whose CPUs other processes kept busy: the
     best its figure may be once the host's slowing is allowed for. The host only slows steps, and it may
-    have slowed every one of them: a noisy job's configuration, or a crowded one's (noise.crowded: others
-    busy on its CPUs beyond OTHERS_CPU_PCT, which slows a whole job alike), may be as fast as its fastest
-    step sped up by the job's own slowdown (p90 / p10) again; a job whose threads waited beyond
-    CONTENDED_WAIT_PCT of the time they wanted a CPU ran only the rest of it, and may be as fast as its
-    interval's best end sped up by that share (two identical one-thread jobs beside a busy loop per core,
-    each waiting about half the time, read 8.40 and 8.82 ms with separated intervals). None for a quiet
-    job that neither waited nor shared its CPUs, or for a noisy one whose figures do not say (then it is
-    unbounded: pipeline/sweep/verdict.py)."""
+    have slowed every one of them: a noisy job's configuration by as much as it slowed its slow tenth
+    against its fast tenth (p90 / p10), so it may be as fast as its median's best end (or its fastest step,
+    if higher) sped up by that (identical jobs on the idle 2-core host differed 1.19-1.40x, each with a
+    p90 / p10 of 1.42 or more: benchmarks/results/cpu-2026-11-27-identical); a crowded one's (noise.crowded:
+    others busy on its CPUs beyond OTHERS_CPU_PCT, which slows a whole job alike, beyond its own spread) as
+    fast as its fastest step sped up by its slowdown; a job whose threads waited beyond CONTENDED_WAIT_PCT
+    of the time they wanted a CPU ran only the rest of it, and may be as fast as its interval's best end
+    sped up by that share (two identical one-thread jobs beside a busy loop per core, each waiting about
+    half the time, read 8.40 and 8.82 ms with separated intervals). None for a quiet job that neither
+    waited nor shared its CPUs, or for a noisy one whose figures do not say (then it is unbounded:
+    pipeline/sweep/verdict.py)."""
     keys = _latency_interval(objective)
     wait = row.metrics.get("step/cpu_wait_pct")
     if not (row.noisy or waited(wait) or row.crowded) or keys is None:
@@ -340,10 +343,13 @@ def reach(row: Row, objective: Objective) -> float | None:
     low_key, section = keys
     m = row.metrics
     floors = []
-    if row.noisy or row.crowded:
-        fastest = m.get(f"{section}/min_ms", m.get(f"{section}/p10_ms"))
-        slowdown = row.slowdown
-        floors.append(fastest / slowdown if fastest is not None and slowdown is not None else 0.0)
+    fastest, slowdown = m.get(f"{section}/min_ms", m.get(f"{section}/p10_ms")), row.slowdown
+    if fastest is None or slowdown is None:
+        floors += [0.0] if row.noisy or row.crowded else []
+    elif row.crowded:  # others' processes may have slowed the whole job beyond its own spread
+        floors.append(fastest / slowdown)
+    elif row.noisy:  # the host slowed its steps at most by their own spread: its median, sped up by that
+        floors.append(max(fastest, m.get(low_key, 0.0)) / slowdown)
     if waited(wait) and low_key in m:
         floors.append(m[low_key] * (1 - wait / 100))
     if not floors:
@@ -648,7 +654,7 @@ def _notes(summary: Summary) -> None:
         summary.notes.append(
             f"{len(noisy)} job(s) flagged noisy (their measured steps spread beyond benchmark.noisy_spread_pct): "
             "the verdict allows for the host having slowed them (a noisy configuration may be as fast as its "
-            "fastest step divided by p90 / p10 of its steps); compiled-vs-eager is judged on the paired speedup"
+            "median's best end divided by p90 / p10 of its steps); compiled-vs-eager is judged on the paired speedup"
             + host_moved(noisy)
         )
     if summary.suite is not None:  # the rest is about ranking configurations, which a suite does not

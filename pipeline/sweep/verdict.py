@@ -6,8 +6,8 @@ The rule (docs/verdicts.md says why it is sound, with the tables):
   batch sizes or sequence lengths differ) with a 95% interval honest for autocorrelated steps, heavy
   tails and steps from several regimes (pipeline/measure/stats.py), pooled over repeats.
 * Noise widens, it does not veto. The host's interference only slows steps, and it can slow a whole
-  job: a noisy job's figure may be better than its interval says, down to its `reach` (its fastest
-  step divided by its slowdown, p90 / p10 of its steps: pipeline/sweep/summary.py); so may a job whose
+  job: a noisy job's figure may be better than its interval says, down to its `reach` (its interval's
+  best end divided by its slowdown, p90 / p10 of its steps: pipeline/sweep/summary.py); so may a job whose
   threads waited for a CPU, or whose CPUs other processes kept busy (`step/cpu_others_pct` over 10%).
   That allowance is added to the interval on the side where the configuration could be better.
 * Two configurations are compared on the log scale: a beats b when the gap between their figures
