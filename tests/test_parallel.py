@@ -533,6 +533,7 @@ def test_every_rank_follows_rank_0s_plan_of_looks_even_when_its_own_unit_times_p
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(_plan_on_rank, args=(port, mosts, str(tmp_path)), nprocs=2, join=True)
+    # forked, torch already imported: no second interpreter start per rank
+    mp.start_processes(_plan_on_rank, args=(port, mosts, str(tmp_path)), nprocs=2, start_method="fork")
     plans = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert plans[0] == plans[1] == list(Looks.plan(10, mosts[0]).counts)
