@@ -343,13 +343,15 @@ def reach(row: Row, objective: Objective) -> float | None:
     low_key, section = keys
     m = row.metrics
     floors = []
-    fastest, slowdown = m.get(f"{section}/min_ms", m.get(f"{section}/p10_ms")), row.slowdown
-    if fastest is None or slowdown is None:
-        floors += [0.0] if row.noisy or row.crowded else []
-    elif row.crowded:  # others' processes may have slowed the whole job beyond its own spread
-        floors.append(fastest / slowdown)
-    elif row.noisy:  # the host slowed its steps at most by their own spread: its median, sped up by that
-        floors.append(max(fastest, m.get(low_key, 0.0)) / slowdown)
+    if row.noisy or row.crowded:
+        fastest, slowdown = m.get(f"{section}/min_ms", m.get(f"{section}/p10_ms")), row.slowdown
+        if fastest is None or slowdown is None:
+            floors.append(0.0)
+        else:
+            # crowded: others' processes may have slowed the whole job beyond its own spread, so from its
+            # fastest step; noisy: the host slowed its steps at most by their own spread, so from its median
+            best = fastest if row.crowded else max(fastest, m.get(low_key, 0.0))
+            floors.append(best / slowdown)
     if waited(wait) and low_key in m:
         floors.append(m[low_key] * (1 - wait / 100))
     if not floors:
