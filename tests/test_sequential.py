@@ -97,8 +97,9 @@ def test_autocorrelated_pairs_widen_the_interval_and_keep_its_coverage():
 
 def test_looks_are_planned_in_advance_and_each_spends_its_share_of_five_percent():
     looks = seq.Looks.plan(10, 100)
-    assert looks.counts == (10, 15, 23, 35, 53, 80)
-    assert looks.per_look == pytest.approx(0.05 / 6)
+    assert looks.counts == (10, 15, 23, 35, 53, 80, 100)  # the last at the budget's end
+    assert looks.per_look == pytest.approx(0.05 / 7)
+    assert seq.Looks.plan(10, 90).counts[-1] == 80  # 90 adds too little to pay for a look
     assert seq.Looks.plan(10, 5).counts == (10,)  # a budget too short for more: the first look alone
     assert seq.Looks.plan(90, 0).confidence == pytest.approx(0.95)
 
@@ -146,7 +147,7 @@ def test_an_open_or_imprecise_answer_measures_on_until_the_budget():
     measuring.advance()
     stop = measuring.look(23, 25.0, 1.10, 1.30, 1.60)  # the next look (35 rounds) would need 38 s of 30
     assert stop is not None and stop.reason == seq.BUDGET and stop.answer == seq.FASTER
-    assert "within budget" in stop.words() and stop.confidence == pytest.approx(1 - 0.05 / 6)
+    assert "within budget" in stop.words() and stop.confidence == pytest.approx(1 - 0.05 / 7)
 
 
 def test_a_lone_figure_stops_once_precise():

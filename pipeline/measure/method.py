@@ -40,7 +40,7 @@ def describe_method(
     lines = [
         f"Timing: {warmup} warm-up {units}, then timed rounds of about {benchmark.round_s:g} s (units sized from the warm-up; "
         f"at least {measured} measured {units} and {benchmark.rounds} rounds before the first look); {clock}; no host sync inside a round.",
-        f"Measuring until decided: looks at round counts fixed in advance (each about 1.5x the last, as many as benchmark.budget_s="
+        f"Measuring until decided: looks at round counts fixed in advance (each about 1.5x the last, the last at what benchmark.budget_s="
         f"{benchmark.budget_s:g} s of rounds holds); at each look the job stops once {question}, or at the last look "
         "(undecided within budget). Each of the K looks spends 5%/K (Bonferroni), so every interval reported holds with 95% "
         "over all looks together, wherever the job stopped (measure/* says how long it measured and why it stopped).",

@@ -2,7 +2,7 @@
 
 A job times its variants in many short rounds and *looks* at what it has at a schedule of round counts
 fixed before the first round (:class:`Looks`: a first look, then each look about 1.5x the rounds of the
-one before, up to what `benchmark.budget_s` can hold). At each look it asks its question:
+one before, the last at what `benchmark.budget_s` can hold). At each look it asks its question:
 
 * a compiled job with its paired eager copy: is the paired speedup's interval clear of
   1 +- `sweep.min_effect_pct` (faster or slower), or inside it (no difference), and narrower than
@@ -37,6 +37,8 @@ from pipeline.measure.stats import median_effective_count
 
 ALPHA = 0.05  # the chance, over all looks together, that an interval misses its figure
 GROWTH = 1.5  # rounds at a look / rounds at the look before
+LAST_LOOK_GAIN = 1.2  # a last look at the budget's end when it holds this many times the rounds before it
+OVERRUN = 1.1  # a look is still taken when the rounds' own pace predicts it ends within 10% past the budget
 EXACT_UP_TO = 60  # pairs up to which the signed-rank distribution is computed exactly
 
 DECIDED, PRECISE, BUDGET, FIXED = "decided", "precise", "budget", "fixed"
@@ -52,11 +54,14 @@ class Looks:
 
     @classmethod
     def plan(cls, first: int, most: int, growth: float = GROWTH) -> Looks:
-        """Looks at `first` rounds, then about `growth` times as many each, the last at no more than
-        `most` rounds (and at least the first)."""
+        """Looks at `first` rounds, then about `growth` times as many each, and a last one at `most` rounds
+        (what the budget holds) when that adds at least a fifth to the look before: the whole budget measures,
+        for one more look's share of alpha. At least the first look."""
         counts = [max(1, first)]
         while math.ceil(counts[-1] * growth) <= most:
             counts.append(max(counts[-1] + 1, math.ceil(counts[-1] * growth)))
+        if most >= counts[-1] * LAST_LOOK_GAIN:
+            counts.append(most)
         return cls(tuple(counts))
 
     @property
@@ -259,7 +264,8 @@ class Measuring:
         last = self.index == len(self.looks.counts) - 1
         if not last and self.rule.budget_s > 0:
             per_round = seconds / max(rounds, 1)
-            last = seconds + per_round * (self.looks.counts[self.index + 1] - rounds) > self.rule.budget_s
+            ahead = per_round * (self.looks.counts[self.index + 1] - rounds)
+            last = seconds + ahead > self.rule.budget_s * OVERRUN
         if precise and (answer is not None or not self.paired):
             reason = DECIDED if self.paired else PRECISE
         elif last:
