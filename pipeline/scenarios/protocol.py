@@ -374,14 +374,16 @@ class Scenario:
         timed = units * (2 if self.measures_latency else 1)
         per_round_s = (timed + self.timer.lead_in_units(main)) * unit_ms / 1000
         first = max(bench.rounds, math.ceil(self.measured / units))
-        most = int(bench.budget_s / per_round_s) if bench.budget_s > 0 and per_round_s > 0 else first
+        rounds_s = bench.budget_s - bench.host_check_s  # the host check's bursts come out of the budget
+        most = int(rounds_s / per_round_s) if bench.budget_s > 0 and per_round_s > 0 else first
         looks = agreed_looks(first, most, self.device)
         rule = StopRule(
             min_effect_pct=self.cfg.sweep.min_effect_pct, target_pct=bench.target_pct, budget_s=bench.budget_s
         )
         measuring = Measuring(looks, rule, paired=eager is not None)
         self.info["looks"] = list(looks.counts)
-        self.host.spread_over(bench.host_check_s, len(variants) * looks.counts[0])
+        # benchmark.host_check_s in all, over the rounds to the last look
+        self.host.spread_over(bench.host_check_s, len(variants) * looks.counts[-1])
         started = time.perf_counter()
         align_ranks(self.device)  # a distributed job's ranks start their rounds together
         if eager is not None:  # the first pair: the compiled variant's solo round, then the eager copy's
