@@ -2,6 +2,8 @@
 # Issue 45 on one GPU, one queue (amp, default mode, measuring until decided at the defaults):
 #   twice    TWICE_MODELS (model:batch), each measured twice (benchmark.repeat=0,1: two jobs, one at a time, 50 steps):
 #            every paired speedup's interval, whether the two runs overlap, how long each measured and why it stopped
+#   long     LONG_MODELS (model:batch), one job each with benchmark.budget_s=LONG_BUDGET (default 90): how far a longer
+#            budget narrows an interval that the default budget left wide
 #   bare     the independent loop (benchmarks/bare_loop.py) for BARE_MODELS, eager and compiled: its speedup
 #            (eager mean / compiled mean over synchronized wall clocks) beside the pipeline's paired one
 #   harness  PyTorch's dynamo harness (pytorch/benchmark userbenchmark/dynamo/dynamobench at 33c7503f, carried in
@@ -27,13 +29,14 @@ if [ "${DECIDE_SMOKE:-0}" = 1 ]; then
   SUITE=(sweep=tiny_suite device=cpu compile.fullgraph=false trainer.steps=6 trainer.warmup_steps=2 benchmark.budget_s=3
          "gpu_pool=[0]")
   SUITE_MODELS=${SUITE_MODELS:-vit_tiny,resnet_tiny}; BARE_ARGS=(--device cpu --steps 6 --warmup 2); HARNESS_MODELS=
-  BARE_MODELS=$TWICE_MODELS
+  BARE_MODELS=$TWICE_MODELS; LONG_MODELS=${LONG_MODELS:-vit_tiny:2}; LONG_BUDGET=${LONG_BUDGET:-6}
 else
   TWICE_MODELS=${TWICE_MODELS:-timm/resnet50:64,timm/resnet18:256,timm/mobilenetv3_large_100:256,timm/efficientnet_b0:128,timm/convnext_tiny:128,vit_b16:64}
   BASE=(precision=amp compile.mode=default trainer.steps=50 trainer.warmup_steps=10)
   SUITE=(sweep=timm_suite precision=amp diagnose.cold_cache=true)
   SUITE_MODELS=${SUITE_MODELS:-$(python3 -c "import yaml; print(yaml.safe_load(open('conf/sweep/timm_suite.yaml'))['hydra']['sweeper']['params']['model'])")}
   BARE_MODELS=${BARE_MODELS:-timm/resnet50:64,timm/mobilenetv3_large_100:256,vit_b16:64}
+  LONG_MODELS=${LONG_MODELS:-timm/mobilenetv3_large_100:256}
   BARE_ARGS=(); HARNESS_MODELS=${HARNESS_MODELS:-resnet50:64,convnext_tiny:128}
 fi
 
@@ -43,6 +46,12 @@ for part in $parts; do
       for mb in ${TWICE_MODELS//,/ }; do
         model=${mb%%:*}; batch=${mb##*:}; tag=$(basename "$model")
         capped_sweep "twice-$tag" "$(cap 900)" "${BASE[@]}" "model=$model" "trainer.batch_size=$batch" benchmark.repeat=0,1
+      done ;;
+    long)
+      for mb in ${LONG_MODELS//,/ }; do
+        model=${mb%%:*}; batch=${mb##*:}; tag=$(basename "$model")
+        capped_sweep "long-$tag" "$(cap 600)" "${BASE[@]}" "model=$model" "trainer.batch_size=$batch" \
+          "benchmark.budget_s=${LONG_BUDGET:-90}"
       done ;;
     bare)
       mkdir -p "$out/bare"

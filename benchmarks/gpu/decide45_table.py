@@ -2,7 +2,7 @@
 
     python benchmarks/gpu/decide45_table.py <out dir>
 
-1. Each model measured twice (twice-<model>/): both runs' paired speedups with their intervals, the
+1. Each model measured twice (twice-<model>/; long-<model>/: once, with a longer budget): both runs' paired speedups with their intervals, the
    interval's half-width (the worse side, %), whether the two runs' intervals overlap, how long each measured
    and why it stopped; the criteria of the issue (every half-width under 5%, the runs overlapping, none
    undetermined) checked per model.
@@ -44,10 +44,10 @@ def twice(out: Path) -> dict[str, dict]:
     print("|---|---|---|---|---|---|---|---|---|")
     pipeline: dict[str, dict] = {}
     verdicts = []
-    for sweep in sorted(out.glob("twice-*")):
+    for sweep in sorted(out.glob("twice-*")) + sorted(out.glob("long-*")):
         if not sweep.is_dir():
             continue
-        model = sweep.name.removeprefix("twice-")
+        model = sweep.name.removeprefix("twice-").replace("long-", "longer budget: ")
         runs = results(sweep)
         for i, r in enumerate(runs):
             m = r["metrics"]
@@ -57,7 +57,7 @@ def twice(out: Path) -> dict[str, dict]:
                 f"{r['info'].get('measure_brief') or r['info'].get('measure_stop', '')} | {m['step/p50_ms']:.2f} | "
                 f"{m.get('eager/p50_ms', float('nan')):.2f} |"
             )
-        if runs:
+        if runs and sweep.name.startswith("twice-"):
             pipeline[model] = runs[0]["metrics"]
         ms = [r["metrics"] for r in runs]
         narrow = all(half_pct(m) < 5 for m in ms)
