@@ -225,10 +225,15 @@ def test_a_host_bound_step_drifting_with_the_host_says_so():
     on_cpu = dataclasses.replace(drifting, cuda=False)
     assert "follows the host's speed" in (on_cpu.note or "") and "CUDA graphs" not in (on_cpu.note or "")
     assert drifting.metrics()["step/round_drift_pct"] == compiled
+    # on a GPU only the compiled step waits on the host, so its paired speedup follows it too; on a CPU
+    # both variants run on the host and the pairing cancels it
+    assert drifting.metrics()["step/host_bound"] == 1.0 and "paired speedup follows the host" in drifting.note
+    assert "step/host_bound" not in on_cpu.metrics() and "paired speedup follows" not in (on_cpu.note or "")
     steady = noise.Noise(
         spread_pct=32.7, cpu_steal_pct=0.0, limit_pct=10.0, round_drift_pct=3.0, eager_round_drift_pct=2.5
     )
     assert not steady.host_bound and "host's speed" not in (steady.note or "")
+    assert steady.metrics()["step/host_bound"] == 0.0
     assert noise.round_drift_pct([5.0]) is None  # one round: no drift to speak of
 
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from pipeline.measure.registry import HIGHER, METRICS, interval_of
+from pipeline.measure.registry import HIGHER, METRICS, estimate, interval_of
 
 STEP_P50 = "step/p50_ms"
 SAMPLES_PER_S = "throughput/samples_per_s"
@@ -90,6 +90,21 @@ class Objective:
     def ascending(self) -> bool:
         """The order a table sorts in to show the best first."""
         return not self.higher_is_better
+
+
+def paired_speedup(metrics: Mapping[str, float]) -> tuple[float, float, float]:
+    """A compiled job's paired speedup over its eager copy as verdicts judge it: (speedup, low, high), its 95%
+    interval (its rounds' range for runs that logged none). A speedup that follows the host
+    (`step/host_bound`: on a GPU, a host-bound compiled step beside a device-bound eager copy) holds for its
+    own process's host speed only; another process's host may run anywhere among the speeds its steps saw,
+    so the interval is widened to speedup x p50/p90 .. x p50/p10 of its compiled steps (docs/verdicts.md)."""
+    s, low, high = estimate(metrics, SPEEDUP)
+    if low is None or high is None:
+        low, high = metrics.get("speedup/round_min", s), metrics.get("speedup/round_max", s)
+    p10, p50, p90 = (metrics.get(f"step/{q}_ms") for q in ("p10", "p50", "p90"))
+    if metrics.get("step/host_bound") and p10 and p50 and p90:
+        low, high = min(low, s * p50 / p90), max(high, s * p50 / p10)
+    return s, low, high
 
 
 def higher_is_better(metric: str) -> bool:

@@ -71,6 +71,11 @@ METRICS: dict[str, Metric] = {
         "%",
         "how far the timed rounds' medians drifted apart (max / min - 1): a host-bound step follows the host's speed",
     ),
+    "step/host_bound": Metric(
+        "bool",
+        "1 if, on a GPU, the compiled step followed the host's speed while its paired eager copy held steady: the "
+        "paired speedup holds for this process's host speed; the verdict widens it to speedup x p50/p90 .. x p50/p10",
+    ),
     "eager/round_drift_pct": Metric(
         "%", "paired eager baseline: how far its timed rounds' medians drifted apart"
     ),

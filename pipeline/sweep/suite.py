@@ -14,8 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pipeline.measure.objective import SPEEDUP
-from pipeline.measure.registry import bounds
+from pipeline.measure.objective import SPEEDUP, paired_speedup
 from pipeline.status import FINISHED
 
 FASTER, SLOWER, SAME, INCONCLUSIVE, FAILED = "faster", "slower", "no difference", "inconclusive", "failed"
@@ -41,7 +40,8 @@ class ModelOutcome:
 def classify(
     *, model: str, run_name: str, status: str, metrics: dict[str, float], failure: str, min_effect_pct: float
 ) -> ModelOutcome:
-    """`faster` when the whole 95% interval of the paired speedup is above 1 + min_effect, `slower` when
+    """`faster` when the whole 95% interval of the paired speedup (as verdicts judge it: widened for a
+    speedup that follows the host, objective.paired_speedup) is above 1 + min_effect, `slower` when
     it is below 1 / (1 + min_effect), `no difference` when it lies within those bounds, `inconclusive`
     otherwise (the interval straddles a bound); `failed` for a job that did not finish or whose parity
     failed."""
@@ -56,7 +56,7 @@ def classify(
             "loss or output parity failed" if metrics.get("parity/ok") == 0.0 else "no speedup"
         )
         return ModelOutcome(outcome=FAILED, failure=reason, **common)
-    speedup, low, high = bounds(metrics, SPEEDUP)
+    speedup, low, high = paired_speedup(metrics)
     up, down = 1 + min_effect_pct / 100, 1 / (1 + min_effect_pct / 100)
     if low > up:
         outcome = FASTER

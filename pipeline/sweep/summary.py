@@ -46,8 +46,9 @@ from pipeline.measure.objective import (
     Objective,
     Work,
     choose,
+    paired_speedup,
 )
-from pipeline.measure.registry import estimate, headline, interval_of
+from pipeline.measure.registry import headline, interval_of
 from pipeline.measure.stats import t975
 from pipeline.status import FINISHED, JOB_LOST, NON_FINITE_LOSS, RESULT_NOT_LOGGED, SKIPPED
 from pipeline.sweep import suite
@@ -407,19 +408,11 @@ def _pooled(name: str, rows: list[Row], objective: Objective) -> Estimate:
     )
 
 
-def _speedup_interval(m: dict[str, float]) -> tuple[float, float, float]:
-    """A job's paired speedup and its interval: its 95% interval, else its rounds' range (older runs)."""
-    s, low, high = estimate(m, SPEEDUP)
-    if low is None or high is None:
-        return s, m.get("speedup/round_min", s), m.get("speedup/round_max", s)
-    return s, low, high
-
-
 def pooled_speedup(rows: list[Row]) -> tuple[float, float, float]:
     """A compiled configuration's paired speedup over its jobs: one job's own interval; repeats' geometric
     mean, with the wider of the within-job and the between-job t interval on the log scale (as figures
     are pooled)."""
-    intervals = [_speedup_interval(r.metrics) for r in rows]
+    intervals = [paired_speedup(r.metrics) for r in rows]
     if len(intervals) == 1:
         s, low, high = intervals[0]
         return s, min(low, s), max(high, s)
@@ -658,6 +651,14 @@ def _notes(summary: Summary) -> None:
             "the verdict allows for the host having slowed them (a noisy configuration may be as fast as its "
             "median's best end divided by p90 / p10 of its steps); compiled-vs-eager is judged on the paired speedup"
             + host_moved(noisy)
+        )
+    follows = [r for r in summary.rows if r.metrics.get("step/host_bound")]
+    if follows:
+        shown = ", ".join(r.name for r in follows[:3]) + (", ..." if len(follows) > 3 else "")
+        summary.notes.append(
+            f"{len(follows)} compiled job(s) waited on the host while their eager copy waited on the device "
+            f"(step/host_bound: {shown}): their paired speedups hold for their own process's host speed, so the "
+            "verdict widens each to speedup x p50/p90 .. x p50/p10 of its steps (docs/verdicts.md)"
         )
     if summary.suite is not None:  # the rest is about ranking configurations, which a suite does not
         return
