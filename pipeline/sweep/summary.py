@@ -331,7 +331,8 @@ def reach(row: Row, objective: Objective) -> float | None:
     if higher) sped up by that (identical jobs on the idle 2-core host differed 1.19-1.40x, each with a
     p90 / p10 of 1.42 or more: benchmarks/results/cpu-2026-11-27-identical); a crowded one's (noise.crowded:
     others busy on its CPUs beyond OTHERS_CPU_PCT, which slows a whole job alike, beyond its own spread) as
-    fast as its fastest step sped up by its slowdown; a job whose threads waited beyond CONTENDED_WAIT_PCT
+    fast as its fastest step sped up by its slowdown, or run on the share of its CPUs the others left it
+    (a steady job beside a busy loop per core read 1.44x its identical twin, others holding 50%); a job whose threads waited beyond CONTENDED_WAIT_PCT
     of the time they wanted a CPU ran only the rest of it, and may be as fast as its interval's best end
     sped up by that share (two identical one-thread jobs beside a busy loop per core, each waiting about
     half the time, read 8.40 and 8.82 ms with separated intervals). None for a quiet job that neither
@@ -353,6 +354,10 @@ def reach(row: Row, objective: Objective) -> float | None:
             # fastest step; noisy: the host slowed its steps at most by their own spread, so from its median
             best = fastest if row.crowded else max(fastest, m.get(low_key, 0.0))
             floors.append(best / slowdown)
+            others = m.get("step/cpu_others_pct")
+            if row.crowded and fastest is not None and others is not None:
+                # a co-runner holding that share of its CPUs may have slowed every step by up to 1 / (1 - share)
+                floors.append(fastest * (1 - min(others, 100.0) / 100))
     if waited(wait) and low_key in m:
         floors.append(m[low_key] * (1 - wait / 100))
     if not floors:
