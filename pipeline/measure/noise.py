@@ -86,10 +86,9 @@ class Noise:
     @property
     def speedup_follows_host(self) -> bool:
         """On a GPU, a host-bound compiled step beside a device-bound eager copy: the paired speedup is the
-        host's speed over the device's, so it holds for this process's host speed, not the machine's. On
-        the lent H200 VM the same job in separate processes read resnet50 1.22x [1.13, 1.33] and 1.09x
-        [1.05, 1.12] (host reference 1.07 and 1.21 ms); the sweep's verdict widens such a speedup by its
-        steps' spread (pipeline/sweep/summary.py). On a CPU both variants run on the host, which cancels."""
+        host's speed over the device's, so it holds for this process's host speed, which can differ from the
+        next process's; verdicts widen such a speedup by its steps' spread (objective.paired_speedup,
+        docs/verdicts.md). On a CPU both variants run on the host, and the pairing cancels its speed."""
         return self.host_bound and self.cuda
 
     @property

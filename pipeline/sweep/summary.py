@@ -332,8 +332,9 @@ def reach(row: Row, objective: Objective) -> float | None:
     p90 / p10 of 1.42 or more: benchmarks/results/cpu-2026-11-27-identical); a crowded one's (noise.crowded:
     others busy on its CPUs beyond OTHERS_CPU_PCT, which slows a whole job alike, beyond its own spread) as
     fast as its fastest step sped up by its slowdown, or run on the share of its CPUs the others left it
-    (a steady job beside a busy loop per core read 1.44x its identical twin, others holding 50%); a job whose threads waited beyond CONTENDED_WAIT_PCT
-    of the time they wanted a CPU ran only the rest of it, and may be as fast as its interval's best end
+    (a co-runner holding a share of its CPUs may slow every step by up to 1 / (1 - share), which a steady
+    job's own spread does not show); a job whose threads waited beyond CONTENDED_WAIT_PCT of the time they
+    wanted a CPU ran only the rest of it, and may be as fast as its interval's best end
     sped up by that share (two identical one-thread jobs beside a busy loop per core, each waiting about
     half the time, read 8.40 and 8.82 ms with separated intervals). None for a quiet job that neither
     waited nor shared its CPUs, or for a noisy one whose figures do not say (then it is unbounded:
@@ -355,7 +356,7 @@ def reach(row: Row, objective: Objective) -> float | None:
             best = fastest if row.crowded else max(fastest, m.get(low_key, 0.0))
             floors.append(best / slowdown)
             others = m.get("step/cpu_others_pct")
-            if row.crowded and fastest is not None and others is not None:
+            if row.crowded and others is not None:
                 # a co-runner holding that share of its CPUs may have slowed every step by up to 1 / (1 - share)
                 floors.append(fastest * (1 - min(others, 100.0) / 100))
     if waited(wait) and low_key in m:
