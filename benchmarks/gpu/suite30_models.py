@@ -74,12 +74,17 @@ def main() -> None:
     sweep_dir, summary_csv = Path(sys.argv[1]), Path(sys.argv[2])
     rows = {r["model"]: r for r in csv.DictReader(summary_csv.open())}
     results = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/result.json"))]
+    # a job cut at the sweep's end has no pace
+    results = [r for r in results if r.get("status") == "FINISHED"]
     print(
         "| model | outcome | speedup vs paired eager [95%] | compiled p50 ms | eager p50 ms "
         "| p10-p90 spread % | compile s | memory compiled/eager |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for model, r in sorted(rows.items(), key=lambda kv: (suite.OUTCOMES.index(kv[1]["outcome"]), kv[0])):
+        if not r.get("speedup/ci95_low"):  # a failed or cut job: no figures
+            print(f"| {model} | {r['outcome']} | – | – | – | – | – | – |")
+            continue
         low, high = float(r["speedup/ci95_low"]), float(r["speedup/ci95_high"])
         wide = " undetermined" if undetermined(low, high) else ""
         noisy = " (noisy)" if r["step/noisy"] in ("1.0", "True", "1") else ""
