@@ -33,6 +33,8 @@ class _Linear(nn.Module):
             if self.fault == "slow":
                 while os.path.exists(self.marker):
                     time.sleep(0.2)
+            if self.fault == "sleep":  # a step that takes a known time, however fast the host
+                time.sleep(0.3)
             if self.fault == "nan":
                 return self.fc(x.flatten(1)) * float("nan")  # the logits, and so the loss, are NaN
         return self.fc(x.flatten(1))
@@ -55,6 +57,13 @@ def slow_while(input_spec: dict[str, Any], marker: str) -> nn.Module:
     """Its calls wait while the file `marker` exists: a job that runs for as long as a test wants, its
     config the same before and after (a sweep resumed with its own command)."""
     return _Linear(input_spec, 1, "slow", marker)
+
+
+def sleepy(input_spec: dict[str, Any], **_: Any) -> nn.Module:
+    """Each call takes 0.3 s more: a job that outlasts a timeout of a second whether its worker was
+    spawned or forked from a template. The model's other arguments (vit_tiny's, its config replaced
+    by this one) are not its."""
+    return _Linear(input_spec, 1, "sleep")
 
 
 def with_secret(input_spec: dict[str, Any], **kwargs: Any) -> nn.Module:

@@ -10,6 +10,12 @@ cores used without tests stepping on each other, and where the time went in ever
   scope run on one worker, so that it is set up once; a test marked `whole_host` (it reads the host's own
   timing, load or contention) runs with no other test beside it: every other test holds the host's lock
   shared while it runs, a whole-host test holds it alone.
+- One template process per process that runs tests (pipeline.job.template, started at the session's
+  start, ended at its end): every single run a test starts forks its worker from it
+  (PIPELINE_TEMPLATE_SOCKET) instead of importing torch and the model libraries afresh, seconds of CPU a
+  job; a job whose environment the template cannot serve spawns, as a single run always did.
+  PIPELINE_TEST_TEMPLATE=0 leaves it out (every single run spawns). Its workers' CPU time is counted in
+  the tests' CPU time (process_cpu_s).
 - The time report at the end: the slowest fixture set-ups, the time by file, and the default-suite tests
   over the budget (a report, not a check: the suite's budget is a figure for the whole run).
 """
@@ -39,6 +45,8 @@ CPU_TIME = "cpu_s"  # a test report's user properties: cpu_s_setup, cpu_s_call, 
 TIMES_FILE = "PIPELINE_TEST_TIMES"  # a path: every test's wall and CPU seconds written there as JSON
 # A default-suite test over this is named in the report (a figure to act on, not a failure).
 BUDGET_S = float(os.environ.get("PIPELINE_TEST_BUDGET_S", "30"))
+TEMPLATE_SWITCH = "PIPELINE_TEST_TEMPLATE"  # 0: no session template, every single run spawns its worker
+_TEMPLATE: list = []  # this process's template (pipeline.job.worker_start.TemplateProcess), while the session runs
 
 
 def session_dir() -> Path | None:
@@ -90,6 +98,42 @@ class SuitePlugin:
         # passes OMP_NUM_THREADS=None in its job's env (tests/conftest.py: run_cli).
         if "OMP_NUM_THREADS" not in os.environ:
             os.environ["OMP_NUM_THREADS"] = os.environ[ONE_THREAD_ENV] = "1"
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """This process's template, where this process runs tests (an xdist worker, or a session without
+        workers) and the session has its folder."""
+        runs_tests = "PYTEST_XDIST_WORKER" in os.environ or not getattr(
+            session.config.option, "numprocesses", None
+        )
+        folder = session_dir()
+        if not runs_tests or folder is None or os.environ.get(TEMPLATE_SWITCH) == "0":
+            return
+        from pipeline.job.supervisor import worker_env
+        from pipeline.job.template import IMPORT_ENV_PREFIXES
+        from pipeline.job.worker_start import (
+            TEMPLATE_ENV,
+            TEMPLATE_IMPORT_ENV,
+            TemplateProcess,
+            fork_supported,
+        )
+
+        if fork_supported():
+            return
+        env = worker_env(None)
+        own = folder / f"template-{os.getpid()}"
+        template = TemplateProcess.start(sweep_dir=own, env=env, cwd=Path(__file__).parent.parent)
+        _TEMPLATE.append(template)
+        os.environ[TEMPLATE_ENV] = template.info.socket
+        imported = {k: v for k, v in env.items() if k.startswith(IMPORT_ENV_PREFIXES)}
+        os.environ[TEMPLATE_IMPORT_ENV] = json.dumps(imported)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from pipeline.job.worker_start import TEMPLATE_ENV, TEMPLATE_IMPORT_ENV
+
+        while _TEMPLATE:
+            os.environ.pop(TEMPLATE_ENV, None)
+            os.environ.pop(TEMPLATE_IMPORT_ENV, None)
+            _TEMPLATE.pop().stop()
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self.owns_session_dir:
@@ -267,9 +311,22 @@ class Times:
 
 
 def process_cpu_s() -> float:
-    """CPU seconds of this process and of the processes it waited for (theirs included, recursively)."""
+    """CPU seconds of this process and of the processes it waited for (theirs included, recursively), and
+    of its template with the workers it forked and reaped."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + template_cpu_s()
+
+
+def template_cpu_s() -> float:
+    """The session template's CPU seconds and its reaped workers' (utime, stime, cutime, cstime of
+    /proc/<pid>/stat): it is this process's child, but waited for only at the session's end."""
+    if not _TEMPLATE:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{_TEMPLATE[0].proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager

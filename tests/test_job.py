@@ -95,7 +95,7 @@ def check_finished_run(store: str, run, mode: str) -> None:
     assert note.startswith(f"**FINISHED**: step {ms(*estimate(metrics, 'step/p50_ms'))} (p50), "), note
     assert note.index("How it was measured") < note.index("warm-up")
     assert "Host: a fixed, torch-free Python workload timed in short bursts before each timed round" in note
-    isolation = {"spawn": "a fresh spawned Python process", "template": "forked from its sweep's template"}
+    isolation = {"spawn": "a fresh spawned Python process", "template": "forked from a template process"}
     assert isolation[tags["worker_start"]] in note  # how the worker really started, as the tag says
     assert "diagnose/compiled_autograd_captures" not in metrics  # no compiled autograd here
     # Tags a user filters on; the environment and the job's internals are in run_info.json.
@@ -274,7 +274,14 @@ def test_a_bad_job_in_a_sweep_fails_alone(tmp_path: Path, store: str):
 
 
 def test_timeout_is_recorded_and_the_sweep_goes_on(tmp_path: Path, store: str):
-    proc = run_cli([*TINY, "compile.mode=eager", "trainer.timeout_s=1,600"], tmp_path, store, multirun=True)
+    sleepy = [
+        "model.id=sleepy",
+        "model.name=null",
+        "model._target_=tests.fault_models.sleepy",
+    ]  # 0.3 s a step
+    proc = run_cli(
+        [*TINY, *sleepy, "compile.mode=eager", "trainer.timeout_s=1,600"], tmp_path, store, multirun=True
+    )
     assert proc.returncode == 1, output(proc)
     by_status = {r.info.status: r for r in children(store)}
     assert set(by_status) == {"KILLED", "FINISHED"}

@@ -19,10 +19,12 @@ import pytest
 from pipeline.job.preflight import validate
 from pipeline.job.result import JobResult
 from pipeline.job.supervisor import PROJECT_ROOT, WorkerLaunch, run_worker, worker_env
-from pipeline.job.template import env_mismatch
+from pipeline.job.template import IMPORT_ENV_PREFIXES, env_mismatch
 from pipeline.job.worker_start import (
     SPAWN,
     TEMPLATE,
+    TEMPLATE_ENV,
+    TEMPLATE_IMPORT_ENV,
     StartPlan,
     TemplateInfo,
     TemplateProcess,
@@ -61,6 +63,12 @@ CLEAN = {
     "dynamo_frames_seen": 0,
     "inductor_modules_loaded": 0,
 }
+
+
+@pytest.fixture(autouse=True)
+def no_session_template(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This module's jobs start as a user's do: single runs spawn (the suite's own template is left out)."""
+    monkeypatch.delenv(TEMPLATE_ENV, raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -272,6 +280,21 @@ def test_a_template_that_does_not_answer_makes_the_job_spawn_with_the_reason(tmp
     assert "the sweep's template did not answer (FileNotFoundError" in line
 
 
+def test_a_single_run_forks_from_the_template_its_environment_names_and_spawns_quietly_without_it(
+    tmp_path: Path, template, monkeypatch: pytest.MonkeyPatch
+):
+    assert plan(TEMPLATE, None) == StartPlan()  # a user's single run spawns
+    monkeypatch.setenv(TEMPLATE_ENV, template.info.socket)
+    result, lines = job(tmp_path, "named", ["compile.mode=eager"], plan(TEMPLATE, None))
+    assert result.status == "FINISHED" and result.info["worker_start"] == TEMPLATE, result.error
+    assert result.info["worker_start_state"] == CLEAN
+    monkeypatch.setenv(TEMPLATE_ENV, str(tmp_path / "no-such-socket"))
+    result, lines = job(tmp_path, "gone", ["compile.mode=eager"], plan(TEMPLATE, None))
+    assert result.status == "FINISHED" and result.info["worker_start"] == SPAWN, result.error
+    assert not [line for line in lines if line.startswith(SPAWNED)]  # a single run says nothing of it
+    assert plan(SPAWN, None) == StartPlan()
+
+
 # ----------------------------------------------------------------------------- through the CLI
 @pytest.mark.slow
 def test_a_sweep_forks_its_workers_a_spawn_sweep_and_a_single_run_spawn(tmp_path: Path, store: str):
@@ -302,6 +325,30 @@ def test_a_sweep_forks_its_workers_a_spawn_sweep_and_a_single_run_spawn(tmp_path
     assert json.loads((tmp_path / "c" / "run" / "result.json").read_text())["info"]["worker_start"] == SPAWN
     spawned = [r for r in runs(store) if r.data.tags.get("worker_start") == SPAWN]
     assert len(spawned) == 3
+
+
+@pytest.mark.slow
+def test_a_sweep_forks_from_the_template_its_environment_names_where_it_imported_alike(
+    tmp_path: Path, store: str, template
+):
+    imported = {k: v for k, v in worker_env(None).items() if k.startswith(IMPORT_ENV_PREFIXES)}
+    named = {TEMPLATE_ENV: template.info.socket, TEMPLATE_IMPORT_ENV: json.dumps(imported)}
+    args = [*CPU, "compile.mode=eager", "trainer.seed=0,1"]
+    proc = run_cli(args, tmp_path / "a", store, multirun=True, env=named)
+    assert proc.returncode == 0 and SPAWNED not in proc.stdout, output(proc)
+    own_log = template_file(tmp_path / "a" / "multirun", socket.gethostname()).with_suffix(".log")
+    assert (
+        not own_log.exists() and not template_file(tmp_path / "a" / "multirun", socket.gethostname()).exists()
+    )
+    assert [r.data.tags.get("worker_start") for r in runs(store)].count(TEMPLATE) == 2
+    # imported under another OMP_NUM_THREADS: the sweep starts a template of its own
+    other = {**named, TEMPLATE_IMPORT_ENV: json.dumps({**imported, "OMP_NUM_THREADS": "7"})}
+    proc = run_cli(args, tmp_path / "b", store, multirun=True, env=other)
+    assert proc.returncode == 0 and SPAWNED not in proc.stdout, output(proc)
+    assert (
+        "imports done"
+        in template_file(tmp_path / "b" / "multirun", socket.gethostname()).with_suffix(".log").read_text()
+    )
 
 
 @pytest.mark.slow

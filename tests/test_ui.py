@@ -431,7 +431,7 @@ def test_child_run_page_leads_with_its_result(page, server: Server, sweep: dict)
     assert ("Noisy: p10-p90" in first.inner_text()) == bool(metrics["step/noisy"])
     text = description.inner_text()
     assert text.index("How it was measured") > len(first.inner_text())
-    started = {"template": "forked from its sweep's template", "spawn": "a fresh spawned Python process"}
+    started = {"template": "forked from a template process", "spawn": "a fresh spawned Python process"}
     assert started[child.data.tags["worker_start"]] in text  # as the tag says
     shot = screenshot(page, "ui-child-run.png", publish=True)
 

@@ -4,7 +4,9 @@
 sweep on its machine (:mod:`pipeline.job.template`), which imports torch, the model libraries and the
 pipeline once and then forks each job's worker, so a worker starts with its imports done (tens of
 milliseconds instead of seconds). `spawn` starts a fresh interpreter per job
-(`python -m pipeline.job.worker`), as a single run always does.
+(`python -m pipeline.job.worker`), as a single run does unless `PIPELINE_TEMPLATE_SOCKET` names a
+running template on its machine (the test suite starts one per pytest process): it then forks from that
+one where it can and spawns without a word where it cannot.
 
 Lifetime: the driver starts the template at the sweep's start (its imports overlap the first job's
 set-up) and stops it at the sweep's end or when the sweep is interrupted; the template also ends with
@@ -43,6 +45,12 @@ from pipeline.jobdir import SweepDir
 
 SPAWN, TEMPLATE = "spawn", "template"  # benchmark.worker_start (its allowed values: the schema)
 CONNECT_TIMEOUT_S = 10.0
+# A running template's socket on this machine (pipeline.job.template): single runs fork from it where they
+# can (the test suite starts one per pytest process, so its hundreds of single runs import torch once).
+TEMPLATE_ENV = "PIPELINE_TEMPLATE_SOCKET"
+# Beside it, JSON: the variables torch reads at import, as that template imported (a sweep forks its jobs
+# from it only where its own environment agrees; else it starts a template of its own).
+TEMPLATE_IMPORT_ENV = "PIPELINE_TEMPLATE_IMPORT_ENV"
 READY_TIMEOUT_S = 300.0  # the first job waits while the template imports (seconds; minutes on a slow disk)
 MAX_MESSAGE = 1 << 20
 STOP_GRACE_S = 10.0
@@ -145,6 +153,21 @@ class TemplateProcess:
             template_file(self.sweep_dir, self.info.host).unlink(missing_ok=True)
 
 
+def shared_template(env: dict[str, str]) -> TemplateInfo | None:
+    """The running template TEMPLATE_ENV names, where jobs started with `env` can fork from it (None: no
+    such template, or `env` differs from its own in a variable torch reads at import)."""
+    from pipeline.job.template import env_mismatch  # it imports this module
+
+    shared = os.environ.get(TEMPLATE_ENV, "")
+    try:
+        imported = json.loads(os.environ.get(TEMPLATE_IMPORT_ENV, ""))
+    except ValueError:
+        return None
+    if not shared or not isinstance(imported, dict) or env_mismatch(imported, env):
+        return None
+    return TemplateInfo(host=socket.gethostname(), socket=shared)
+
+
 def no_template(sweep_dir: Path, reason: str) -> None:
     """Tell the sweep's jobs on this machine why they spawn their workers."""
     TemplateInfo(host=socket.gethostname(), unavailable=reason).save(sweep_dir)
@@ -154,17 +177,27 @@ def no_template(sweep_dir: Path, reason: str) -> None:
 @dataclass(frozen=True, kw_only=True)
 class StartPlan:
     """How one job means to start its worker: forked from `template`, or spawned (with the reason
-    when a template was wanted)."""
+    when a template was wanted). `quiet`: a template the job may use but need not (TEMPLATE_ENV's), so a
+    refusal spawns without a word, as a single run does."""
 
     template: TemplateInfo | None = None
     note: str = ""
+    quiet: bool = False
 
 
 def plan(worker_start: str, sweep_dir: Path | None, *, distributed: bool = False) -> StartPlan:
-    """A single run, `spawn`, or a distributed job (torchrun's agent spawns its ranks) spawns without a
-    word; a sweep's job forks from its machine's template, or says why it cannot."""
-    if worker_start == SPAWN or sweep_dir is None or distributed:
+    """`spawn` and a distributed job (torchrun's agent spawns its ranks) spawn without a word; a single
+    run too, unless TEMPLATE_ENV names a running template, which it then forks from where it can; a
+    sweep's job forks from its machine's template, or says why it cannot."""
+    if worker_start == SPAWN or distributed:
         return StartPlan()
+    if sweep_dir is None:
+        shared = os.environ.get(TEMPLATE_ENV, "")
+        return (
+            StartPlan(template=TemplateInfo(host=socket.gethostname(), socket=shared), quiet=True)
+            if shared
+            else StartPlan()
+        )
     host = socket.gethostname()
     info = TemplateInfo.load(sweep_dir, host)
     if info is None:
@@ -302,10 +335,11 @@ def start_worker(
         env=env,
         cwd=cwd,
     )
+    said = note and not start.quiet
     return StartedWorker(
         proc=proc,
         how=SPAWN,
-        note=f"worker spawned, not forked from the sweep's template: {note}" if note else "",
+        note=f"worker spawned, not forked from the sweep's template: {note}" if said else "",
     )
 
 

@@ -100,7 +100,7 @@ def describe_method(
 NOTHING_CARRIES = "nothing (compile caches in memory, CUDA context, peak counters) carries over between jobs."
 ISOLATION = {
     "spawn": f"Isolation: the job ran in a fresh spawned Python process; {NOTHING_CARRIES}",
-    "template": "Isolation: the job ran in a process of its own, forked from its sweep's template process, which had "
+    "template": "Isolation: the job ran in a process of its own, forked from a template process (its sweep's, or the one PIPELINE_TEMPLATE_SOCKET names), which had "
     "imported torch and the model libraries once and holds no CUDA context, compiled code or compiler state (checked "
     f"before every fork, and recorded in run_info.json as worker_start_state); {NOTHING_CARRIES}",
 }

@@ -9,12 +9,14 @@ Hydra turns an exception raised in a callback into a warning and goes on, so eve
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
 import re
 import shlex
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -35,7 +37,14 @@ from pipeline.job.gpu_pool import pool_indices
 from pipeline.job.preflight import checked, float8_errors, host_errors, store_errors, validate, visible_gpus
 from pipeline.job.result import refuse_overwrite, unsynced_results
 from pipeline.job.supervisor import PROJECT_ROOT, worker_env
-from pipeline.job.worker_start import TEMPLATE, TemplateProcess, fork_supported, no_template
+from pipeline.job.worker_start import (
+    TEMPLATE,
+    TemplateProcess,
+    fork_supported,
+    no_template,
+    shared_template,
+    template_file,
+)
 from pipeline.measure.objective import Objective, choose
 from pipeline.provenance import command_args, command_line, sync_command
 from pipeline.redaction import make_private, private_files, redact_text
@@ -69,6 +78,7 @@ ACTIVE_SWEEP: SweepContext | None = None
 SWEEP_FAILURES: list[str] = []
 _DRIVER_LEASE: list[IO[str]] = []  # held open while this process drives its sweep
 _TEMPLATES: list[TemplateProcess] = []  # the sweep's template process on this machine, while it runs
+_SHARED: list[Path] = []  # the sweep folder whose jobs fork from a running template the environment names
 
 
 def _mlflow_settings(config: DictConfig) -> MlflowConfig:
@@ -246,6 +256,11 @@ def start_template(config: DictConfig, sweep_dir: Path) -> None:
     if unsupported:
         no_template(sweep_dir, unsupported)
         return
+    shared = shared_template(worker_env(None))
+    if shared is not None:  # a running template the environment names (the test suite's): none of its own
+        shared.save(sweep_dir)
+        _SHARED.append(sweep_dir)
+        return
     try:
         _TEMPLATES.append(TemplateProcess.start(sweep_dir=sweep_dir, env=worker_env(None), cwd=PROJECT_ROOT))
     except OSError as err:  # no template is no reason to stop the sweep: its jobs spawn, saying why
@@ -255,6 +270,9 @@ def start_template(config: DictConfig, sweep_dir: Path) -> None:
 def stop_template() -> None:
     """End the sweep's template (and any worker it still holds): at the sweep's end or interruption.
     A failure is one line: the sweep's runs are closed all the same."""
+    while _SHARED:  # not this sweep's to stop: only its pointer goes
+        with contextlib.suppress(OSError):
+            template_file(_SHARED.pop(), socket.gethostname()).unlink(missing_ok=True)
     while _TEMPLATES:
         template = _TEMPLATES.pop()
         try:
