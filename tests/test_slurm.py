@@ -26,6 +26,11 @@ from tests.mlflow_server import start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
+# The jobs that run for ages sleep through their steps (0.3 s each: tests/fault_models.py) rather than train
+# flat out on a core that the other tests need: slurmd's processes are no test's children, so their CPU
+# time shows in no test's figures.
+SLEEPY = ["model.id=sleepy", "model.name=null", "model._target_=tests.fault_models.sleepy"]
+
 # The local cluster declares no GPUs and has few CPUs: what the sweep overrides in the launcher.
 NO_GPU_SMALL_NODE = ["hydra.launcher.gpus_per_node=0", "hydra.launcher.cpus_per_task=1"]
 
@@ -174,6 +179,7 @@ def _long_and_short_sweep(
         *launcher,
         f"sweep.id={name}",
         *TINY,
+        *SLEEPY,
         "compile.mode=eager",
         "trainer.steps=4,1000000",
     ]
@@ -371,6 +377,7 @@ def test_resuming_while_the_sweeps_array_still_runs_is_refused(
         "hydra.launcher.timeout_min=20",
         f"sweep.id={name}",
         *TINY,
+        *SLEEPY,
         "compile.mode=eager",
         "trainer.steps=4,1000000",
     ]
