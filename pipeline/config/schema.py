@@ -383,7 +383,8 @@ class BenchmarkConfig:
         "template",
         "how a sweep's job starts its worker: `template` forks it from the sweep's pre-imported template process "
         "(one per machine; imports done, no CUDA, no compiler state), `spawn` starts a fresh interpreter. "
-        "A single run always spawns; a job that cannot fork (SLURM task, no Linux, a template that touched CUDA) spawns and says why",
+        "A single run spawns (unless PIPELINE_TEMPLATE_SOCKET names a running template, as the test suite's); a job that cannot fork "
+        "(SLURM task, no Linux, a template that touched CUDA) spawns and says why",
         choices=WORKER_STARTS,
     )
     overlap: bool = doc(
