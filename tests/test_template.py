@@ -389,7 +389,8 @@ def finish_proc(proc: subprocess.Popen) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_killing_the_driver_ends_the_template_and_its_workers(tmp_path: Path, store: str):
-    """`kill -9` of the sweep's driver: its template and the worker forked from it end too."""
+    """`kill -9` of the sweep's driver: its template and the worker forked from it end too, and nothing
+    of the template is left in the temp folder."""
     assert runs(store) == []
     proc = popen_cli(
         [*CPU, "compile.mode=eager", "trainer.steps=100000", "trainer.seed=0,1"],
@@ -409,6 +410,7 @@ def test_killing_the_driver_ends_the_template_and_its_workers(tmp_path: Path, st
         proc.wait()
         wait_until(lambda: gone(info.pid), 30, "the template outlived its driver")
         wait_until(lambda: gone(worker), 30, "the forked worker outlived its driver")
+        wait_until(lambda: not Path(info.socket).parent.exists(), 30, "the template's socket folder was left")
     finally:
         stop_group(proc)
 

@@ -29,6 +29,7 @@ import gc
 import importlib
 import os
 import selectors
+import shutil
 import signal
 import socket
 import sys
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.job import lifeline
-from pipeline.job.worker_start import recv_message, send_message
+from pipeline.job.worker_start import SOCKET_FOLDER_PREFIX, recv_message, send_message
 from pipeline.scenarios import runner_modules
 
 DEFAULT_IMPORTS = (
@@ -332,14 +333,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     lifeline.die_with_parent(signal.SIGTERM)
+    listener = socket.socket(fileno=args.listen_fd)
     if os.getppid() != args.owner:
+        remove_socket_folder(listener)
         return 0
     state = TemplateState(env=dict(os.environ))
     imports = args.imports.split(",") if args.imports is not None else [*DEFAULT_IMPORTS, *runner_modules()]
     import_all([m for m in imports if m], state)
     gc.collect()
     gc.freeze()  # the imports' objects: a worker's collections skip them, so their pages stay shared
-    listener = socket.socket(fileno=args.listen_fd)
     template = Template(listener, args.owner, state)
     signal.signal(signal.SIGTERM, _stop)
     try:
@@ -348,7 +350,16 @@ def main(argv: list[str] | None = None) -> int:
         pass
     finally:
         template.kill_workers()
+        remove_socket_folder(listener)
     return 0
+
+
+def remove_socket_folder(listener: socket.socket) -> None:
+    """The socket's private folder goes with the template: a driver killed outright cannot remove it."""
+    with contextlib.suppress(OSError):
+        folder = Path(listener.getsockname()).parent
+        if folder.name.startswith(SOCKET_FOLDER_PREFIX):
+            shutil.rmtree(folder)
 
 
 def _stop(signum: int, frame: object) -> None:

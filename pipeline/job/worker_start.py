@@ -51,6 +51,7 @@ TEMPLATE_ENV = "PIPELINE_TEMPLATE_SOCKET"
 # Beside it, JSON: the variables torch reads at import, as that template imported (a sweep forks its jobs
 # from it only where its own environment agrees; else it starts a template of its own).
 TEMPLATE_IMPORT_ENV = "PIPELINE_TEMPLATE_IMPORT_ENV"
+SOCKET_FOLDER_PREFIX = "cs-template-"  # the template's socket's private folder in the temp dir
 READY_TIMEOUT_S = 300.0  # the first job waits while the template imports (seconds; minutes on a slow disk)
 MAX_MESSAGE = 1 << 20
 STOP_GRACE_S = 10.0
@@ -110,7 +111,9 @@ class TemplateProcess:
     ) -> TemplateProcess:
         """Listen first (jobs may connect while the template imports), then start it on that socket."""
         host = socket.gethostname()
-        folder = Path(tempfile.mkdtemp(prefix="cs-template-"))  # 0700: only this user reaches the socket
+        folder = Path(
+            tempfile.mkdtemp(prefix=SOCKET_FOLDER_PREFIX)
+        )  # 0700: only this user reaches the socket
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             listener.bind(str(folder / "sock"))
