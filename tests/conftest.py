@@ -32,6 +32,9 @@ for _variable in ("COLUMNS", "LINES"):
 CONF = ROOT / "conf"
 # A job small enough for a CPU: ViT with 2 blocks on 32 px images, batch 2, 4 steps (1 warm-up).
 TINY = ["model=vit_tiny", "trainer.steps=4", "trainer.warmup_steps=1", "trainer.batch_size=2"]
+# Added to TINY: its steps sleep 0.3 s each (tests/fault_models.py: sleepy), a job whose length does not
+# depend on the host's speed or on how its worker started, and that leaves the CPU to the other tests.
+SLEEPY = ["model.id=sleepy", "model.name=null", "model._target_=tests.fault_models.sleepy"]
 # Every job the tests start runs a few calls of the host check (pipeline/measure/host.py) instead of 0.3 s a
 # job (the suites run hundreds of jobs), and measures a fixed length: trainer.steps in rounds of one unit,
 # one look (benchmark.budget_s=0), instead of measuring until its speedup is decided; unless the test sets them.

@@ -109,7 +109,7 @@ class SuitePlugin:
         if not runs_tests or folder is None or os.environ.get(TEMPLATE_SWITCH) == "0":
             return
         from pipeline.job.supervisor import worker_env
-        from pipeline.job.template import IMPORT_ENV_PREFIXES
+        from pipeline.job.template import import_env
         from pipeline.job.worker_start import (
             TEMPLATE_ENV,
             TEMPLATE_IMPORT_ENV,
@@ -124,8 +124,7 @@ class SuitePlugin:
         template = TemplateProcess.start(sweep_dir=own, env=env, cwd=Path(__file__).parent.parent)
         _TEMPLATE.append(template)
         os.environ[TEMPLATE_ENV] = template.info.socket
-        imported = {k: v for k, v in env.items() if k.startswith(IMPORT_ENV_PREFIXES)}
-        os.environ[TEMPLATE_IMPORT_ENV] = json.dumps(imported)
+        os.environ[TEMPLATE_IMPORT_ENV] = json.dumps(import_env(env))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         from pipeline.job.worker_start import TEMPLATE_ENV, TEMPLATE_IMPORT_ENV

@@ -12,7 +12,7 @@ from pipeline.identity import IDENTITY_KEYS
 from pipeline.job.outcome import SHOWN
 from pipeline.measure.objective import WORK_TAGS
 from pipeline.measure.registry import unregistered
-from tests.conftest import COLD_CACHE, TINY, client, one_line_errors, output, run_cli, run_info, runs
+from tests.conftest import COLD_CACHE, SLEEPY, TINY, client, one_line_errors, output, run_cli, run_info, runs
 
 CORE_METRICS = {
     "step/p50_ms",
@@ -274,13 +274,8 @@ def test_a_bad_job_in_a_sweep_fails_alone(tmp_path: Path, store: str):
 
 
 def test_timeout_is_recorded_and_the_sweep_goes_on(tmp_path: Path, store: str):
-    sleepy = [
-        "model.id=sleepy",
-        "model.name=null",
-        "model._target_=tests.fault_models.sleepy",
-    ]  # 0.3 s a step
     proc = run_cli(
-        [*TINY, *sleepy, "compile.mode=eager", "trainer.timeout_s=1,600"], tmp_path, store, multirun=True
+        [*TINY, *SLEEPY, "compile.mode=eager", "trainer.timeout_s=1,600"], tmp_path, store, multirun=True
     )
     assert proc.returncode == 1, output(proc)
     by_status = {r.info.status: r for r in children(store)}

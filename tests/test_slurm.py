@@ -21,15 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, TINY, client, output, run_cli, runs, with_host_check
+from tests.conftest import ROOT, SLEEPY, TINY, client, output, run_cli, runs, with_host_check
 from tests.mlflow_server import start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-# The jobs that run for ages sleep through their steps (0.3 s each: tests/fault_models.py) rather than train
-# flat out on a core that the other tests need: slurmd's processes are no test's children, so their CPU
-# time shows in no test's figures.
-SLEEPY = ["model.id=sleepy", "model.name=null", "model._target_=tests.fault_models.sleepy"]
+# The jobs that run for ages sleep through their steps (SLEEPY) rather than train flat out on a core that the
+# other tests need: slurmd's processes are no test's children, so their CPU time shows in no test's figures.
 
 # The local cluster declares no GPUs and has few CPUs: what the sweep overrides in the launcher.
 NO_GPU_SMALL_NODE = ["hydra.launcher.gpus_per_node=0", "hydra.launcher.cpus_per_task=1"]

@@ -208,9 +208,8 @@ def test_resume_skips_finished_jobs_and_runs_the_rest(tmp_path: Path, store: str
     first = run_cli([*base, *INTERRUPT_AFTER_TWO_JOBS], tmp_path / "a", store, multirun=True)
     first_s = time.monotonic() - started
     assert first.returncode == 130, output(first)
-    time.sleep(
-        10
-    )  # the idle time between the sessions: longer than the sessions' start-up and end outside the sweep's clock
+    # the idle time between the sessions: longer than the sessions' start-up and end outside the sweep's clock
+    time.sleep(10)
     started = time.monotonic()
     again = run_cli([*base, "sweep.resume=true"], tmp_path / "b", store, multirun=True)
     again_s = time.monotonic() - started

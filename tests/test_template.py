@@ -19,7 +19,7 @@ import pytest
 from pipeline.job.preflight import validate
 from pipeline.job.result import JobResult
 from pipeline.job.supervisor import PROJECT_ROOT, WorkerLaunch, run_worker, worker_env
-from pipeline.job.template import IMPORT_ENV_PREFIXES, env_mismatch
+from pipeline.job.template import env_mismatch, import_env
 from pipeline.job.worker_start import (
     SPAWN,
     TEMPLATE,
@@ -331,7 +331,7 @@ def test_a_sweep_forks_its_workers_a_spawn_sweep_and_a_single_run_spawn(tmp_path
 def test_a_sweep_forks_from_the_template_its_environment_names_where_it_imported_alike(
     tmp_path: Path, store: str, template
 ):
-    imported = {k: v for k, v in worker_env(None).items() if k.startswith(IMPORT_ENV_PREFIXES)}
+    imported = import_env(worker_env(None))
     named = {TEMPLATE_ENV: template.info.socket, TEMPLATE_IMPORT_ENV: json.dumps(imported)}
     args = [*CPU, "compile.mode=eager", "trainer.seed=0,1"]
     proc = run_cli(args, tmp_path / "a", store, multirun=True, env=named)

@@ -129,13 +129,17 @@ def fork_refusal(state: TemplateState, env: dict[str, str]) -> str:
     return env_mismatch(state.env, env)
 
 
+def import_env(env: dict[str, str]) -> dict[str, str]:
+    """The variables of `env` that torch or the model libraries read at import (not those read lazily)."""
+    return {k: v for k, v in env.items() if k.startswith(IMPORT_ENV_PREFIXES) and k not in LAZY_ENV}
+
+
 def env_mismatch(template_env: dict[str, str], job_env: dict[str, str]) -> str:
     """The first variable read at import whose value the job's environment changes ('' if none)."""
-    for key in sorted(set(template_env) | set(job_env)):
-        if key in LAZY_ENV or not key.startswith(IMPORT_ENV_PREFIXES):
-            continue
-        if template_env.get(key) != job_env.get(key):
-            return f"the job sets {key}={job_env.get(key)!r}, which torch reads at import (template: {template_env.get(key)!r})"
+    template, job = import_env(template_env), import_env(job_env)
+    for key in sorted(set(template) | set(job)):
+        if template.get(key) != job.get(key):
+            return f"the job sets {key}={job.get(key)!r}, which torch reads at import (template: {template.get(key)!r})"
     return ""
 
 

@@ -111,9 +111,8 @@ class TemplateProcess:
     ) -> TemplateProcess:
         """Listen first (jobs may connect while the template imports), then start it on that socket."""
         host = socket.gethostname()
-        folder = Path(
-            tempfile.mkdtemp(prefix=SOCKET_FOLDER_PREFIX)
-        )  # 0700: only this user reaches the socket
+        # 0700: only this user reaches the socket
+        folder = Path(tempfile.mkdtemp(prefix=SOCKET_FOLDER_PREFIX))
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             listener.bind(str(folder / "sock"))

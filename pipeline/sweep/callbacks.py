@@ -256,13 +256,14 @@ def start_template(config: DictConfig, sweep_dir: Path) -> None:
     if unsupported:
         no_template(sweep_dir, unsupported)
         return
-    shared = shared_template(worker_env(None))
+    env = worker_env(None)
+    shared = shared_template(env)
     if shared is not None:  # a running template the environment names (the test suite's): none of its own
         shared.save(sweep_dir)
         _SHARED.append(sweep_dir)
         return
     try:
-        _TEMPLATES.append(TemplateProcess.start(sweep_dir=sweep_dir, env=worker_env(None), cwd=PROJECT_ROOT))
+        _TEMPLATES.append(TemplateProcess.start(sweep_dir=sweep_dir, env=env, cwd=PROJECT_ROOT))
     except OSError as err:  # no template is no reason to stop the sweep: its jobs spawn, saying why
         no_template(sweep_dir, f"the sweep's template could not start ({type(err).__name__}: {err})")
 
