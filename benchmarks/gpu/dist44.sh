@@ -13,8 +13,13 @@
 #             parallel.optimize_ddp=off, then compile.scope=step with optimize_ddp=on and compiled_autograd,
 #             each with its plain loop
 #   llama     llama_1b amp: as vit (no attr part)
-#   suite     the timm suite's 22 models of the one-H100 run of issue 30 (benchmarks/RESULTS.md), in its
-#             order, cold compiles, hydra/launcher=local_gpus: one job per GPU on both GPUs, until its cap
+#   suite     the timm suite as issue 45's one-H200 run measured it (benchmarks/results/h200-2026-11-28-s45:
+#             its 42 models in order, cold compiles, measured until decided), hydra/launcher=local_gpus with
+#             one job per GPU on both GPUs, until its cap: its pace against that run's
+# Knobs for a call that fills in what an earlier one left: DIST_VIT_BATCH (ViT-B/16's samples per rank, default
+# the model's 64), DIST_PARALLEL / DIST_LLAMA_PARALLEL (the parallel values of vit's / llama's sweep and loops,
+# default none,ddp,fsdp; FSDP2's regional cell runs where fsdp is one), DIST_ATTR (vit_attr's items, default
+# 'unpaired omp1 ddp_off step').
 # Then benchmarks/gpu/dist44_table.py turns the folder into the tables (tables.md), after every part.
 # Compile caches: the pipeline's jobs (diagnose.cache_dir) and the plain loops share one inductor cache
 # (compile times of vit/llama are not cold; the suite's are). NVLink multicast is off in every process.
@@ -39,14 +44,13 @@ CACHE=$out/inductor_cache
 export TORCHINDUCTOR_CACHE_DIR=$CACHE TRITON_CACHE_DIR=$CACHE/triton  # the plain loops' (the jobs': diagnose.cache_dir)
 M="mlflow.tracking_uri=sqlite:///$out/mlflow.db"
 read -r -a CAPS <<< "${DIST_CAPS:-60 540 270 480 150}"
-H100_SUITE=timm/vit_small_patch16_224,timm/deit_small_patch16_224,timm/beit_base_patch16_224,timm/mixer_b16_224,timm/gernet_l,timm/resnet18,timm/resnet101,timm/densenet121,timm/mobilenetv2_100,timm/vit_large_patch16_224,timm/deit_base_patch16_224,timm/swin_tiny_patch4_window7_224,timm/coat_lite_mini,timm/levit_128,timm/cait_s24_224,timm/dpn68,timm/inception_v3,timm/res2net50_26w_4s,timm/mnasnet_100,timm/volo_d1_224,timm/nfnet_l0,timm/rexnet_100
 if [ "${DIST_SMOKE:-0}" = 1 ]; then
   NPROC=2
   COMMON=(device=cpu compile.backend=aot_eager trainer.steps=6 trainer.warmup_steps=2 benchmark.host_check_s=0.02
     benchmark.budget_s=0 "diagnose.cache_dir=$CACHE")
   VIT=(model=vit_tiny "${COMMON[@]}"); LLAMA=(model=llama_tiny "${COMMON[@]}")
   LOOP=(--device cpu --backend aot_eager --steps 6 --warmup 2); LOOP_VIT=(--model vit_tiny); LOOP_LLAMA=(--model llama_tiny)
-  SUITE=(sweep=tiny_suite device=cpu compile.fullgraph=false trainer.steps=6 trainer.warmup_steps=2 benchmark.budget_s=0
+  SUITE=(sweep=tiny_suite device=cpu compile.fullgraph=false trainer.steps=6 trainer.warmup_steps=2 benchmark.budget_s=3
     "gpu_pool=[0,1]")
   [ -n "${DIST_CAPS:-}" ] || CAPS=(60 420 420 420 200)
   export PIPELINE_GPU_LOCK_DIR=$out/gpu-locks  # the pretend pool's locks, this run's own
@@ -56,9 +60,12 @@ else
   COMMON=(precision=amp trainer.steps=40 benchmark.budget_s=10 "diagnose.cache_dir=$CACHE")
   VIT=(model=vit_b16 "${COMMON[@]}"); LLAMA=(model=llama_1b "${COMMON[@]}")
   LOOP=(--precision amp --warmup 10); LOOP_VIT=(--model vit_b16 --steps 100); LOOP_LLAMA=(--model llama_1b --steps 60)
-  # a fixed length (benchmark.budget_s=0: its 50 steps), as issue 30's one-GPU run measured the same models
-  SUITE=(sweep=timm_suite precision=amp "model=$H100_SUITE" diagnose.cold_cache=true benchmark.budget_s=0)
+  # issue 45's one-H200 suite run's overrides (decide45.sh's suite part) but overlap: every model, in order
+  SUITE=(sweep=timm_suite precision=amp diagnose.cold_cache=true)
 fi
+if [ -n "${DIST_VIT_BATCH:-}" ]; then VIT+=("trainer.batch_size=$DIST_VIT_BATCH"); LOOP_VIT+=(--batch-size "$DIST_VIT_BATCH"); fi
+read -r -a ATTR <<< "${DIST_ATTR:-unpaired omp1 ddp_off step}"
+has() { local x; for x in "${@:2}"; do [ "$x" = "$1" ] && return 0; done; return 1; }  # has <word> <list...>
 echo "dist44: parts '$parts', caps ${CAPS[*]} s, $NPROC ranks, NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE" | tee "$out/campaign.txt"
 
 source benchmarks/gpu/capped_sweep.sh  # capped_sweep <name> <cap s> <overrides...>
@@ -97,25 +104,35 @@ for part in $parts; do
       grep -E "^(comm probe:|collective |all_reduce|all_gather|reduce_scatter|peak busbw)" "$out/probe.log"
       grep -oE "via [^ ]+" "$out/probe.log" | sort | uniq -c ;;  # NCCL's transports between the ranks
     vit|llama)
-      if [ "$part" = vit ]; then P=("${VIT[@]}"); L=("${LOOP[@]}" "${LOOP_VIT[@]}"); else P=("${LLAMA[@]}"); L=("${LOOP[@]}" "${LOOP_LLAMA[@]}"); fi
-      capped_sweep "$part" "$(cap 420)" "${P[@]}" parallel=none,ddp,fsdp compile.mode=eager,default
-      capped_sweep "${part}_fsdp_regional" "$(cap 150)" "${P[@]}" parallel=fsdp compile.mode=default compile.scope=regional
-      loop "${part}_ddp" "$(cap 150)" "${L[@]}" --parallel ddp --compile eager,default
-      loop "${part}_fsdp" "$(cap 150)" "${L[@]}" --parallel fsdp --compile eager,default
-      loop "${part}_fsdp_regional" "$(cap 120)" "${L[@]}" --parallel fsdp --compile default --scope regional
-      loop "${part}_none" "$(cap 120)" "${L[@]}" --parallel none --compile eager,default ;;
+      if [ "$part" = vit ]; then P=("${VIT[@]}"); L=("${LOOP[@]}" "${LOOP_VIT[@]}"); par=${DIST_PARALLEL:-none,ddp,fsdp}
+      else P=("${LLAMA[@]}"); L=("${LOOP[@]}" "${LOOP_LLAMA[@]}"); par=${DIST_LLAMA_PARALLEL:-none,ddp,fsdp}; fi
+      IFS=, read -r -a pars <<< "$par"
+      # every cell of the sweep with its plain loop before FSDP2's regional one, so that a cut part keeps pairs
+      capped_sweep "$part" "$(cap 420)" "${P[@]}" "parallel=$par" compile.mode=eager,default
+      for p in ddp fsdp none; do
+        has "$p" "${pars[@]}" && loop "${part}_$p" "$(cap 150)" "${L[@]}" --parallel "$p" --compile eager,default
+      done
+      if has fsdp "${pars[@]}"; then
+        capped_sweep "${part}_fsdp_regional" "$(cap 150)" "${P[@]}" parallel=fsdp compile.mode=default compile.scope=regional
+        loop "${part}_fsdp_regional" "$(cap 120)" "${L[@]}" --parallel fsdp --compile default --scope regional
+      fi ;;
     vit_attr)
       L=("${LOOP[@]}" "${LOOP_VIT[@]}")
-      capped_sweep vit_unpaired "$(cap 150)" "${VIT[@]}" parallel=ddp,fsdp compile.mode=default benchmark.paired_eager=false
-      # the ranks' intra-op threads as torchrun alone sets them (the pipeline's launcher gives each cores / ranks)
-      OMP_NUM_THREADS=1 capped_sweep vit_unpaired_omp1 "$(cap 90)" "${VIT[@]}" parallel=ddp compile.mode=default \
+      if has step "${ATTR[@]}"; then
+        capped_sweep vit_ddp_step "$(cap 240)" "${VIT[@]}" parallel=ddp compile.mode=default compile.scope=step \
+          parallel.optimize_ddp=on,compiled_autograd
+        loop vit_ddp_step_on "$(cap 90)" "${L[@]}" --parallel ddp --compile default --scope step --optimize-ddp on
+        loop vit_ddp_step_ca "$(cap 120)" "${L[@]}" --parallel ddp --compile default --scope step --optimize-ddp compiled_autograd
+      fi
+      has unpaired "${ATTR[@]}" && capped_sweep vit_unpaired "$(cap 150)" "${VIT[@]}" parallel=ddp,fsdp compile.mode=default \
         benchmark.paired_eager=false
-      capped_sweep vit_ddp_off "$(cap 120)" "${VIT[@]}" parallel=ddp compile.mode=default parallel.optimize_ddp=off
-      loop vit_ddp_off "$(cap 90)" "${L[@]}" --parallel ddp --compile default --optimize-ddp off
-      capped_sweep vit_ddp_step "$(cap 240)" "${VIT[@]}" parallel=ddp compile.mode=default compile.scope=step \
-        parallel.optimize_ddp=on,compiled_autograd
-      loop vit_ddp_step_on "$(cap 90)" "${L[@]}" --parallel ddp --compile default --scope step --optimize-ddp on
-      loop vit_ddp_step_ca "$(cap 120)" "${L[@]}" --parallel ddp --compile default --scope step --optimize-ddp compiled_autograd ;;
+      # the ranks' intra-op threads as torchrun alone sets them (the pipeline's launcher gives each cores / ranks)
+      has omp1 "${ATTR[@]}" && OMP_NUM_THREADS=1 capped_sweep vit_unpaired_omp1 "$(cap 90)" "${VIT[@]}" parallel=ddp \
+        compile.mode=default benchmark.paired_eager=false
+      if has ddp_off "${ATTR[@]}"; then
+        capped_sweep vit_ddp_off "$(cap 120)" "${VIT[@]}" parallel=ddp compile.mode=default parallel.optimize_ddp=off
+        loop vit_ddp_off "$(cap 90)" "${L[@]}" --parallel ddp --compile default --optimize-ddp off
+      fi ;;
     suite)
       echo "suite started_at=$(date +%s)" >> "$out/campaign.txt"
       capped_sweep suite "$(cap 100000)" "${SUITE[@]}" hydra/launcher=local_gpus

@@ -9,7 +9,7 @@
 2. what the paired eager copy costs (DDP, FSDP2 compiled, with and without it);
 3. what parallel.optimize_ddp and compiled autograd change (DDP, compiled);
 4. the machine's collective probe (busbw by size) and NCCL's transport lines;
-5. the suite with one job per GPU on both GPUs: its pace against one GPU's (issue 30's one-H100 run).
+5. the suite with one job per GPU on both GPUs: its pace against one GPU's (issue 45's one-H200 run).
 
     python benchmarks/gpu/dist44_table.py <results folder>
 
@@ -28,9 +28,9 @@ from typing import Any
 
 DASH = "–"
 WITHIN = 0.03  # each distributed figure within 3% of the plain loop's, or explained
-# Issue 30's one-H100 run of the same 22 models in the same order (benchmarks/RESULTS.md): 21 jobs in 1012 s
-# with two jobs per GPU (overlap); their workers' own time less their pauses, 1817 s (one at a time).
-ONE_GPU_JOBS, ONE_GPU_OVERLAP_S, ONE_GPU_ALONE_S = 21, 1012.0, 1817.0
+# Issue 45's one-H200 run of the same suite, same overrides, same order (benchmarks/results/h200-2026-11-28-s45):
+# 23 jobs ended in 1360 s with two jobs on the GPU (overlap); their workers' own time less their pauses, 2106 s.
+ONE_GPU_JOBS, ONE_GPU_OVERLAP_S, ONE_GPU_ALONE_S = 23, 1360.0, 2106.0
 
 
 def read_json(path: Path) -> Any:
@@ -325,7 +325,7 @@ def suite_table(root: Path, all_jobs: list[dict[str, Any]]) -> list[str]:
     alone = ONE_GPU_ALONE_S / ONE_GPU_JOBS
     overlap = ONE_GPU_OVERLAP_S / ONE_GPU_JOBS
     return [
-        "| | two GPUs, one job per GPU (this run) | one H100, two jobs with overlap (issue 30) | one H100, one at a time (issue 30's estimate) |",
+        "| | two GPUs, one job per GPU (this run) | one H200, two jobs with overlap (issue 45) | one H200, one at a time (issue 45's estimate) |",
         "|---|---|---|---|",
         f"| jobs finished | {len(finished)} of {len(suite)} started (jobs per GPU: {per_gpu}) | {ONE_GPU_JOBS} | {ONE_GPU_JOBS} |",
         f"| wall time, s | {fmt(wall, '.0f')} (the sweep command, start to end) | {ONE_GPU_OVERLAP_S:.0f} | {ONE_GPU_ALONE_S:.0f} |",
