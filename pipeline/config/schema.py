@@ -370,8 +370,8 @@ class BenchmarkConfig:
     )
     parity_steps: int = doc(
         3,
-        "steps over which loss parity is judged (later steps on rotated random batches diverge chaotically;"
-        " on an H200, HF BERT and Llama curves at amp separated from step 4 on)",
+        "steps over which loss parity is judged (later steps on rotated random batches diverge chaotically,"
+        " at amp within a few steps)",
         gt=0,
     )
     repeat: int = doc(
