@@ -67,11 +67,6 @@ class InputSpec:
             yield ConfigError(f"{at}.target", self.target, "image models take `class` targets")
 
     @property
-    def logits_width(self) -> int:
-        """The width of the model's logits: classes, or the vocabulary of a token-level target."""
-        return self.num_classes if self.kind == "image" or self.target == "class" else self.vocab_size
-
-    @property
     def tokens_per_sample(self) -> int | None:
         return self.seq_len if self.kind == "tokens" else None
 

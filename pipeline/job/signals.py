@@ -94,11 +94,6 @@ class SchedulerSignals:
             self._armed = False
 
 
-def raise_interrupt(signum: int, frame: Any) -> None:
-    """SIGTERM as Ctrl-C: the job stops the same way."""
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
 
 

@@ -41,7 +41,6 @@ def median_ci95(sorted_values: list[float]) -> tuple[float, float]:
     return sorted_values[lo], sorted_values[hi]
 
 
-MIN_BLOCK = 3  # steps per block at least (the paired speedup's blocks, pipeline/measure/paired.py)
 MAX_RHO = 0.98
 # Student's t, two-sided 95%, by degrees of freedom (above 30: the normal's 1.96).
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
@@ -188,11 +187,6 @@ class Latency:
             ci95_low=low,
             ci95_high=high,
         )
-
-    @property
-    def ci_half_pct(self) -> float:
-        """The interval's half-width, in percent of the median (how sure the figure is)."""
-        return 100 * (self.ci95_high - self.ci95_low) / 2 / self.p50
 
     @property
     def spread_pct(self) -> float:
