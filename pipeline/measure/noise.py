@@ -29,9 +29,7 @@ def waited(cpu_wait_pct: float | None) -> bool:
 def crowded(cpu_others_pct: float | None) -> bool:
     """Other processes kept the worker's CPUs busy beyond OTHERS_CPU_PCT of their time while it measured:
     they can slow every step of a job alike (a busy sibling hyperthread, a shared cache) without its
-    threads waiting for a CPU, so its steps' own spread does not show it. On CI, two identical one-thread
-    jobs beside a busy loop per core read 8.43 and 7.88 ms with intervals apart, each waiting under 0.2%,
-    the others busy 48-51% of their CPUs, the host's own reference speed the same in both (0.632, 0.638 ms)."""
+    threads waiting for a CPU, so neither its steps' own spread nor its CPU wait shows it."""
     return cpu_others_pct is not None and cpu_others_pct > OTHERS_CPU_PCT
 
 
