@@ -113,8 +113,8 @@ SCOPE_DESCRIPTIONS = {
 
 
 def marking_step_begin(step: StepFn, cudagraphs: bool) -> StepFn:
-    """`step` preceded by CUDA graphs' step-begin mark (a graph break if it were inside a compiled
-    function: on an H200 the compiled decode step of `scope=step` broke there)."""
+    """`step` preceded by CUDA graphs' step-begin mark, outside the compiled function: inside one (a
+    decode step at `scope=step`) the mark is a graph break."""
     if not cudagraphs:
         return step
 

@@ -67,11 +67,6 @@ class InputSpec:
             yield ConfigError(f"{at}.target", self.target, "image models take `class` targets")
 
     @property
-    def logits_width(self) -> int:
-        """The width of the model's logits: classes, or the vocabulary of a token-level target."""
-        return self.num_classes if self.kind == "image" or self.target == "class" else self.vocab_size
-
-    @property
     def tokens_per_sample(self) -> int | None:
         return self.seq_len if self.kind == "tokens" else None
 
@@ -370,8 +365,8 @@ class BenchmarkConfig:
     )
     parity_steps: int = doc(
         3,
-        "steps over which loss parity is judged (later steps on rotated random batches diverge chaotically;"
-        " on an H200, HF BERT and Llama curves at amp separated from step 4 on)",
+        "steps over which loss parity is judged (later steps on rotated random batches diverge chaotically,"
+        " at amp within a few steps)",
         gt=0,
     )
     repeat: int = doc(

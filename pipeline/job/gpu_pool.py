@@ -1,22 +1,23 @@
-"""GPUs per job (one, or `parallel.nproc` for a distributed job) on a machine where several jobs run at once (`hydra/launcher=local_gpus`).
+"""GPUs per job (one, or `parallel.nproc` for a distributed job) on a machine where several jobs run at
+once (`hydra/launcher=local_gpus`).
 
 The jobs of a sweep share a pool of GPUs (`gpu_pool`: `all`, or a list such as `[0,1]`). Before it
-spawns its worker, a job takes the first free GPU of the pool, holding an exclusive `flock` on a file
-per GPU in a machine-wide lock dir (shared by every sweep on the machine), and waits while every GPU
-is taken. The worker then sees only that GPU:
-`CUDA_VISIBLE_DEVICES=<its index>` with `CUDA_DEVICE_ORDER=PCI_BUS_ID`, so the index means what
-`nvidia-smi` and NVML say. The lock goes with the job's process, so a crashed job frees its GPU.
-The job's own process never initializes CUDA; the GPUs are counted through NVML.
+spawns its worker, a job takes the first free GPU of the pool with an exclusive `flock` on a file per
+GPU in a machine-wide lock dir (shared by every sweep on the machine), waiting while every GPU is taken.
+The worker then sees only that GPU: `CUDA_VISIBLE_DEVICES=<its index>` with
+`CUDA_DEVICE_ORDER=PCI_BUS_ID`, so the index means what `nvidia-smi` and NVML say. The lock goes with
+the job's process, so a crashed job frees its GPU. The job's own process never initializes CUDA; GPUs
+are counted through NVML.
 
-Jobs waiting for a GPU take their turns in order (`turn`: a sweep's start time and the job's number), so
-that a sweep's jobs run as it lists them, whichever process polls first: each waiting job holds a
-ticket (a file under `<lock dir>/queue`, locked while it waits) and takes a GPU only when no live ticket
-comes before its own. A ticket whose job died is unlocked and cleared by the next job that looks.
+Waiting jobs take their turns in order (`turn`: a sweep's start time and the job's number), so a sweep's
+jobs run as it lists them whichever process polls first: each holds a ticket (a file under
+`<lock dir>/queue`, locked while it waits) and takes a GPU only when no live ticket comes before its
+own. A dead job's ticket is unlocked and cleared by the next job that looks.
 
 With `benchmark.overlap` each GPU takes two jobs (`per_gpu=2`, a lock per slot): one compiles while the
-other measures, and the worker's measure lock (pipeline.measure.gate, PIPELINE_MEASURE_LOCK, one per
-GPU) lets only one of them measure at a time. Each slot gets its own share of this process's CPU
-cores (PIPELINE_CPUS), so that the compiling job's compiler never runs on the measuring job's cores.
+other measures, and the measure lock (pipeline.measure.gate) lets one of them measure at a time. Each
+slot gets its own share of this process's CPU cores (PIPELINE_CPUS), so the compiling job's compiler
+never runs on the measuring job's cores.
 """
 
 from __future__ import annotations

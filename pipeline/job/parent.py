@@ -129,14 +129,7 @@ class JobParent:
             print(f"{self.name}: {done}", flush=True)
             self.skipped(done.run_id)
             return SKIPPED
-        self.job_run = JobRun(
-            tracker=tracker,
-            config=self.config,
-            name=self.name,
-            tags=self.tags(),
-            parent=self.place.sweep.parent_run_id if self.place.sweep else None,
-            job_dir=self.job_dir,
-        )
+        self.job_run = self.new_run(tracker)
         self.started = time.monotonic()
         try:
             with self.signals.interruptible():
@@ -195,6 +188,17 @@ class JobParent:
             if key in os.environ:
                 tags[key.lower()] = os.environ[key]
         return tags
+
+    def new_run(self, tracker: Tracker | None) -> JobRun:
+        parent = self.place.sweep.parent_run_id if self.place.sweep else None
+        return JobRun(
+            tracker=tracker,
+            config=self.config,
+            name=self.name,
+            tags=self.tags(),
+            parent=parent,
+            job_dir=self.job_dir,
+        )
 
     def open_run(self) -> None:
         """While the worker imports its libraries: a Ctrl-C or scancel now lands once the run exists."""
@@ -319,14 +323,7 @@ class JobParent:
         self.say(f"job error: {reason}; the job did not run", err=True)
         try:
             if self.job_run is None:
-                self.job_run = JobRun(
-                    tracker=None,
-                    config=self.config,
-                    name=self.name,
-                    tags=self.tags(),
-                    parent=self.place.sweep.parent_run_id if self.place.sweep else None,
-                    job_dir=self.job_dir,
-                )
+                self.job_run = self.new_run(None)
             run_id = self.job_run.open()
             assert self.job_run.tracker is not None
             self.job_run.tracker.close_run(run_id, FAILED, error_type="JobFolderNotWritable", message=reason)

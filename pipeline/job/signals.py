@@ -94,19 +94,14 @@ class SchedulerSignals:
             self._armed = False
 
 
-def raise_interrupt(signum: int, frame: Any) -> None:
-    """SIGTERM as Ctrl-C: the job stops the same way."""
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
 
 
 def stop_once() -> None:
     """Ctrl-C and SIGTERM stop the job or sweep once (installed by `pipeline.run`): the first raises
     KeyboardInterrupt with its name; any later one, while the process closes its runs and ends its
-    template and workers, is ignored with one line, so that stopping completes (a second Ctrl-C 0.2 s
-    after the first once left a traceback and the sweep's parent RUNNING). SIGKILL still ends it."""
+    template and workers, is ignored with one line, so that stopping completes rather than leaving a
+    traceback and the sweep's parent RUNNING. SIGKILL still ends it."""
     for signum in INTERRUPTS:
         signal.signal(signum, _first_interrupt)
 

@@ -99,7 +99,7 @@ def cuda_refusal() -> str:
     """Why CUDA makes a fork unsafe here ('' when it does not): torch initialized CUDA, or a child
     forked now would be in torch's "bad fork" state (something asked the CUDA runtime for its devices,
     e.g. torch.cuda.is_available() without NVML, which poisons every later fork). A CUDA build maps
-    the driver library at import: that alone is no reason (checked on an H100, torch 2.11)."""
+    the driver library at import: that alone is no reason."""
     torch = sys.modules.get("torch")
     if torch is None:
         return ""

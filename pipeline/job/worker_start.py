@@ -1,27 +1,26 @@
 """How a job's worker starts: forked from its sweep's template process, or spawned.
 
-`benchmark.worker_start=template` (the default): a sweep's driver starts one template process per
-sweep on its machine (:mod:`pipeline.job.template`), which imports torch, the model libraries and the
-pipeline once and then forks each job's worker, so a worker starts with its imports done (tens of
-milliseconds instead of seconds). `spawn` starts a fresh interpreter per job
-(`python -m pipeline.job.worker`), as a single run does unless `PIPELINE_TEMPLATE_SOCKET` names a
-running template on its machine (the test suite starts one per pytest process): it then forks from that
-one where it can and spawns without a word where it cannot.
+`benchmark.worker_start=template` (the default): a sweep's driver starts one template process per sweep
+on its machine (:mod:`pipeline.job.template`), which imports torch, the model libraries and the pipeline
+once and forks each job's worker, so a worker starts with its imports done (tens of milliseconds
+instead of seconds). `spawn` starts a fresh interpreter per job (`python -m pipeline.job.worker`), as a
+single run does unless `PIPELINE_TEMPLATE_SOCKET` names a running template on its machine (the test
+suite starts one per pytest process): then it forks from that one where it can, silently spawning where
+it cannot.
 
 Lifetime: the driver starts the template at the sweep's start (its imports overlap the first job's
-set-up) and stops it at the sweep's end or when the sweep is interrupted; the template also ends with
-its driver (`PR_SET_PDEATHSIG` and a watch on its parent), killing any worker it still holds. Jobs find
-it through `<sweep dir>/.template/<host>.json`, which names its Unix socket (in a private 0700 folder
-under the temp dir: socket paths are short). A job sends its request (the worker's arguments,
-environment and folder, with its output pipe and a lifeline pipe as file descriptors); the template
-answers with the worker's pid, later with its exit status. The worker is in a session of its own, as a
-spawned one, and tied to its job through the lifeline pipe (:mod:`pipeline.job.lifeline`).
+set-up) and stops it at the sweep's end or interruption; the template also ends with its driver
+(`PR_SET_PDEATHSIG` and a watch on its parent), killing any worker it still holds. Jobs find it through
+`<sweep dir>/.template/<host>.json`, which names its Unix socket (in a private 0700 folder under the
+temp dir: socket paths are short). A job sends its request (the worker's arguments, environment and
+folder, with its output pipe and a lifeline pipe as file descriptors); the template answers with the
+worker's pid, later its exit status. The worker is in a session of its own, as a spawned one, and tied
+to its job through the lifeline pipe (:mod:`pipeline.job.lifeline`).
 
-Where forking is unsafe or impossible, the job spawns its worker and says why in one line: no template
-on this machine (SLURM tasks, a sweep started with `spawn`), a platform without `fork` (only Linux
-forks), a template that touched CUDA, runs threads or failed an import, a job environment that
-differs from the template's in a variable torch reads when imported, a template that does not answer.
-Torch-free.
+Where forking is unsafe or impossible the job spawns its worker and says why in one line: no template
+on this machine (SLURM tasks, a sweep started with `spawn`), no `fork` (only Linux forks), a template
+that touched CUDA, runs threads or failed an import, a job environment that differs from the
+template's in a variable torch reads at import, a template that does not answer. Torch-free.
 """
 
 from __future__ import annotations

@@ -1,24 +1,20 @@
 """One job measures at a time on a device, while another may compile (`benchmark.overlap`).
 
-With overlap, two jobs share a GPU (pipeline.job.gpu_pool hands each GPU to two jobs, each pinned to
-its own CPU cores): one compiles while the other measures. Everything a worker runs on the device
-after its compilation (warm-up, timed rounds, the paired eager copy, latency rounds, diagnostics), and
-its eager memory probe before it, runs while the worker holds the device's measure lock: an
-exclusive `flock` on the file its job's parent names in PIPELINE_MEASURE_LOCK. Without overlap the
-variable is unset and the gate does nothing.
+With overlap, pipeline.job.gpu_pool hands each GPU to two jobs, each pinned to its own CPU cores.
+Everything a worker runs on the device after compiling (warm-up, timed rounds, the paired eager copy,
+latency rounds, diagnostics), and its eager memory probe before, runs under the device's measure lock:
+an exclusive `flock` on the file PIPELINE_MEASURE_LOCK names. Without overlap it is unset and the gate
+does nothing.
 
-The lock alone keeps the other job's measurements out, not its compilation: inductor's code generation
-(a pool of compile processes) and the compiled code's first run (Triton's autotuning, cuDNN's algorithm
-search, on the same GPU) made a measuring job's steps spread 4-97% on one H200 where the same jobs
-measured alone spread 0.5-5.6% (benchmarks/RESULTS.md, issue 30). So while a worker holds the lock, the
-GPU's other workers are paused: each worker registers itself beside the lock file at its start (its pid
-and start time, `<lock>.slot<N>.worker`), and the holder stops every other registered worker's process
-group, its compile processes with it (SIGSTOP), and lets them go on (SIGCONT) when it releases. A holder that dies cannot let them go on: its
-job's parent then resumes every worker of the GPU (`resume_all`), as the worker's end is certain there.
+The lock keeps out the other job's measurements, not its compilation (inductor's compile processes, the
+compiled code's autotuning on the same GPU), which spreads a measuring job's steps many times wider
+(benchmarks/RESULTS.md). So the holder also pauses the GPU's other workers: each registers beside the
+lock at its start (`<lock>.slot<N>.worker`: pid and start time), and the holder stops every other
+registered worker's process group (SIGSTOP) and lets it go on (SIGCONT) when it releases. A holder that
+dies cannot: its job's parent then resumes every worker of the GPU (`resume_all`).
 
-Each hold is recorded (`spans`, wall-clock times, comparable across processes, and the workers it paused)
-in the run's `run_info.json` (`measure_gate`), so that a reader, or a test, can check that no two
-measurements overlapped and that nothing else ran beside one.
+Each hold (`spans`: wall-clock times, and the workers it paused) goes into `run_info.json`
+(`measure_gate`), so a reader or a test can check that no two measurements overlapped.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The host's own CPU speed, read with no torch: a fixed piece of Python work timed back to back.
 
-A compiled step that waits on the host launching its kernels (a launch-bound model) runs at the speed
-of the CPU that issues them. On the lent H100 VMs that speed is not one number: a vCPU runs this work in
-0.65 or in 1.3-1.5 ms, switching every 50-100 ms and slow about 60% of the time, and which vCPUs are slow
-changes from second to second (benchmarks/RESULTS.md, issue 26: `benchmarks/host_probe.py`, no GPU, no
-torch, no pipeline involved). Nothing inside the guest steadies it. The job times this work before each
-timed round (outside the round's time) so its figures say how far the host itself moved while they were
-taken: `host/reference_spread_pct` beside `step/spread_pct`.
-
-Torch-free.
+A launch-bound compiled step runs at the speed of the CPU that issues its kernels, and on some VMs that
+speed is not one number: a vCPU switches between full and about half speed many times a second
+(benchmarks/RESULTS.md). The job times this work before each timed round (outside the round's time), so
+its figures say how far the host itself moved while they were taken: `host/reference_spread_pct` beside
+`step/spread_pct`. Torch-free.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ from dataclasses import dataclass, field
 
 from pipeline.measure.stats import percentile
 
-REFERENCE_ITERATIONS = 2500  # about 0.65 ms on the H100 VMs' Xeon cores at full speed, 0.66 on CI's
+REFERENCE_ITERATIONS = 2500  # well under a millisecond on a server core at full speed
 MIN_BURST_S = 0.002  # a burst is 3 calls at least: about 2 ms
 
 

@@ -1,25 +1,23 @@
 """Is a measurement to be trusted to a few percent? The spread of its steady-state steps, how far its
-timed rounds drifted apart (and the paired eager copy's, measured alongside), the host's CPU steal
-while they ran, and how far the host's own CPU speed moved (pipeline/measure/host.py).
+timed rounds drifted apart (and the paired eager copy's), the host's CPU steal while they ran, and how
+far the host's own CPU speed moved (pipeline/measure/host.py).
 
-A compiled step of a launch-bound model (many small kernels) waits on the host launching them: its
-time is the host's Python time. On the lent H100 VMs a vCPU runs the same Python work at full or half
-speed, switching every 50-100 ms (benchmarks/RESULTS.md, issue 26), while the paired eager copy, bound
-by the device, holds steady. The note says so when the rounds or the host check show it, so the figure
-is read as the host's, not the instrument's."""
+A launch-bound compiled step waits on the host launching its kernels, so its time is the host's Python
+time, which on some VMs switches between full and half speed (benchmarks/RESULTS.md) while the
+device-bound eager copy holds steady. The note says so when the rounds or the host check show it, so the
+figure is read as the host's, not the instrument's."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# A job whose threads waited for a CPU more than this share of the time they wanted one, while its work ran
-# on several threads, shared its cores with other processes: its threads then wait on each other, and on a
-# 2-core host with a busy loop per core a whole job ran in a stall (328 ms a step against 2.1 ms: 50% wait)
-# while looking quiet. Quiet jobs there waited 0.4-1.6% (benchmarks/RESULTS.md, issue 26's CPU-wait check).
+# A multi-threaded job whose threads waited for a CPU more than this share of the time they wanted one
+# shared its cores with other processes: its threads wait on each other, so its steps can stall many
+# times over while the figures look quiet. Quiet jobs wait a few percent (benchmarks/RESULTS.md).
 CONTENDED_WAIT_PCT = 10.0
-# ...unless other processes hardly used its CPUs over the same rounds (their busy time less its own threads'
-# and descendants'): then its own processes held them (a CPU job's 4 DataLoader workers on 2 cores: its
-# threads waited 10-11% while idle otherwise), a cost of its configuration that separate jobs may compare.
+# ...unless other processes hardly used its CPUs (their busy time less its own threads' and
+# descendants'): then its own processes held them (DataLoader workers on few cores), a cost of its
+# configuration that separate jobs may compare.
 OTHERS_CPU_PCT = 10.0
 
 
@@ -31,9 +29,7 @@ def waited(cpu_wait_pct: float | None) -> bool:
 def crowded(cpu_others_pct: float | None) -> bool:
     """Other processes kept the worker's CPUs busy beyond OTHERS_CPU_PCT of their time while it measured:
     they can slow every step of a job alike (a busy sibling hyperthread, a shared cache) without its
-    threads waiting for a CPU, so its steps' own spread does not show it. On CI, two identical one-thread
-    jobs beside a busy loop per core read 8.43 and 7.88 ms with intervals apart, each waiting under 0.2%,
-    the others busy 48-51% of their CPUs, the host's own reference speed the same in both (0.632, 0.638 ms)."""
+    threads waiting for a CPU, so neither its steps' own spread nor its CPU wait shows it."""
     return cpu_others_pct is not None and cpu_others_pct > OTHERS_CPU_PCT
 
 

@@ -509,8 +509,8 @@ def unregistered(names: object) -> list[str]:
     return sorted(n for n in names if n not in known)  # type: ignore[attr-defined]
 
 
-# Names before metrics were grouped by concern (`step/p50_ms` was `step_time_ms_p50`): the raw results
-# of earlier benchmark runs (benchmarks/results/) use them; benchmarks/bench.py reads both.
+# The flat names (`step_time_ms_p50` for `step/p50_ms`) that raw results under benchmarks/results/ use;
+# benchmarks/bench.py reads both.
 OLD_NAMES: dict[str, str] = {
     "step/p50_ci95_low_ms": "step_time_ms_p50_ci95_low",
     "step/p50_ci95_high_ms": "step_time_ms_p50_ci95_high",

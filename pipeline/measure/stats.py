@@ -1,25 +1,18 @@
 """Statistics of measured durations, as a typed record (:class:`Latency`). Torch-free.
 
-The 95% interval of a median step time (:func:`median_interval`) is made honest for three things real
-step times do (docs/verdicts.md has the tables):
+The 95% interval of a median step time (:func:`median_interval`) allows for three things step times do
+(docs/verdicts.md has the tables):
 
-* **Autocorrelation.** Consecutive steps are not independent draws (a clock boost, a busy spell of the
-  host, the allocator's state carry over); on an H200 the lag-1 autocorrelation of ViT-B/16 step times
-  measured 0.30-0.36 eager and 0.86-0.90 compiled (benchmarks/results/h200-2026-11-23-s3). The interval
-  counts the steps' effective number: with lag-1 autocorrelation rho, an AR(1)-like series of n steps
-  carries about n (1 - rho) / (1 + rho) independent observations (at least 2), and the half-width is
-  Student's t(n_eff - 1) times the median's standard error. The assumption: the autocorrelation
-  decays geometrically with the lag.
-* **Heavy tails.** A stall of 5-50x in one step must not decide the interval: rho is measured on the
-  steps' ranks (a stall is the highest rank, however long it was), with Kendall's small-sample bias
-  correction, and the scale is the MAD's (1.4826 MAD), not the standard deviation's.
-* **Steps from several regimes.** On a loaded host the steps fall in clusters (2.1, 10.3 and 470 ms in
-  one job): a scale from the MAD and a normal density at the median then says nothing about where the
-  median could lie. So the interval is the hull of the normal-theory one (median +- t 1.2533 sigma /
-  sqrt(n_eff)) and the distribution-free one (the order statistics at 0.5 +- 1.96 x 0.5 / sqrt(n_eff):
-  the sign test's interval, which needs no density, and no t either: the spread of the fraction of steps
-  below the median is known once n_eff is). The first covers short strongly autocorrelated series,
-  whose steps may all lie on one side of the median; the second, multimodal ones.
+* **Autocorrelation.** Consecutive steps are not independent draws (a clock boost, a busy host, the
+  allocator's state carry over). With lag-1 autocorrelation rho, n steps carry about
+  n (1 - rho) / (1 + rho) independent observations (at least 2; the autocorrelation is assumed to decay
+  geometrically with the lag), and the half-width is Student's t(n_eff - 1) times the median's standard error.
+* **Heavy tails.** One 5-50x stall must not decide the interval: rho is taken on the steps' ranks, with
+  Kendall's small-sample bias correction, and the scale is the MAD's (1.4826 MAD), not the standard deviation's.
+* **Several regimes.** On a loaded host steps fall in clusters, where a normal density at the median says
+  nothing. So the interval is the hull of the normal-theory one (median +- t 1.2533 sigma / sqrt(n_eff)),
+  which covers short strongly autocorrelated series, and the sign test's (the order statistics at
+  0.5 +- 1.96 x 0.5 / sqrt(n_eff), which needs no density and no t), which covers multimodal ones.
 """
 
 from __future__ import annotations
@@ -48,7 +41,6 @@ def median_ci95(sorted_values: list[float]) -> tuple[float, float]:
     return sorted_values[lo], sorted_values[hi]
 
 
-MIN_BLOCK = 3  # steps per block at least (the paired speedup's blocks, pipeline/measure/paired.py)
 MAX_RHO = 0.98
 # Student's t, two-sided 95%, by degrees of freedom (above 30: the normal's 1.96).
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
@@ -195,11 +187,6 @@ class Latency:
             ci95_low=low,
             ci95_high=high,
         )
-
-    @property
-    def ci_half_pct(self) -> float:
-        """The interval's half-width, in percent of the median (how sure the figure is)."""
-        return 100 * (self.ci95_high - self.ci95_low) / 2 / self.p50
 
     @property
     def spread_pct(self) -> float:

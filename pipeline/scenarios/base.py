@@ -21,7 +21,6 @@ from pipeline.measure.objective import Work
 if TYPE_CHECKING:
     from pipeline.config.schema import Config
 
-ALL_SCOPES = ("model", "loss", "model_and_loss", "regional", "step")
 NO_LOSS_SCOPES = ("model", "regional", "step")  # what a scenario without a loss can compile
 
 

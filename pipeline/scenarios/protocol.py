@@ -2,18 +2,17 @@
 generation) run by variants, measured the same way whatever the unit is.
 
 Order (paired mode): eager memory probe alone (then freed) -> compiled warm-up and one round alone ->
-eager copy warm-up and its first round (the first pair) -> short rounds alternating E C | C E | ..., each
-about `benchmark.round_s`, until
-the job's question is decided or `benchmark.budget_s` is spent (pipeline/measure/sequential.py). Every
-memory figure comes from a phase where its variant is alone on the device; the timing rounds alternate so
-the host's changing speed hits both variants alike. Diagnostics that run units (syncs, profile) come
-after the measurement.
+eager copy warm-up and its first round (the first pair) -> short rounds alternating E C | C E | ...,
+each about `benchmark.round_s`, until the job's question is decided or `benchmark.budget_s` is spent
+(pipeline/measure/sequential.py). Every memory figure comes from a phase where its variant is alone on
+the device; the rounds alternate so the host's changing speed hits both variants alike. Diagnostics
+that run units (syncs, profile) come after the measurement.
 
 A scenario (`pipeline/scenarios/<name>/scenario.py`) subclasses :class:`Scenario` and supplies what it
-builds once (`prepare`), its variant's ingredients (`recipe`: its step and its timed unit; the axes are
-applied by pipeline/scenarios/variant.py) and its own figures (`finish_report`); everything
-else (compile time, the compile diagnosis, memory, noise, the paired comparison, throughput from the
-work its config states, MFU, the method's words) is here, once.
+builds once (`prepare`), its variant's ingredients (`recipe`: its step and timed unit; the axes are
+applied by pipeline/scenarios/variant.py) and its own figures (`finish_report`); everything else
+(compile time and diagnosis, memory, noise, the paired comparison, throughput from the work its config
+states, MFU, the method's words) is here, once.
 """
 
 from __future__ import annotations

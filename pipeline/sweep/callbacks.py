@@ -746,7 +746,7 @@ def uses_slurm(config: DictConfig) -> bool:
 
 def refuse_slurm_without_slurm(config: DictConfig) -> None:
     """hydra/launcher=slurm submits the jobs with sbatch: where there is none, one line before anything
-    starts (submitit's own error was a 40-line traceback after the sweep's parent run was opened)."""
+    starts (rather than submitit's traceback after the sweep's parent run is opened)."""
     if uses_slurm(config) and shutil.which("sbatch") is None:
         raise SweepStopped(
             "config error: hydra/launcher=slurm submits the jobs to SLURM, and there is no SLURM here (no sbatch "

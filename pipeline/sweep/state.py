@@ -75,9 +75,9 @@ def axes_tag(hydra_cfg: Any) -> str:
 
 
 def axes_from_tag(tag: str) -> list[str]:
-    """The axes in a `sweep_axes` tag: a JSON list, or (sweeps recorded before it was one) the axes
-    joined with spaces, whose `choice(a, b)` values the spaces split: only the words that start an
-    axis (`key=`) are kept, with what follows up to the next one."""
+    """The axes in a `sweep_axes` tag: a JSON list, or (an old sweep's tag) the axes joined with
+    spaces, which split `choice(a, b)` values: only the words that start an axis (`key=`) are kept, with
+    what follows up to the next one."""
     tag = tag.strip()
     if tag.startswith("["):
         try:

@@ -324,21 +324,17 @@ def _latency_interval(objective: Objective) -> tuple[str, str] | None:
 
 
 def reach(row: Row, objective: Objective) -> float | None:
-    """A noisy job, one whose threads waited for a CPU, or one whose CPUs other processes kept busy: the
-    best its figure may be once the host's slowing is allowed for. The host only slows steps, and it may
-    have slowed every one of them: a noisy job's configuration by as much as it slowed its slow tenth
-    against its fast tenth (p90 / p10), so it may be as fast as its median's best end (or its fastest step,
-    if higher) sped up by that (identical jobs on the idle 2-core host differed 1.19-1.40x, each with a
-    p90 / p10 of 1.42 or more: benchmarks/results/cpu-2026-11-27-identical); a crowded one's (noise.crowded:
-    others busy on its CPUs beyond OTHERS_CPU_PCT, which slows a whole job alike, beyond its own spread) as
-    fast as its fastest step sped up by its slowdown, or run on the share of its CPUs the others left it
-    (a co-runner holding a share of its CPUs may slow every step by up to 1 / (1 - share), which a steady
-    job's own spread does not show); a job whose threads waited beyond CONTENDED_WAIT_PCT of the time they
-    wanted a CPU ran only the rest of it, and may be as fast as its interval's best end
-    sped up by that share (two identical one-thread jobs beside a busy loop per core, each waiting about
-    half the time, read 8.40 and 8.82 ms with separated intervals). None for a quiet job that neither
-    waited nor shared its CPUs, or for a noisy one whose figures do not say (then it is unbounded:
-    pipeline/sweep/verdict.py)."""
+    """The best a job's figure may be once the host's slowing is allowed for; the host only slows steps,
+    and may have slowed every one of them:
+
+    * a noisy job: its median's best end (or its fastest step, if higher) sped up by p90 / p10;
+    * a crowded one (noise.crowded: others busy on its CPUs beyond OTHERS_CPU_PCT, which slows a whole job
+      alike): its fastest step sped up by its slowdown, or by 1 / (1 - share) of its CPUs others held;
+    * one whose threads waited beyond CONTENDED_WAIT_PCT of the time they wanted a CPU: its interval's
+      best end sped up by that share.
+
+    None for a quiet job that neither waited nor shared its CPUs, or for a noisy one whose figures do not
+    say (then it is unbounded: pipeline/sweep/verdict.py)."""
     keys = _latency_interval(objective)
     wait = row.metrics.get("step/cpu_wait_pct")
     if not (row.noisy or waited(wait) or row.crowded) or keys is None:
@@ -722,9 +718,8 @@ PAIRED_EAGER = {
 
 def eager_disagreements(summary: Summary) -> list[str]:
     """Where a separate eager job and a compiled job's paired eager baseline disagree beyond their noise
-    (the host changed between jobs), say so: the paired figure is the one to trust (an inference sweep
-    showed a compiled call at 44.98 ms beside the eager job's 14.06 ms and `5.83x vs eager`, its paired
-    copy at 262 ms, and said nothing)."""
+    (the host changed between jobs), say so: the paired figure is the one to trust, and a speedup read
+    across the two jobs can be off many times over."""
     if summary.objective.metric not in PAIRED_EAGER:
         return []
     median, p10, p90 = PAIRED_EAGER[summary.objective.metric]

@@ -21,9 +21,7 @@ The rule (docs/verdicts.md says why it is sound, with the tables):
   more than `SEVERE_SLOWDOWN` times as long as its fastest tenth (p90 / p10), or any job was contended
   (its several compute threads waited for a CPU more than 10% of the time they wanted one:
   `step/cpu_contended`, pipeline/measure/noise.py), the host ran the sweep in spells of very different
-  speed, and a whole job can run in a slow one while looking quiet (on a loaded 2-core host: 20 steps at
-  328 ms +-2% against 2.1 ms undisturbed, its threads waiting for a CPU half the time). Paired figures
-  still decide.
+  speed, and a whole job can run in a slow one while looking quiet. Paired figures still decide.
 * A single job with fewer than `MIN_STEPS` measured steps never decides by its step times: the scale of
   a handful of steps is itself unknown (the MAD of three steps is near zero when two nearly agree).
 * `fastest`: one configuration beats every other. Otherwise the configurations no one beats are
@@ -43,15 +41,13 @@ WAYS = {
     "paired speedups": "paired speedups",
 }
 FASTEST, TIE, INCONCLUSIVE = "fastest", "tie", "inconclusive"
-# Measured steps a single job needs before its interval decides: at 3-5 steps identical pairs were called
-# fastest in up to 11.8% of trials with the limit off (python benchmarks/verdict_power.py --steps).
+# Measured steps a single job needs before its interval decides: with fewer, identical pairs are called
+# fastest far more often than the interval's 5% (python benchmarks/verdict_power.py --steps).
 MIN_STEPS = 10
 # A job whose slowest tenth of steps took more than this many times as long as its fastest tenth (p90 /
-# p10) ran in host spells of very different speed. On a loaded 2-core host, sweeps with jobs slowed 3.05-295x
-# held jobs that spent all their steps in a slow spell (20 steps at 328 ms +-2%, or 455-644 ms, against
-# 2.1 ms undisturbed, themselves reading 1.02 and 1.32), so no separate job bounds its own figure from
-# below. Quiet jobs read 1.02-1.3; jobs sharing a core with a busy process on one thread, up to 2.76
-# (benchmarks/results/cpu-2026-11-25-load, docs/verdicts.md).
+# p10) ran in host spells of very different speed; beside it, another job may spend all its steps in one
+# slow spell and look steady, so no separate job bounds its own figure from below. Quiet jobs stay well
+# under it (docs/verdicts.md).
 SEVERE_SLOWDOWN = 3.0
 # Why a comparison stayed undecided, as the verdict says it (the first that applies).
 UNDECIDED = {
@@ -105,8 +101,8 @@ class Rule:
     min_effect_pct: float = 1.0  # a smaller difference is a tie even when it is real
     min_steps: int = MIN_STEPS  # a single job with fewer measured steps cannot decide
     severe_slowdown: float = SEVERE_SLOWDOWN  # a job slowed more (p90 / p10): separate jobs cannot decide
-    # sweep.max_interval_pct: accepted from older sweeps and the config, and no longer used: an interval
-    # honest for the noise decides however wide it is (docs/verdicts.md).
+    # sweep.max_interval_pct: accepted for old sweeps' configs and unused: an interval honest for the
+    # noise decides however wide it is (docs/verdicts.md).
     max_interval_pct: float = 2.5
     higher_is_better: bool = False  # step time: lower is better; throughput: higher
 

@@ -113,8 +113,7 @@ class RunsView:
     def chart_state(self) -> dict[str, object]:
         """The chart view: one section of a handful of charts (the figures, the speedup, the costs;
         compiled and eager per-unit times on one line chart), in this order. MLflow adds a chart for every
-        metric that has none: every other metric gets one, deleted, so that it adds none (the issue's
-        sweeps showed 69 and 79 charts for 4 and 2 runs)."""
+        metric that has none: every other metric gets one, deleted, so that it adds none."""
         cards: list[dict[str, object]] = [bar_chart(m) for m in self.charts if m not in CURVES]
         if CURVES[0] in self.charts:
             cards += curve_charts(self.unit)

@@ -245,14 +245,9 @@ class Tracker(SweepQueries):
         """MLflow's own system metrics of this machine into the run while the block runs (`system/*`:
         CPU and memory utilization, disk, network; per GPU its utilization, memory and power through
         NVML), one sample every `interval_s`, by MLflow's SystemMetricsMonitor on a thread of this
-        process (a job's parent, which idles while its worker measures). It needs psutil.
-
-        Its cost, measured on the 2-core CPU host with a sqlite store: 29 ms of CPU a sample at the
-        default 10 s (0.3% of one core; 13 ms a sample at 1 s), and beside a 10.4 ms CPU step timed in
-        another process, six alternating 20 s blocks with and without a monitor sampling every second
-        (ten times the default) gave the same median (10.39 ms), p90 (10.57 / 10.59 ms) and p99
-        (22.2 / 22.4 ms), the paired blocks' median ratio 0.992-1.003 (geometric mean 0.9998): nothing a
-        step time shows. A monitor that cannot start says so in a warning and leaves the job alone."""
+        process (a job's parent, which idles while its worker measures). It needs psutil. A sample costs
+        tens of ms of CPU, which a step time timed in another process does not show. A monitor that
+        cannot start says so in a warning and leaves the job alone."""
         if not os.environ.get("MLFLOW_LOGGING_LEVEL"):  # its start and stop INFO lines: not the job's
             logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
         try:

@@ -16,10 +16,10 @@ from pipeline.tracking.store import TrackingUnavailable, check_sqlite
 
 # A store outage must not hold a job (and its GPU allocation) for minutes: MLflow's own defaults retry
 # each HTTP request for about 4 minutes (7 retries, backoff factor 2, 120 s timeout). These bound a
-# request to about 33 s (2 retries at 1 and 2 s, 10 s to wait for an answer each time: a hung server
-# once held a job 4.5 minutes at 30 s); a job also asks the server's health (`HEALTH_TIMEOUT_S`)
-# before it logs its result, so a server that stopped answering costs it seconds, and once a request
-# gave up, closing the run is one attempt. Settings in the environment win.
+# request to about 33 s (2 retries at 1 and 2 s, 10 s to wait for an answer each time); a job also
+# asks the server's health (`HEALTH_TIMEOUT_S`) before it logs its result, so a server that stopped
+# answering costs it seconds, and once a request gave up, closing the run is one attempt. Settings in
+# the environment win.
 HTTP_RETRY_DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
