@@ -57,6 +57,7 @@ def test_the_plain_loop_runs_ddp_on_two_gloo_ranks_and_trains_what_a_pipeline_jo
         "eager",
     ]
     command += ["--device", "cpu", "--steps", "5", "--warmup", "2", "--out", str(out)]
+    command += ["--profile-dir", str(tmp_path / "profile")]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -79,3 +80,21 @@ def test_the_plain_loop_runs_ddp_on_two_gloo_ranks_and_trains_what_a_pipeline_jo
     }
     # rank 0's first step, before any all-reduce: the pipeline's model, batch and loss give the same loss
     assert row["loss_first"] == pytest.approx(pipeline_first_loss(), rel=1e-6)
+    # each rank's trace of 3 more steps, read per step as benchmarks/trace_summary.py reads a job's: DDP's
+    # all-reduces are there, and what of them no compute hid is at most their time
+    traces = sorted((tmp_path / "profile" / "eager").glob("trace.rank*.json.gz"))
+    assert [t.name for t in traces] == ["trace.rank0.json.gz", "trace.rank1.json.gz"]
+    summary = subprocess.run(
+        [sys.executable, "benchmarks/trace_summary.py", "--steps", "3", *map(str, traces)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    for line in summary.stdout.splitlines():
+        ranks = json.loads(line)
+        assert ranks["steps"] == 3, ranks
+        assert 0 < ranks["exposed_comm_ms_per_step"] <= ranks["collective_ms_per_step"] + 1e-9, ranks
+        assert ranks["top_cpu_ops_ms_per_step"].get("gloo:all_reduce", 0) > 0, ranks
+    assert len(summary.stdout.splitlines()) == 2, summary.stderr[-2000:]

@@ -13,6 +13,8 @@
 #             parallel.optimize_ddp=off, then compile.scope=step with optimize_ddp=on and compiled_autograd,
 #             each with its plain loop
 #   llama     llama_1b amp: as vit (no attr part)
+#   traces    (asked for by name, after the parts whose traces it reads) every job's and plain loop's profiler
+#             traces summarized per step into traces.jsonl: kernels, compiled regions, collectives, exposed comm
 #   suite     the timm suite as issue 45's one-H200 run measured it (benchmarks/results/h200-2026-11-28-s45:
 #             its 42 models in order, cold compiles, measured until decided), hydra/launcher=local_gpus with
 #             one job per GPU on both GPUs, until its cap: its pace against that run's
@@ -91,6 +93,7 @@ table() { python3 benchmarks/gpu/dist44_table.py "$out" > "$out/tables.md" 2> "$
 
 for part in $parts; do
   case $part in probe) c=${CAPS[0]} ;; vit) c=${CAPS[1]} ;; vit_attr) c=${CAPS[2]} ;; llama) c=${CAPS[3]} ;; suite) c=${CAPS[4]} ;;
+    traces) c=300 ;;
     *) echo "unknown part $part"; exit 2 ;; esac
   part_end=$(( $(date +%s) + c )); started=$(date +%s)
   echo "== $part (cap $c s) at $(date +%T)"
@@ -133,6 +136,10 @@ for part in $parts; do
         capped_sweep vit_ddp_off "$(cap 120)" "${VIT[@]}" parallel=ddp compile.mode=default parallel.optimize_ddp=off
         loop vit_ddp_off "$(cap 90)" "${L[@]}" --parallel ddp --compile default --optimize-ddp off
       fi ;;
+    traces)  # every profiled job's and loop's traces, per step side by side (benchmarks/trace_summary.py)
+      find "$out" -name 'trace.rank*.json.gz' -not -path '*/suite/*' | sort \
+        | xargs -r timeout "$(cap 300)" python3 benchmarks/trace_summary.py --steps 3 > "$out/traces.jsonl" 2>&1
+      echo "traces: $(grep -c . "$out/traces.jsonl") summarized into traces.jsonl" ;;
     suite)
       echo "suite started_at=$(date +%s)" >> "$out/campaign.txt"
       capped_sweep suite "$(cap 100000)" "${SUITE[@]}" hydra/launcher=local_gpus
