@@ -417,10 +417,11 @@ def test_killing_the_driver_ends_the_template_and_its_workers(tmp_path: Path, st
 
 @pytest.mark.slow
 def test_the_job_cost_benchmark_runs_both_sweeps_and_prints_both_medians(tmp_path: Path):
-    """`benchmarks/job_cost.py`: the same 4-job eager sweep spawned, then forked; both medians printed
-    (the figures go to benchmarks/RESULTS.md; no assertion on which is faster here)."""
+    """`benchmarks/job_cost.py`: the same 2-job eager sweep spawned, then forked; both medians printed
+    (the figures go to benchmarks/RESULTS.md, measured with its default 4 jobs; no assertion on which is
+    faster here: two jobs a sweep show each start and its median as well as four)."""
     done = subprocess.run(
-        [sys.executable, "benchmarks/job_cost.py", "--jobs", "4", "--out", str(tmp_path)],
+        [sys.executable, "benchmarks/job_cost.py", "--jobs", "2", "--out", str(tmp_path)],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
@@ -431,5 +432,5 @@ def test_the_job_cost_benchmark_runs_both_sweeps_and_prints_both_medians(tmp_pat
     assert re.search(r"median job_wall_s: template [\d.]+ s, spawn [\d.]+ s", done.stdout), done.stdout
     figures = json.loads((tmp_path / "job_cost.json").read_text())
     spawn, template = figures["sweeps"]
-    assert spawn["started_as"] == [SPAWN] * 4 and template["started_as"] == [TEMPLATE] * 4
-    assert spawn["statuses"] == template["statuses"] == ["FINISHED"] * 4
+    assert spawn["started_as"] == [SPAWN] * 2 and template["started_as"] == [TEMPLATE] * 2
+    assert spawn["statuses"] == template["statuses"] == ["FINISHED"] * 2

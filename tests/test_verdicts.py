@@ -749,10 +749,12 @@ def test_on_a_loaded_host_with_every_core_busy_no_verdict_is_false(tmp_path: Pat
     """A busy-loop process per core beside the sweep and torch's default threads (one per core): steps
     stall in host spells of 10-2000 ms, whole jobs included (benchmarks/results/cpu-2026-11-25-load), and
     no rule over separate jobs can rank them. The verdict never names depth 6 nor one of two identical
-    configurations; it says the host interfered."""
+    configurations; it says the host interfered. MIN_STEPS measured steps a job (with its 4 warm-up): the
+    fewest with which a quiet job decides, so it is the host, not the jobs' length, that leaves them undecided
+    (the threads' CPU wait marks the jobs contended however long they run)."""
     with busy_host():
-        depth, proc = sweep(tmp_path, store, "busy-depth", "model.kwargs.depth=1,6")
-        same, same_proc = sweep(tmp_path, store, "busy-same", "data.num_batches=2,3")
+        depth, proc = sweep(tmp_path, store, "busy-depth", "model.kwargs.depth=1,6", steps=4 + MIN_STEPS)
+        same, same_proc = sweep(tmp_path, store, "busy-same", "data.num_batches=2,3", steps=4 + MIN_STEPS)
     assert depth.get("fastest_config", DEPTH_1) == DEPTH_1, output(proc)
     assert same["verdict"] != "fastest", output(same_proc)
     # Both jobs' two threads waited for a CPU about half the time: contended, whatever their steps showed
