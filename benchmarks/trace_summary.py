@@ -71,7 +71,9 @@ def summarize(trace: dict[str, Any]) -> dict[str, Any]:
 
 def summarize_whole(trace: dict[str, Any], steps: int) -> dict[str, Any]:
     """A trace without ProfilerStep markers, its totals per step (it traced `steps` steps)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:  # once, however many traces are read
+        sys.path.insert(0, root)
     from pipeline.diagnose.comm import read_trace
 
     raw = trace.get("traceEvents", [])

@@ -12,6 +12,7 @@ from pipeline.diagnose import flops, syncs
 from pipeline.diagnose.flops import Mfu
 from pipeline.job.preflight import validate
 from pipeline.job.progress import TORCH_LOG_LINE
+from pipeline.jobdir import SweepDir
 from tests.conftest import TINY, client, compose, output, run_cli, run_info, runs
 
 BREAKY = [
@@ -186,7 +187,7 @@ def test_inductor_cache_is_shared_in_a_sweep_and_cold_on_request(tmp_path: Path,
     assert second.data.metrics["compile/cache_hits"] > 0
     # Cold on request: the second job's configuration again, pointed at the cache that just served it warm;
     # diagnose.cold_cache=true wins over any shared cache, so it compiles cold (one compile, not a sweep of two).
-    shared = tmp_path / "shared" / "multirun" / "inductor_cache"
+    shared = SweepDir(tmp_path / "shared" / "multirun").inductor_cache  # run_cli's hydra.sweep.dir
     assert shared.is_dir()
     cold = run_cli(
         [*small, "trainer.seed=1", f"diagnose.cache_dir={shared}", "diagnose.cold_cache=true"],

@@ -4,8 +4,8 @@
 
 1. Each model measured twice (twice-<model>/; long-<model>/: once, with a longer budget): both runs'
    paired speedups with their intervals, the interval's half-width (the worse side, %), whether the two
-   runs' intervals overlap, how long each measured and why it stopped; the criteria of the issue (every half-width under 5%, the runs overlapping, none
-   undetermined) checked per model.
+   runs' intervals overlap, how long each measured and why it stopped; the criteria of the issue (every
+   half-width under 5%, the runs overlapping, none undetermined) checked per model.
 2. The independent loop (bare/): its eager and compiled step times and their ratio, beside the pipeline's.
 3. PyTorch's dynamo harness (harness.csv): its speedup beside the pipeline's.
 4. The suite (suite/): its outcomes, as its summary says them, and the time it took.

@@ -62,7 +62,7 @@ else
   COMMON=(precision=amp trainer.steps=40 benchmark.budget_s=10 "diagnose.cache_dir=$CACHE")
   VIT=(model=vit_b16 "${COMMON[@]}"); LLAMA=(model=llama_1b "${COMMON[@]}")
   LOOP=(--precision amp --warmup 10); LOOP_VIT=(--model vit_b16 --steps 100); LOOP_LLAMA=(--model llama_1b --steps 60)
-  # issue 45's one-H200 suite run's overrides (decide45.sh's suite part) but overlap: every model, in order
+  # issue 45's one-H200 suite run's overrides (decide45.sh's suite part) without its overlap: every model, in order
   SUITE=(sweep=timm_suite precision=amp diagnose.cold_cache=true)
 fi
 if [ -n "${DIST_VIT_BATCH:-}" ]; then VIT+=("trainer.batch_size=$DIST_VIT_BATCH"); LOOP_VIT+=(--batch-size "$DIST_VIT_BATCH"); fi
