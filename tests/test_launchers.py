@@ -168,21 +168,23 @@ def test_the_sweeps_eta_is_its_own_pace_when_jobs_run_at_once_and_wait_for_a_gpu
     assert sweep_status(tmp_path, 11) == "sweep: 3/11 jobs done, 0 failed, ETA 2h00m"
 
 
-def test_overlap_puts_two_jobs_on_a_gpu_each_on_its_own_cores_and_a_third_waits(tmp_path: Path):
-    """benchmark.overlap: a GPU takes two jobs (one compiles while the other measures), each with its own
-    slot, half of the CPU cores and the GPU's one measure lock; a third job waits for a slot."""
+@pytest.mark.parametrize("per_gpu", [2, 3])
+def test_overlap_puts_n_jobs_on_a_gpu_each_on_its_own_cores_and_one_more_waits(tmp_path: Path, per_gpu: int):
+    """benchmark.overlap: a GPU takes `benchmark.overlap_jobs` jobs (the others compile while one measures),
+    each with its own slot, its own share of the CPU cores and the GPU's one measure lock; one more job
+    waits for a slot."""
     held: list[dict[str, str]] = []
     waits: list[str] = []
     spans: list[tuple[str, float, float]] = []
 
     def job() -> None:
-        with gpu_slot([0], tmp_path, poll_s=0.05, on_wait=waits.append, per_gpu=2) as env:
+        with gpu_slot([0], tmp_path, poll_s=0.05, on_wait=waits.append, per_gpu=per_gpu) as env:
             start = time.monotonic()
             held.append(env)
             time.sleep(0.5)
             spans.append((env["PIPELINE_GPU_SLOT"], start, time.monotonic()))
 
-    threads = [threading.Thread(target=job) for _ in range(3)]
+    threads = [threading.Thread(target=job) for _ in range(per_gpu + 1)]
     for t in threads:
         t.start()
         time.sleep(0.05)
@@ -190,12 +192,13 @@ def test_overlap_puts_two_jobs_on_a_gpu_each_on_its_own_cores_and_a_third_waits(
         t.join()
     assert {env["CUDA_VISIBLE_DEVICES"] for env in held} == {"0"}
     assert {env["PIPELINE_MEASURE_LOCK"] for env in held} == {str(tmp_path / "gpu0.measure.lock")}
-    first, second = held[0], held[1]
-    assert {first["PIPELINE_GPU_SLOT"], second["PIPELINE_GPU_SLOT"]} == {"0", "1"}
-    cores = [set(map(int, env["PIPELINE_CPUS"].split(","))) for env in (first, second)]
-    if len(os.sched_getaffinity(0)) >= 2:
-        assert not cores[0] & cores[1]  # the compiling job's compiler never runs on the measuring job's cores
-    assert waits and "all taken" in waits[0]  # the third job waited for a slot
+    first = held[:per_gpu]
+    assert {env["PIPELINE_GPU_SLOT"] for env in first} == {str(i) for i in range(per_gpu)}
+    cores = [set(map(int, env["PIPELINE_CPUS"].split(","))) for env in first]
+    if len(os.sched_getaffinity(0)) >= per_gpu:
+        for a, b in itertools.combinations(cores, 2):
+            assert not a & b  # a compiling job's compiler never runs on the measuring job's cores
+    assert waits and "all taken" in waits[0]  # the last job waited for a slot
     for (a, s1, e1), (b, s2, e2) in itertools.combinations(spans, 2):
         assert a != b or e1 <= s2 or e2 <= s1  # one slot is never held by two jobs at once
 

@@ -9,7 +9,8 @@
 #   harness  PyTorch's dynamo harness (pytorch/benchmark userbenchmark/dynamo/dynamobench at 33c7503f, carried in
 #            .harness/, never committed) for HARNESS_MODELS with --disable-cudagraphs (the default mode's counterpart)
 #   suite    SUITE_MODELS (default: the 42 of sweep=timm_suite) with benchmark.overlap=true hydra/launcher=local_gpus,
-#            every compile cold; SUITE_DEADLINE (epoch s) cuts its cap to end by then
+#            every compile cold; SUITE_DEADLINE (epoch s) cuts its cap to end by then; SUITE_EXTRA: more overrides
+#            (e.g. benchmark.overlap_jobs=3)
 # benchmarks/gpu/decide45_table.py turns the folder into the tables. DECIDE_SMOKE=1: the same on a CPU with tiny
 # models (a check of this script). Usage on the GPU host: bash benchmarks/gpu/decide45.sh <out dir> [parts...]
 set -uo pipefail
@@ -80,7 +81,8 @@ for part in $parts; do
         echo "harness $model exit=$?: $(tail -n 1 "$out/harness.csv" 2>/dev/null | cut -c1-200)"
       done ;;
     suite)
-      capped_sweep suite "$(cap 3000)" "${SUITE[@]}" "model=$SUITE_MODELS" benchmark.overlap=true hydra/launcher=local_gpus ;;
+      capped_sweep suite "$(cap 3000)" "${SUITE[@]}" "model=$SUITE_MODELS" benchmark.overlap=true hydra/launcher=local_gpus \
+        ${SUITE_EXTRA:-} ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac
 done

@@ -389,6 +389,12 @@ class BenchmarkConfig:
         "at a time run anything on the device after its compilation, the other job's worker and its compile processes "
         "paused meanwhile (pipeline/measure/gate.py). One-GPU jobs only",
     )
+    overlap_jobs: int = doc(
+        2,
+        "with benchmark.overlap, how many jobs share one GPU: one measures while the others compile, each on its own "
+        "1/N of the CPU cores; more slots keep the GPU busy when compiling takes several times longer than measuring",
+        ge=2,
+    )
     noisy_spread_pct: float = doc(
         10.0,
         "flag a job as noisy (`step/noisy`, a warning in its last line) when the p10-p90 spread of its measured steps exceeds this percentage of the median",

@@ -14,8 +14,8 @@ jobs run as it lists them whichever process polls first: each holds a ticket (a 
 `<lock dir>/queue`, locked while it waits) and takes a GPU only when no live ticket comes before its
 own. A dead job's ticket is unlocked and cleared by the next job that looks.
 
-With `benchmark.overlap` each GPU takes two jobs (`per_gpu=2`, a lock per slot): one compiles while the
-other measures, and the measure lock (pipeline.measure.gate) lets one of them measure at a time. Each
+With `benchmark.overlap` each GPU takes `benchmark.overlap_jobs` jobs (`per_gpu`, a lock per slot): the others compile while
+one measures, and the measure lock (pipeline.measure.gate) lets one of them measure at a time. Each
 slot gets its own share of this process's CPU cores (PIPELINE_CPUS), so the compiling job's compiler
 never runs on the measuring job's cores.
 """
@@ -62,7 +62,7 @@ def gpu_slot(
 ) -> Iterator[dict[str, str]]:
     """Hold `count` GPUs of the pool (a distributed job's `parallel.nproc`; all at once, never some
     while waiting for the rest) for the duration; yields the environment the worker needs. With
-    `per_gpu=2` (benchmark.overlap, one GPU per job) a GPU takes a second job once every GPU has one.
+    `per_gpu` > 1 (benchmark.overlap, one GPU per job) a GPU takes another job once every GPU has as many.
     `turn`: this job's place among the jobs waiting (earlier first; default: when it asked)."""
     indices = pool_indices(spec)
     if not indices:

@@ -227,7 +227,9 @@ class JobParent:
         if not pool:
             return run_worker(launch)
         nproc = self.config.parallel.nproc  # a distributed job's ranks, one GPU each
-        per_gpu = 2 if self.config.benchmark.overlap else 1  # one compiles while the other measures
+        per_gpu = (
+            self.config.benchmark.overlap_jobs if self.config.benchmark.overlap else 1
+        )  # one measures, the rest compile
         asked = time.monotonic()
         sweep = self.place.sweep
         turn = f"{sweep.started_at:017.6f}-{self.place.job_num or 0:06d}" if sweep is not None else None

@@ -88,9 +88,9 @@ def describe_method(
     lines.append(ISOLATION.get(worker_start, ISOLATION["spawn"]))
     if overlap_cpus:
         lines.append(
-            f"Overlap (benchmark.overlap): this job shared its GPU with one other job, which may have been compiling; "
-            f"while this job ran its eager probe and everything after its compilation (warm-up, timed rounds, "
-            f"diagnostics) it held the GPU's measure lock, and the other job's worker and its compile processes were "
+            f"Overlap (benchmark.overlap): this job shared its GPU with up to {benchmark.overlap_jobs - 1} other job(s), "
+            f"which may have been compiling; while this job ran its eager probe and everything after its compilation "
+            f"(warm-up, timed rounds, diagnostics) it held the GPU's measure lock, and the other jobs' workers and their compile processes were "
             f"paused (SIGSTOP) until it let go; this worker ran on CPU cores {overlap_cpus} only. The lock's holds and "
             "the workers each paused are in run_info.json (measure_gate)."
         )

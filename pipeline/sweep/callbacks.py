@@ -764,7 +764,7 @@ def refuse_overlap_one_job_at_a_time(config: DictConfig) -> None:
     if not uses_local_gpus(config):
         raise SweepStopped(
             "config error: benchmark.overlap=true compiles the next job while one measures, which needs jobs that "
-            "run at once: add hydra/launcher=local_gpus (each GPU then takes two jobs), or leave benchmark.overlap=false",
+            "run at once: add hydra/launcher=local_gpus (each GPU then takes benchmark.overlap_jobs jobs), or leave benchmark.overlap=false",
             EXIT_BAD_INPUT,
         )
 
