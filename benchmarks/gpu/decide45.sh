@@ -8,6 +8,10 @@
 #            (eager mean / compiled mean over synchronized wall clocks) beside the pipeline's paired one
 #   harness  PyTorch's dynamo harness (pytorch/benchmark userbenchmark/dynamo/dynamobench at 33c7503f, carried in
 #            .harness/, never committed) for HARNESS_MODELS with --disable-cudagraphs (the default mode's counterpart)
+#   pin      PIN_MODEL (model:batch) compiled, on one VM: the bare loop on all vCPUs and pinned to the first third
+#            (taskset, as benchmark.overlap_jobs=3 pins a slot), twice, alternated; then one pipeline job alone with
+#            benchmark.overlap=false and one alone with benchmark.overlap=true overlap_jobs=3 (pinned, nobody to pause):
+#            which of pinning, overlap or the VM slows a compiled step that the suite reads slower than the bare loop
 #   suite    SUITE_MODELS (default: the 42 of sweep=timm_suite) with benchmark.overlap=true hydra/launcher=local_gpus,
 #            every compile cold; SUITE_DEADLINE (epoch s) cuts its cap to end by then; SUITE_EXTRA: more overrides
 #            (e.g. benchmark.overlap_jobs=3)
@@ -29,18 +33,22 @@ if [ "${DECIDE_SMOKE:-0}" = 1 ]; then
   BASE=(device=cpu compile.backend=aot_eager trainer.steps=4 trainer.warmup_steps=1 benchmark.budget_s=3)
   SUITE=(sweep=tiny_suite device=cpu compile.fullgraph=false trainer.steps=6 trainer.warmup_steps=2 benchmark.budget_s=3
          "gpu_pool=[0]")
-  SUITE_MODELS=${SUITE_MODELS:-vit_tiny,resnet_tiny}; BARE_ARGS=(--device cpu --steps 6 --warmup 2); HARNESS_MODELS=
-  BARE_MODELS=$TWICE_MODELS; LONG_MODELS=${LONG_MODELS:-vit_tiny:2}; LONG_BUDGET=${LONG_BUDGET:-6}
+  SUITE_MODELS=${SUITE_MODELS:-vit_tiny,resnet_tiny}; PIN_POOL="device=cpu gpu_pool=[0]"; BARE_ARGS=(--device cpu --steps 6 --warmup 2); HARNESS_MODELS=
+  BARE_MODELS=$TWICE_MODELS; PIN_MODEL=${PIN_MODEL:-vit_tiny:2}; LONG_MODELS=${LONG_MODELS:-vit_tiny:2}; LONG_BUDGET=${LONG_BUDGET:-6}
 else
   TWICE_MODELS=${TWICE_MODELS:-timm/resnet50:64,timm/resnet18:256,timm/mobilenetv3_large_100:256,timm/efficientnet_b0:128,timm/convnext_tiny:128,vit_b16:64}
   BASE=(precision=amp compile.mode=default trainer.steps=50 trainer.warmup_steps=10)
   SUITE=(sweep=timm_suite precision=amp diagnose.cold_cache=true)
   SUITE_MODELS=${SUITE_MODELS:-$(python3 -c "import yaml; print(yaml.safe_load(open('conf/sweep/timm_suite.yaml'))['hydra']['sweeper']['params']['model'])")}
   BARE_MODELS=${BARE_MODELS:-timm/resnet50:64,timm/mobilenetv3_large_100:256,vit_b16:64}
-  LONG_MODELS=${LONG_MODELS:-timm/mobilenetv3_large_100:256}
+  LONG_MODELS=${LONG_MODELS:-timm/mobilenetv3_large_100:256}; PIN_MODEL=${PIN_MODEL:-timm/resnet101:128}
   BARE_ARGS=(); HARNESS_MODELS=${HARNESS_MODELS:-resnet50:64,convnext_tiny:128}
 fi
 
+timm_name() {  # the timm name of a pipeline model (bare_loop.py and the harness take timm's names)
+  local name; name=$(basename "$1"); [ "$name" = vit_b16 ] && name=vit_base_patch16_224
+  [ "$name" = vit_tiny ] && name=vit_tiny_patch16_224; [ "$name" = resnet_tiny ] && name=resnet18; echo "$name"
+}
 for part in $parts; do
   case $part in
     twice)
@@ -54,11 +62,25 @@ for part in $parts; do
         capped_sweep "long-$tag" "$(cap 600)" "${BASE[@]}" "model=$model" "trainer.batch_size=$batch" \
           "benchmark.budget_s=${LONG_BUDGET:-90}"
       done ;;
+    pin)
+      mkdir -p "$out/pin"; model=${PIN_MODEL%%:*}; batch=${PIN_MODEL##*:}; name=$(timm_name "$model")
+      third=$(( $(nproc) / 3 )); pinned="0-$(( third > 1 ? third - 1 : 0 ))"
+      for round in 1 2; do
+        for arm in all pinned; do
+          run=(); [ $arm = pinned ] && run=(taskset -c "$pinned")
+          timeout "$(cap 300)" "${run[@]}" python3 benchmarks/bare_loop.py --model "$name" --batch-size "$batch" \
+            --precision amp --compile default "${BARE_ARGS[@]}" > "$out/pin/bare-$arm-$round.json" 2> "$out/pin/bare-$arm-$round.log"
+          echo "pin bare $arm round $round exit=$?: $(cut -c1-200 "$out/pin/bare-$arm-$round.json")"
+        done
+      done
+      PIN=("${BASE[@]}" "model=$model" "trainer.batch_size=$batch")
+      capped_sweep pin-plain "$(cap 400)" "${PIN[@]}" benchmark.overlap=false
+      capped_sweep pin-overlap "$(cap 400)" "${PIN[@]}" benchmark.overlap=true benchmark.overlap_jobs=3 \
+        hydra/launcher=local_gpus ${PIN_POOL:-} ;;
     bare)
       mkdir -p "$out/bare"
       for mb in ${BARE_MODELS//,/ }; do
-        model=${mb%%:*}; batch=${mb##*:}; name=$(basename "$model"); [ "$name" = vit_b16 ] && name=vit_base_patch16_224
-        [ "$name" = vit_tiny ] && name=vit_tiny_patch16_224; [ "$name" = resnet_tiny ] && name=resnet18
+        model=${mb%%:*}; batch=${mb##*:}; name=$(timm_name "$model")
         for mode in eager default; do
           timeout "$(cap 300)" python3 benchmarks/bare_loop.py --model "$name" --batch-size "$batch" --precision amp \
             --compile "$mode" "${BARE_ARGS[@]}" > "$out/bare/$(basename "$model")-$mode.json" 2> "$out/bare/$(basename "$model")-$mode.log"
