@@ -103,6 +103,17 @@ def test_only_the_tracking_package_imports_mlflow():
     assert importers and all(path.startswith("pipeline/tracking/") for path in importers), importers
 
 
+def test_only_the_nvml_module_imports_pynvml():
+    """NVML is opened and shut in one place (pipeline/nvml.py), so no caller leaves it initialized."""
+    importers = [
+        str(path.relative_to(ROOT))
+        for package in ("pipeline", "models", "losses", "hydra_plugins")
+        for path in modules(ROOT / package)
+        if "pynvml" in imported_names(path)
+    ]
+    assert importers == ["pipeline/nvml.py"], importers
+
+
 def test_the_parent_and_sweep_modules_do_not_import_torch():
     probe = (
         "import json, sys\n"
@@ -128,7 +139,7 @@ def test_each_torch_free_module_exists(name: str):
 # a later one. The first pattern a module matches gives its stage.
 STAGES = ["foundation", "config", "scenario step", "tracking", "job", "sweep", "entry"]
 PLACES: list[tuple[str, str]] = [
-    (r"pipeline(\.(status|redaction|provenance|progress|jobdir|display))?", "foundation"),
+    (r"pipeline(\.(status|redaction|provenance|progress|jobdir|display|nvml))?", "foundation"),
     (r"pipeline\.measure\.(registry|stats|objective)", "foundation"),
     (r"pipeline\.config(\..*)?", "config"),
     (r"pipeline\.scenarios(\.base|\.\w+\.config)?", "config"),  # the registry, the scenarios' configs

@@ -26,6 +26,7 @@ from typing import Any
 
 from pipeline.diagnose.comm import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, algbw_gbps, busbw_gbps
 from pipeline.measure.ranks import align_ranks
+from pipeline.nvml import nvml
 
 KINDS = (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER)
 GPU_SIZES = tuple(2**k for k in range(10, 31, 2))  # 1 KiB .. 1 GiB, x4
@@ -161,14 +162,9 @@ def _nccl_version() -> str:
 
 def _driver_version() -> str | None:
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-            return version.decode() if isinstance(version, bytes) else str(version)
-        finally:
-            pynvml.nvmlShutdown()
+        with nvml() as n:
+            version = n.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
     except Exception:
         return None
 

@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pipeline.nvml import nvml
+
 
 def pool_lock_dir() -> Path:
     """GPUs belong to the machine, not to one sweep: every sweep on this machine shares these locks
@@ -40,13 +42,8 @@ def pool_lock_dir() -> Path:
 def pool_indices(spec: str | int | list[int]) -> list[int]:
     """`all` -> every GPU NVML sees; [0, 2] -> [0, 2]; 3 -> [3]."""
     if spec == "all":
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return list(range(pynvml.nvmlDeviceGetCount()))
-        finally:
-            pynvml.nvmlShutdown()
+        with nvml() as n:
+            return list(range(n.nvmlDeviceGetCount()))
     return [spec] if isinstance(spec, int) else [int(i) for i in spec]
 
 

@@ -24,6 +24,7 @@ from pipeline.config.checks import check, raise_first
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import CPU_RANKS, CompileConfig, Config, MlflowConfig, ModelConfig
 from pipeline.job.gpu_pool import pool_indices
+from pipeline.nvml import nvml
 from pipeline.provenance import PROJECT_ROOT
 
 
@@ -245,13 +246,8 @@ def visible_gpus() -> int | None:
     if listed is not None:
         return len([d for d in listed.split(",") if d.strip() and d.strip() != "-1"])
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return int(pynvml.nvmlDeviceGetCount())
-        finally:
-            pynvml.nvmlShutdown()
+        with nvml() as n:
+            return int(n.nvmlDeviceGetCount())
     except Exception:
         return None
 
@@ -327,17 +323,11 @@ def _float8_unavailable(config: Config) -> str:
 def gpu_capabilities() -> list[tuple[int, int]]:
     """The compute capability of every GPU NVML sees (empty without NVML or a GPU)."""
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            count = pynvml.nvmlDeviceGetCount()
+        with nvml() as n:
             return [
-                tuple(pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(i)))  # type: ignore[misc]
-                for i in range(count)
+                tuple(n.nvmlDeviceGetCudaComputeCapability(n.nvmlDeviceGetHandleByIndex(i)))  # type: ignore[misc]
+                for i in range(n.nvmlDeviceGetCount())
             ]
-        finally:
-            pynvml.nvmlShutdown()
     except Exception:
         return []
 

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from pipeline.measure.memory import gib, pci_bus_id
+from pipeline.nvml import nvml
 from pipeline.provenance import git_commit
 
 
@@ -36,14 +37,11 @@ def gpu_environment(device: torch.device) -> dict[str, Any]:
         "cudnn_version": torch.backends.cudnn.version(),
     }
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        env["driver_version"] = pynvml.nvmlSystemGetDriverVersion()
-        handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id(device))
-        env["gpu_uuid"] = pynvml.nvmlDeviceGetUUID(handle)
-        env["gpu_physical_index"] = pynvml.nvmlDeviceGetIndex(handle)
-        pynvml.nvmlShutdown()
+        with nvml() as n:
+            env["driver_version"] = n.nvmlSystemGetDriverVersion()
+            handle = n.nvmlDeviceGetHandleByPciBusId(pci_bus_id(device))
+            env["gpu_uuid"] = n.nvmlDeviceGetUUID(handle)
+            env["gpu_physical_index"] = n.nvmlDeviceGetIndex(handle)
     except Exception as exc:  # NVML missing or not permitted: say so rather than guess
         env["nvml"] = f"unavailable: {type(exc).__name__}"
     return env

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import torch
 
+from pipeline.nvml import nvml
+
 GIB = 1024**3
 
 
@@ -69,16 +71,11 @@ def nvml_process_memory_gib(device: torch.device) -> float | None:
     if device.type != "cuda":
         return None
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id(device))
-            for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+        with nvml() as n:
+            handle = n.nvmlDeviceGetHandleByPciBusId(pci_bus_id(device))
+            for proc in n.nvmlDeviceGetComputeRunningProcesses(handle):
                 if proc.pid == os.getpid() and proc.usedGpuMemory is not None:
                     return gib(proc.usedGpuMemory)
-        finally:
-            pynvml.nvmlShutdown()
     except Exception:
         return None
     return None
