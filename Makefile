@@ -10,9 +10,6 @@ PYTEST_ARGS ?= --durations=25  # the slowest tests, in every log (and tests/suit
 # whole_host runs with no other beside it (tests/suite_plugin.py). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
-# The slow suite adds a worker that takes the SLURM tests alone: they mostly wait, and the others keep both
-# cores busy meanwhile (tests/suite_plugin.py: WAITING_GROUPS)
-PARALLEL_SLOW = $(if $(filter 0,$(TEST_WORKERS)),$(PARALLEL),-n $(shell echo $$(( $(TEST_WORKERS) + 1 ))) --dist loadgroup)
 UI_PORT ?= 5000
 UI_STORE ?= sqlite:///$(CURDIR)/outputs/mlflow.db
 UI_ARTIFACTS ?= $(CURDIR)/outputs/mlartifacts
@@ -70,10 +67,10 @@ test: $(STAMP) browser ## the default test suite, about 5 minutes on 2 CPU cores
 	$(PY) -m pytest -m "not slow" $(PARALLEL) $(PYTEST_ARGS)
 
 test-slow: $(STAMP) ## the slow tests: real inductor compiles, multi-job sweeps, SLURM (about 25 minutes; CI runs both: make test-all, about 33)
-	$(PY) -m pytest -m slow $(PARALLEL_SLOW) $(PYTEST_ARGS)
+	$(PY) -m pytest -m slow $(PARALLEL) $(PYTEST_ARGS)
 
 test-all: $(STAMP) browser ## both, in one pytest session
-	$(PY) -m pytest $(PARALLEL_SLOW) $(PYTEST_ARGS)
+	$(PY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff check and format check
 	$(VENV)/bin/ruff check .

@@ -9,8 +9,7 @@ cores used without tests stepping on each other, and where the time went in ever
 - Parallel runs (pytest-xdist, `make test`: `-n 2 --dist loadgroup`): tests sharing a fixture of module
   scope run on one worker, so that it is set up once; a test marked `whole_host` (it reads the host's own
   timing, load or contention) runs with no other test beside it: every other test holds the host's lock
-  shared while it runs, a whole-host test holds it alone. With a worker more than the cores (`make
-  test-all`), the groups that mostly wait (WAITING_GROUPS: the SLURM tests) have that worker to themselves.
+  shared while it runs, a whole-host test holds it alone.
 - One template process per process that runs tests (pipeline.job.template, started at the session's
   start, ended at its end): every single run a test starts forks its worker from it
   (PIPELINE_TEMPLATE_SOCKET) instead of importing torch and the model libraries afresh, seconds of CPU a
@@ -41,10 +40,6 @@ import pytest
 SESSION_ENV = "PIPELINE_TEST_SESSION_DIR"
 ONE_THREAD_ENV = "PIPELINE_TEST_ONE_THREAD"  # set where the session set OMP_NUM_THREADS=1 itself
 WHOLE_HOST = "whole_host"
-# Groups whose tests mostly wait (on SLURM's scheduler and the jobs it runs, most of them asleep), not on this
-# host's CPU: run with a worker more than the cores (`make test-all`), they have that worker to themselves.
-WAITING_GROUPS = {"tests.test_slurm"}
-CORES = len(os.sched_getaffinity(0))
 FIXTURE_TIMES = "fixture_setup_s"  # a test report's user property: {fixture (scope): seconds}
 CPU_TIME = "cpu_s"  # a test report's user properties: cpu_s_setup, cpu_s_call, cpu_s_teardown
 TIMES_FILE = "PIPELINE_TEST_TIMES"  # a path: every test's wall and CPU seconds written there as JSON
@@ -167,32 +162,12 @@ class SuitePlugin:
 
         class GroupScheduling(LoadScopeScheduling):
             groups: dict[str, str] | None = None
-            waiting_node: object = False  # not chosen yet
 
             def _split_scope(self, nodeid: str) -> str:
                 if self.groups is None:  # every worker has collected (and written its groups) by now
                     written = sorted(session_dir().glob("groups-*.json"))  # type: ignore[union-attr]
                     self.groups = json.loads(written[0].read_text()) if written else {}
                 return self.groups.get(nodeid, nodeid)
-
-            def _assign_work_unit(self, node) -> None:
-                """As xdist does, except that with a worker more than the cores the waiting groups have
-                the last worker to themselves (and it has nothing else), so the others never idle behind
-                them; a worker with nothing of its kind left shuts down."""
-                if self.waiting_node is False:  # the first call: the whole collection is still queued
-                    waiting = WAITING_GROUPS & set(self.workqueue)
-                    self.waiting_node = self.nodes[-1] if waiting and len(self.nodes) > CORES else None
-                mine = node is self.waiting_node
-                if self.waiting_node not in self.nodes:  # it is gone: anyone takes its groups
-                    mine = None
-                scope = next(
-                    (s for s in self.workqueue if mine is None or (s in WAITING_GROUPS) == mine), None
-                )
-                if scope is None:
-                    node.shutdown()
-                    return
-                self.workqueue.move_to_end(scope, last=False)
-                super()._assign_work_unit(node)
 
         return GroupScheduling(config, log)
 
