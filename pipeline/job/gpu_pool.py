@@ -14,10 +14,10 @@ jobs run as it lists them whichever process polls first: each holds a ticket (a 
 `<lock dir>/queue`, locked while it waits) and takes a GPU only when no live ticket comes before its
 own. A dead job's ticket is unlocked and cleared by the next job that looks.
 
-With `benchmark.overlap` each GPU takes `benchmark.overlap_jobs` jobs (`per_gpu`, a lock per slot): the others compile while
-one measures, and the measure lock (pipeline.measure.gate) lets one of them measure at a time. Each
-slot gets its own share of this process's CPU cores (PIPELINE_CPUS), so the compiling job's compiler
-never runs on the measuring job's cores.
+With `benchmark.overlap` each GPU takes `benchmark.overlap_jobs` jobs (`per_gpu`, a lock per slot): the
+others compile while one measures, and the measure lock (pipeline.measure.gate) lets one of them measure
+at a time. Each slot gets its own share of this process's CPU cores (PIPELINE_CPUS), so a compiling job's
+compiler never runs on the measuring job's cores.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One job measures at a time on a device, while another may compile (`benchmark.overlap`).
 
-With overlap, pipeline.job.gpu_pool hands each GPU to `benchmark.overlap_jobs` jobs, each pinned to its own CPU cores.
-Everything a worker runs on the device after compiling (warm-up, timed rounds, the paired eager copy,
+With overlap, pipeline.job.gpu_pool hands each GPU to `benchmark.overlap_jobs` jobs, each pinned to its
+own CPU cores. Everything a worker runs on the device after compiling (warm-up, timed rounds, the paired eager copy,
 latency rounds, diagnostics), and its eager memory probe before, runs under the device's measure lock:
 an exclusive `flock` on the file PIPELINE_MEASURE_LOCK names. Without overlap it is unset and the gate
 does nothing.
