@@ -49,6 +49,12 @@ timm_name() {  # the timm name of a pipeline model (bare_loop.py and the harness
   local name; name=$(basename "$1"); [ "$name" = vit_b16 ] && name=vit_base_patch16_224
   [ "$name" = vit_tiny ] && name=vit_tiny_patch16_224; [ "$name" = resnet_tiny ] && name=resnet18; echo "$name"
 }
+bare_run() {  # bare_run <out stem> <pipeline model> <batch> <mode> [prefix command...]: one bare-loop process
+  local stem=$1 model=$2 batch=$3 mode=$4; shift 4
+  timeout "$(cap 300)" "$@" python3 benchmarks/bare_loop.py --model "$(timm_name "$model")" --batch-size "$batch" \
+    --precision amp --compile "$mode" "${BARE_ARGS[@]}" > "$stem.json" 2> "$stem.log"
+  echo "bare $(basename "$stem") exit=$?: $(cut -c1-200 "$stem.json")"
+}
 for part in $parts; do
   case $part in
     twice)
@@ -63,15 +69,11 @@ for part in $parts; do
           "benchmark.budget_s=${LONG_BUDGET:-90}"
       done ;;
     pin)
-      mkdir -p "$out/pin"; model=${PIN_MODEL%%:*}; batch=${PIN_MODEL##*:}; name=$(timm_name "$model")
+      mkdir -p "$out/pin"; model=${PIN_MODEL%%:*}; batch=${PIN_MODEL##*:}
       third=$(( $(nproc) / 3 )); pinned="0-$(( third > 1 ? third - 1 : 0 ))"
       for round in 1 2; do
-        for arm in all pinned; do
-          run=(); [ $arm = pinned ] && run=(taskset -c "$pinned")
-          timeout "$(cap 300)" "${run[@]}" python3 benchmarks/bare_loop.py --model "$name" --batch-size "$batch" \
-            --precision amp --compile default "${BARE_ARGS[@]}" > "$out/pin/bare-$arm-$round.json" 2> "$out/pin/bare-$arm-$round.log"
-          echo "pin bare $arm round $round exit=$?: $(cut -c1-200 "$out/pin/bare-$arm-$round.json")"
-        done
+        bare_run "$out/pin/bare-all-$round" "$model" "$batch" default
+        bare_run "$out/pin/bare-pinned-$round" "$model" "$batch" default taskset -c "$pinned"
       done
       PIN=("${BASE[@]}" "model=$model" "trainer.batch_size=$batch")
       capped_sweep pin-plain "$(cap 400)" "${PIN[@]}" benchmark.overlap=false
@@ -80,12 +82,8 @@ for part in $parts; do
     bare)
       mkdir -p "$out/bare"
       for mb in ${BARE_MODELS//,/ }; do
-        model=${mb%%:*}; batch=${mb##*:}; name=$(timm_name "$model")
-        for mode in eager default; do
-          timeout "$(cap 300)" python3 benchmarks/bare_loop.py --model "$name" --batch-size "$batch" --precision amp \
-            --compile "$mode" "${BARE_ARGS[@]}" > "$out/bare/$(basename "$model")-$mode.json" 2> "$out/bare/$(basename "$model")-$mode.log"
-          echo "bare $model $mode exit=$?: $(cut -c1-200 "$out/bare/$(basename "$model")-$mode.json")"
-        done
+        model=${mb%%:*}; batch=${mb##*:}
+        for mode in eager default; do bare_run "$out/bare/$(basename "$model")-$mode" "$model" "$batch" "$mode"; done
       done ;;
     harness)
       [ -d .harness/userbenchmark/dynamo/dynamobench ] || { echo "harness: .harness/ not carried"; continue; }
