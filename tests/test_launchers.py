@@ -195,6 +195,7 @@ def test_overlap_puts_n_jobs_on_a_gpu_each_on_its_own_cores_and_one_more_waits(t
     first = held[:per_gpu]
     assert {env["PIPELINE_GPU_SLOT"] for env in first} == {str(i) for i in range(per_gpu)}
     cores = [set(map(int, env["PIPELINE_CPUS"].split(","))) for env in first]
+    assert {env["PIPELINE_GPU_CPUS"] for env in held} == {",".join(map(str, sorted(set.union(*cores))))}
     if len(os.sched_getaffinity(0)) >= per_gpu:
         for a, b in itertools.combinations(cores, 2):
             assert not a & b  # a compiling job's compiler never runs on the measuring job's cores
@@ -220,6 +221,46 @@ def test_the_measure_gate_lets_one_process_measure_at_a_time(tmp_path: Path):
     asked = second["held_from"] - second["waited_s"]
     assert asked < first["held_to"] - 0.2, (first, second)  # it asked while the other held the lock
     assert second["waited_s"] >= first["held_to"] - asked - 0.01, (first, second)  # and waited till then
+
+
+def test_the_holder_runs_on_every_slots_cores_while_it_holds_the_lock_and_on_its_own_after(tmp_path: Path):
+    """A worker pinned to its slot's core holds the lock: all its threads (one started before the hold
+    too) run on the GPU's cores (PIPELINE_GPU_CPUS) meanwhile, and on its slot's again once it let go."""
+    import multiprocessing
+
+    cores = sorted(os.sched_getaffinity(0))
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        own, held, recorded, after = pool.apply(
+            _affinity_around_a_hold, (str(tmp_path / "gpu0.measure.lock"), cores)
+        )
+    assert own == after == cores[:1] and held == recorded == cores
+
+
+def _affinity_around_a_hold(path: str, gpu_cores: list[int]) -> tuple[list[int], ...]:
+    import threading
+
+    from pipeline.measure.gate import GPU_CPUS_ENV, MeasureGate
+
+    os.sched_setaffinity(0, gpu_cores[:1])  # the slot's own core, as pin_to_cpus leaves a worker
+    own = sorted(os.sched_getaffinity(0))
+    os.environ[GPU_CPUS_ENV] = ",".join(map(str, gpu_cores))
+    seen: dict[str, list[int]] = {}
+    asked, done = threading.Event(), threading.Event()
+
+    def other_thread() -> None:  # started before the hold: its cores are read while the lock is held
+        asked.wait()
+        seen["held"] = sorted(os.sched_getaffinity(0))
+        done.set()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    gate = MeasureGate(Path(path))
+    with gate.hold("measure"):
+        asked.set()
+        done.wait()
+    thread.join()
+    return own, seen["held"], gate.spans[0]["cpus"], sorted(os.sched_getaffinity(0))
 
 
 def _hold_the_gate(path: str, hold_s: float) -> list[dict]:
@@ -384,6 +425,11 @@ def test_overlapping_jobs_never_measure_at_once(tmp_path: Path, store: str):
         s1 < e2 and s2 < e1 for (s1, e1), (s2, e2) in itertools.combinations(lives, 2)
     )  # they ran at once
     assert all(len(r["info"]["overlap"]["cpus"]) >= 1 for r in results)
+    # while it held the lock, a worker ran on every slot's cores (the paused workers' too), then on its own
+    every_slot = sorted({c for r in results for c in r["info"]["overlap"]["cpus"]})
+    assert all(s["cpus"] == every_slot for r in results for s in r["info"]["measure_gate"]["spans"]), (
+        every_slot
+    )
     # the third job waited for a slot: that wait is said apart, and is not in its wall time
     (waiter,) = [r for r in results if r["metrics"].get("job/gpu_wait_s", 0) > 1]
     wall, worker = waiter["metrics"]["job/wall_s"], waiter["metrics"]["job/worker_wall_s"]

@@ -17,7 +17,8 @@ own. A dead job's ticket is unlocked and cleared by the next job that looks.
 With `benchmark.overlap` each GPU takes `benchmark.overlap_jobs` jobs (`per_gpu`, a lock per slot): the
 others compile while one measures, and the measure lock (pipeline.measure.gate) lets one of them measure
 at a time. Each slot gets its own share of this process's CPU cores (PIPELINE_CPUS), so a compiling job's
-compiler never runs on the measuring job's cores.
+compiler never runs on the measuring job's cores; the measuring job runs on all of its GPU's
+(PIPELINE_GPU_CPUS) while it holds the lock, the others paused.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import contextlib
 import fcntl
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,12 +85,15 @@ def gpu_slot(
         env = {"CUDA_VISIBLE_DEVICES": taken, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PIPELINE_GPU_INDEX": taken}
         if per_gpu > 1:
             ((index, _),) = held
-            group = slot * len(indices) + indices.index(index)
+            position, groups = indices.index(index), per_gpu * len(indices)
             env.update(
                 {
                     "PIPELINE_GPU_SLOT": str(slot),
                     "PIPELINE_MEASURE_LOCK": str(lock_dir / f"gpu{index}.measure.lock"),
-                    "PIPELINE_CPUS": ",".join(str(c) for c in core_group(group, per_gpu * len(indices))),
+                    "PIPELINE_CPUS": cpu_list(core_group(slot * len(indices) + position, groups)),
+                    "PIPELINE_GPU_CPUS": cpu_list(  # every slot's of this GPU: the measuring job's
+                        c for s in range(per_gpu) for c in core_group(s * len(indices) + position, groups)
+                    ),
                 }
             )
         yield env
@@ -181,6 +185,11 @@ def _try_lock(path: Path, *, write_pid: bool = True) -> Any:
         handle.write(str(os.getpid()))
         handle.flush()
     return handle
+
+
+def cpu_list(cores: Iterable[int]) -> str:
+    """[2, 0, 1, 0] -> `0,1,2`: the form PIPELINE_CPUS and PIPELINE_GPU_CPUS take."""
+    return ",".join(str(c) for c in sorted(set(cores)))
 
 
 def core_group(group: int, groups: int) -> list[int]:

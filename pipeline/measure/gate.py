@@ -11,7 +11,10 @@ compiled code's autotuning on the same GPU), which spreads a measuring job's ste
 (benchmarks/RESULTS.md). So the holder also pauses the GPU's other workers: each registers beside the
 lock at its start (`<lock>.slot<N>.worker`: pid and start time), and the holder stops every other
 registered worker's process group (SIGSTOP) and lets it go on (SIGCONT) when it releases. A holder that
-dies cannot: its job's parent then resumes every worker of the GPU (`resume_all`).
+dies cannot: its job's parent then resumes every worker of the GPU (`resume_all`). While it holds the
+lock, the holder's threads run on all of the GPU's CPU cores (PIPELINE_GPU_CPUS: every slot's, the
+paused workers' idle ones too), as a job without overlap would, and on its own slot's again after: a
+host-bound step, which follows the CPU it is launched from, reads the same with and without overlap.
 
 Each hold (`spans`: wall-clock times, and the workers it paused) goes into `run_info.json`
 (`measure_gate`), so a reader or a test can check that no two measurements overlapped.
@@ -30,6 +33,7 @@ from typing import IO, Any
 
 MEASURE_LOCK_ENV = "PIPELINE_MEASURE_LOCK"
 SLOT_ENV = "PIPELINE_GPU_SLOT"  # set by pipeline.job.gpu_pool with the lock
+GPU_CPUS_ENV = "PIPELINE_GPU_CPUS"  # every slot's CPU cores of this GPU (`0,1,2,3`), set with the lock
 
 
 def start_time(pid: int) -> str | None:
@@ -83,6 +87,19 @@ def signal_workers(pids: list[int], signum: int) -> None:
                 os.kill(pid, signum)
 
 
+def parse_cpus(spec: str) -> set[int]:
+    """`0,1,2` -> {0, 1, 2}; "" -> set()."""
+    return {int(c) for c in spec.split(",") if c.strip()}
+
+
+def run_on_cpus(cpus: set[int]) -> None:
+    """Every thread of this process (the launching thread, autograd's device threads, ...) on `cpus`:
+    sched_setaffinity sets one thread, and a thread started later takes its starter's."""
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+            os.sched_setaffinity(int(tid), cpus)
+
+
 def resume_all(lock: Path) -> None:
     """Let every worker registered beside the lock (and its compile processes) go on: after a holder that
     paused them died. Resuming one that runs does nothing."""
@@ -97,6 +114,8 @@ class MeasureGate:
         self.path = path
         self.spans: list[dict[str, Any]] = []  # one per hold: why, waited_s, held_from, held_to, paused
         self.paused: list[int] = []  # other workers' process groups, stopped while this one holds it
+        self.gpu_cpus = parse_cpus(os.environ.get(GPU_CPUS_ENV, ""))  # run on these while holding it
+        self._own_cpus: set[int] = set()  # the slot's cores, run on again after
         self._handle: IO[str] | None = None
 
     @classmethod
@@ -123,6 +142,9 @@ class MeasureGate:
         self._handle = handle
         self.paused = registered_workers(self.path)
         signal_workers(self.paused, signal.SIGSTOP)
+        self._own_cpus = os.sched_getaffinity(0)
+        if self.gpu_cpus:
+            run_on_cpus(self.gpu_cpus)
         self.spans.append(
             {
                 "why": why,
@@ -130,12 +152,15 @@ class MeasureGate:
                 "held_from": now,
                 "held_to": None,
                 "paused": list(self.paused),
+                "cpus": sorted(os.sched_getaffinity(0)),
             }
         )
 
     def release(self) -> None:
         if self._handle is None:
             return
+        if self.gpu_cpus:  # back on the slot's own cores before the others run again
+            run_on_cpus(self._own_cpus)
         signal_workers(self.paused, signal.SIGCONT)
         self.paused = []
         self.spans[-1]["held_to"] = time.time()

@@ -91,8 +91,9 @@ def describe_method(
             f"Overlap (benchmark.overlap): this job shared its GPU with up to {benchmark.overlap_jobs - 1} other job(s), "
             f"which may have been compiling; while this job ran its eager probe and everything after its compilation "
             f"(warm-up, timed rounds, diagnostics) it held the GPU's measure lock, and the other jobs' workers and their compile processes were "
-            f"paused (SIGSTOP) until it let go; this worker ran on CPU cores {overlap_cpus} only. The lock's holds and "
-            "the workers each paused are in run_info.json (measure_gate)."
+            f"paused (SIGSTOP) until it let go; this worker compiled on CPU cores {overlap_cpus} only and, while it held "
+            "the lock, ran on all of the GPU's cores (the paused workers' too), as without overlap. The lock's holds, "
+            "the workers each paused and the cores it ran on are in run_info.json (measure_gate)."
         )
     return "\n".join(lines)
 
