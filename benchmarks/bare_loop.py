@@ -11,13 +11,18 @@ says how much of a step the host spends launching work: on a launch-bound model 
 prints one JSON line: {"config": ..., "step_time_ms_mean": ..., "step_time_ms_p50": ..., "host_ms_p50": ...,
 "compile_time_s": ..., "peak_mem_allocated_gib": ...}; `--profile-dir DIR` also records a torch.profiler
 trace of a few steps after the measured ones (the same schedule as the pipeline's `profile=true`).
+`--alternate-cpus 0-4` then times `--rounds` pairs of rounds of `--round-steps` steps, every thread on all
+the process's CPUs in one and on those only in the other, the order alternating: whether the CPUs a
+step is launched from change it, each pair under the same host state (its JSON key `alternate`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
+import os
 import statistics
 import time
 
@@ -55,6 +60,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--profile-dir", default=None, help="record a profiler trace of 3 steps here")
+    parser.add_argument("--alternate-cpus", default=None, help="e.g. 0-4: all CPUs against these, alternated")
+    parser.add_argument("--rounds", type=int, default=40, help="pairs of rounds with --alternate-cpus")
+    parser.add_argument("--round-steps", type=int, default=10)
     args = parser.parse_args()
 
     import timm
@@ -121,6 +129,11 @@ def main() -> None:
     step_ms = [a.elapsed_time(b) for a, b in itertools.pairwise(events)] if cuda else host_ms
     if args.profile_dir:
         profile(lambda: step(0), args.profile_dir, cuda)
+    alternate = (
+        alternate_cpus(step, sync, cpu_set(args.alternate_cpus), args.rounds, args.round_steps)
+        if args.alternate_cpus
+        else None
+    )
     print(
         json.dumps(
             {
@@ -136,6 +149,7 @@ def main() -> None:
                 "peak_mem_allocated_gib": torch.cuda.max_memory_allocated() / 1024**3 if cuda else None,
                 "gpu": torch.cuda.get_device_name() if cuda else "cpu",
                 "torch": torch.__version__,
+                **({"alternate": alternate} if alternate else {}),
             }
         ),
         flush=True,
@@ -145,6 +159,52 @@ def main() -> None:
 def quantile(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+def cpu_set(spec: str) -> set[int]:
+    """`0-4,8` -> {0, 1, 2, 3, 4, 8} (taskset's list form)."""
+    cpus: set[int] = set()
+    for part in spec.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def run_on(cpus: set[int]) -> None:
+    """Every thread of this process (autograd's device threads too) on `cpus`."""
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(tid), cpus)
+
+
+def alternate_cpus(step, sync, pinned: set[int], rounds: int, round_steps: int) -> dict:
+    """Mean step time (synchronized wall clock) per round on all CPUs and on `pinned`, alternated."""
+    every = os.sched_getaffinity(0)
+    times: dict[str, list[float]] = {"all": [], "pinned": []}
+    for r in range(rounds):
+        for name in ("all", "pinned") if r % 2 == 0 else ("pinned", "all"):
+            run_on(every if name == "all" else pinned)
+            sync()
+            start = time.perf_counter()
+            for i in range(round_steps):
+                step(i)
+            sync()
+            times[name].append((time.perf_counter() - start) * 1000 / round_steps)
+    run_on(every)
+    ratios = sorted(p / a for p, a in zip(times["pinned"], times["all"], strict=True))
+    return {
+        "cpus": sorted(pinned),
+        "of": len(every),
+        "rounds": rounds,
+        "round_steps": round_steps,
+        "all_ms_median": statistics.median(times["all"]),
+        "pinned_ms_median": statistics.median(times["pinned"]),
+        "pinned_over_all_median": statistics.median(ratios),
+        "pinned_over_all_p10": quantile(ratios, 0.1),
+        "pinned_over_all_p90": quantile(ratios, 0.9),
+        "all_ms": times["all"],
+        "pinned_ms": times["pinned"],
+    }
 
 
 def profile(run_step, out_dir: str, cuda: bool) -> None:

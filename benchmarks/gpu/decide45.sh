@@ -8,10 +8,10 @@
 #            (eager mean / compiled mean over synchronized wall clocks) beside the pipeline's paired one
 #   harness  PyTorch's dynamo harness (pytorch/benchmark userbenchmark/dynamo/dynamobench at 33c7503f, carried in
 #            .harness/, never committed) for HARNESS_MODELS with --disable-cudagraphs (the default mode's counterpart)
-#   pin      PIN_MODEL (model:batch) compiled, on one VM: the bare loop on all vCPUs and pinned to the first third
-#            (taskset, as benchmark.overlap_jobs=3 pins a slot), twice, alternated; then one pipeline job alone with
-#            benchmark.overlap=false and one alone with benchmark.overlap=true overlap_jobs=3 (pinned, nobody to pause):
-#            which of pinning, overlap or the VM slows a compiled step that the suite reads slower than the bare loop
+#   pin      PIN_MODEL (model:batch) compiled, on one VM: one bare-loop process (its own 90 steps on all vCPUs), then
+#            PIN_ROUNDS pairs of 10-step rounds on all vCPUs and pinned to the first third (as benchmark.overlap_jobs=3
+#            pins a slot), alternated: whether the CPUs a compiled step is launched from change it
+#   pin-plain  one pipeline job of PIN_MODEL with benchmark.overlap=false: its figure beside the bare loop's on that VM
 #   suite    SUITE_MODELS (default: the 42 of sweep=timm_suite) with benchmark.overlap=true hydra/launcher=local_gpus,
 #            every compile cold; SUITE_DEADLINE (epoch s) cuts its cap to end by then; SUITE_EXTRA: more overrides
 #            (e.g. benchmark.overlap_jobs=3)
@@ -33,8 +33,9 @@ if [ "${DECIDE_SMOKE:-0}" = 1 ]; then
   BASE=(device=cpu compile.backend=aot_eager trainer.steps=4 trainer.warmup_steps=1 benchmark.budget_s=3)
   SUITE=(sweep=tiny_suite device=cpu compile.fullgraph=false trainer.steps=6 trainer.warmup_steps=2 benchmark.budget_s=3
          "gpu_pool=[0]")
-  SUITE_MODELS=${SUITE_MODELS:-vit_tiny,resnet_tiny}; PIN_POOL="device=cpu gpu_pool=[0]"; BARE_ARGS=(--device cpu --steps 6 --warmup 2); HARNESS_MODELS=
+  SUITE_MODELS=${SUITE_MODELS:-vit_tiny,resnet_tiny}; BARE_ARGS=(--device cpu --steps 6 --warmup 2 --round-steps 2); HARNESS_MODELS=
   BARE_MODELS=$TWICE_MODELS; PIN_MODEL=${PIN_MODEL:-vit_tiny:2}; LONG_MODELS=${LONG_MODELS:-vit_tiny:2}; LONG_BUDGET=${LONG_BUDGET:-6}
+  PIN_ROUNDS=${PIN_ROUNDS:-3}
 else
   TWICE_MODELS=${TWICE_MODELS:-timm/resnet50:64,timm/resnet18:256,timm/mobilenetv3_large_100:256,timm/efficientnet_b0:128,timm/convnext_tiny:128,vit_b16:64}
   BASE=(precision=amp compile.mode=default trainer.steps=50 trainer.warmup_steps=10)
@@ -49,10 +50,10 @@ timm_name() {  # the timm name of a pipeline model (bare_loop.py and the harness
   local name; name=$(basename "$1"); [ "$name" = vit_b16 ] && name=vit_base_patch16_224
   [ "$name" = vit_tiny ] && name=vit_tiny_patch16_224; [ "$name" = resnet_tiny ] && name=resnet18; echo "$name"
 }
-bare_run() {  # bare_run <out stem> <pipeline model> <batch> <mode> [prefix command...]: one bare-loop process
+bare_run() {  # bare_run <out stem> <pipeline model> <batch> <mode> [more bare_loop.py args...]: one bare-loop process
   local stem=$1 model=$2 batch=$3 mode=$4; shift 4
-  timeout "$(cap 300)" "$@" python3 benchmarks/bare_loop.py --model "$(timm_name "$model")" --batch-size "$batch" \
-    --precision amp --compile "$mode" "${BARE_ARGS[@]}" > "$stem.json" 2> "$stem.log"
+  timeout "$(cap 300)" python3 benchmarks/bare_loop.py --model "$(timm_name "$model")" --batch-size "$batch" \
+    --precision amp --compile "$mode" "${BARE_ARGS[@]}" "$@" > "$stem.json" 2> "$stem.log"
   echo "bare $(basename "$stem") exit=$?: $(cut -c1-200 "$stem.json")"
 }
 for part in $parts; do
@@ -71,14 +72,10 @@ for part in $parts; do
     pin)
       mkdir -p "$out/pin"; model=${PIN_MODEL%%:*}; batch=${PIN_MODEL##*:}
       third=$(( $(nproc) / 3 )); pinned="0-$(( third > 1 ? third - 1 : 0 ))"
-      for round in 1 2; do
-        bare_run "$out/pin/bare-all-$round" "$model" "$batch" default
-        bare_run "$out/pin/bare-pinned-$round" "$model" "$batch" default taskset -c "$pinned"
-      done
-      PIN=("${BASE[@]}" "model=$model" "trainer.batch_size=$batch")
-      capped_sweep pin-plain "$(cap 400)" "${PIN[@]}" benchmark.overlap=false
-      capped_sweep pin-overlap "$(cap 400)" "${PIN[@]}" benchmark.overlap=true benchmark.overlap_jobs=3 \
-        hydra/launcher=local_gpus ${PIN_POOL:-} ;;
+      bare_run "$out/pin/bare-alternate" "$model" "$batch" default --alternate-cpus "$pinned" --rounds "${PIN_ROUNDS:-40}" ;;
+    pin-plain)
+      capped_sweep pin-plain "$(cap 400)" "${BASE[@]}" "model=${PIN_MODEL%%:*}" "trainer.batch_size=${PIN_MODEL##*:}" \
+        benchmark.overlap=false ;;
     bare)
       mkdir -p "$out/bare"
       for mb in ${BARE_MODELS//,/ }; do
