@@ -63,10 +63,10 @@ ui: $(STAMP) ## the MLflow UI over the default store (http://127.0.0.1:5000; UI_
 browser: ## headless Chromium for the UI tests (Debian's chromium; does nothing when it is there)
 	@./scripts/install-browser.sh || { [ -z "$$CI" ] && echo "make: no Chromium, the UI tests will be skipped"; }
 
-test: $(STAMP) browser ## the default test suite, 5-6 minutes on 2 CPU cores (no GPU; installs Chromium, starts its own MLflow server)
+test: $(STAMP) browser ## the default test suite, 4-6 minutes on 2 CPU cores (no GPU; installs Chromium, starts its own MLflow server)
 	$(PY) -m pytest -m "not slow" $(PARALLEL) $(PYTEST_ARGS)
 
-test-slow: $(STAMP) ## the slow tests: real inductor compiles, multi-job sweeps, SLURM (about 25 minutes; CI runs both: make test-all, about 32)
+test-slow: $(STAMP) ## the slow tests: real inductor compiles, multi-job sweeps, SLURM (20-25 minutes; CI runs both: make test-all, 25-32)
 	$(PY) -m pytest -m slow $(PARALLEL) $(PYTEST_ARGS)
 
 test-all: $(STAMP) browser ## both, in one pytest session
