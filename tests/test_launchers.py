@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.job.gpu_pool import gpu_slot
+from pipeline.job.gpu_pool import core_group, gpu_slot
 from pipeline.job.progress import sweep_status
 from pipeline.jobdir import RESULT, SWEEP_FILE
 from pipeline.status import FINISHED, SKIPPED
@@ -202,6 +202,19 @@ def test_overlap_puts_n_jobs_on_a_gpu_each_on_its_own_cores_and_one_more_waits(t
     assert waits and "all taken" in waits[0]  # the last job waited for a slot
     for (a, s1, e1), (b, s2, e2) in itertools.combinations(spans, 2):
         assert a != b or e1 <= s2 or e2 <= s1  # one slot is never held by two jobs at once
+
+
+@pytest.mark.parametrize(("cores", "groups"), [(16, 3), (16, 6), (15, 3), (7, 2), (2, 3)])
+def test_the_slots_share_every_core_out_in_near_equal_parts(cores: int, groups: int):
+    """benchmark.overlap's slots (of every GPU) take contiguous shares of the cores, sizes apart by one
+    at most, and leave none idle: 16 cores to 3 slots are 6, 5 and 5, not 5 each and one spare; with
+    fewer cores than slots, one each, round-robin."""
+    shares = [core_group(list(range(cores)), g, groups) for g in range(groups)]
+    assert sorted(c for share in shares for c in share) == (
+        list(range(cores)) if cores >= groups else sorted(g % cores for g in range(groups))
+    )
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1
+    assert all(share == list(range(share[0], share[-1] + 1)) for share in shares)
 
 
 @pytest.mark.whole_host

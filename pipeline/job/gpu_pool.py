@@ -86,13 +86,16 @@ def gpu_slot(
         if per_gpu > 1:
             ((index, _),) = held
             position, groups = indices.index(index), per_gpu * len(indices)
+            cores = sorted(os.sched_getaffinity(0))  # this process's, shared out among every GPU's slots
             env.update(
                 {
                     "PIPELINE_GPU_SLOT": str(slot),
                     "PIPELINE_MEASURE_LOCK": str(lock_dir / f"gpu{index}.measure.lock"),
-                    "PIPELINE_CPUS": cpu_list(core_group(slot * len(indices) + position, groups)),
+                    "PIPELINE_CPUS": cpu_list(core_group(cores, slot * len(indices) + position, groups)),
                     "PIPELINE_GPU_CPUS": cpu_list(  # every slot's of this GPU: the measuring job's
-                        c for s in range(per_gpu) for c in core_group(s * len(indices) + position, groups)
+                        c
+                        for s in range(per_gpu)
+                        for c in core_group(cores, s * len(indices) + position, groups)
                     ),
                 }
             )
@@ -192,14 +195,14 @@ def cpu_list(cores: Iterable[int]) -> str:
     return ",".join(str(c) for c in sorted(set(cores)))
 
 
-def core_group(group: int, groups: int) -> list[int]:
-    """The `group`-th of `groups` equal shares of this process's CPU cores (contiguous; with fewer
-    cores than groups, one core each, shared round-robin)."""
-    cores = sorted(os.sched_getaffinity(0))
+def core_group(cores: list[int], group: int, groups: int) -> list[int]:
+    """The `group`-th of `groups` shares of `cores` (contiguous, sizes differing by one at most, every
+    core in one; with fewer cores than groups, one core each, shared round-robin)."""
     if len(cores) < groups:
         return [cores[group % len(cores)]]
-    size = len(cores) // groups
-    return cores[group * size : (group + 1) * size]
+    size, extra = divmod(len(cores), groups)  # the first `extra` groups take one core more
+    start = group * size + min(group, extra)
+    return cores[start : start + size + (group < extra)]
 
 
 def _release(held: list[tuple[int, Any]]) -> None:
