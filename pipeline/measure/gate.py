@@ -13,8 +13,8 @@ lock at its start (`<lock>.slot<N>.worker`: pid and start time), and the holder 
 registered worker's process group (SIGSTOP) and lets it go on (SIGCONT) when it releases. A holder that
 dies cannot: its job's parent then resumes every worker of the GPU (`resume_all`). While it holds the
 lock, the holder's threads run on all of the GPU's CPU cores (PIPELINE_GPU_CPUS: every slot's, the
-paused workers' idle ones too), as a job without overlap would, and on its own slot's again after: a
-host-bound step, which follows the CPU it is launched from, reads the same with and without overlap.
+paused workers' idle ones too), and on its own slot's again after: a step the host launches has the
+CPUs it would have without overlap.
 
 Each hold (`spans`: wall-clock times, and the workers it paused) goes into `run_info.json`
 (`measure_gate`), so a reader or a test can check that no two measurements overlapped.
