@@ -31,7 +31,7 @@ from pipeline.config.schema import WORKER_STARTS, Config, from_dict  # noqa: E40
 from pipeline.job import lifeline  # noqa: E402
 from pipeline.job.result import JobResult, write_timeout  # noqa: E402
 from pipeline.jobdir import JobDir  # noqa: E402
-from pipeline.measure.gate import register_worker  # noqa: E402
+from pipeline.measure.gate import parse_cpus, register_worker  # noqa: E402
 from pipeline.progress import Progress, quiet  # noqa: E402
 from pipeline.status import FAILED, FINISHED, NON_FINITE_LOSS  # noqa: E402
 
@@ -237,7 +237,7 @@ def pin_to_cpus(spec: str) -> list[int]:
     """benchmark.overlap: this worker runs on its slot's CPU cores only (PIPELINE_CPUS, `0,1,2`), torch's
     threads and inductor's compile workers as many as those cores, so that a job compiling beside a
     measuring one never takes the measuring job's cores. Returns the cores ([] when not pinned)."""
-    cpus = [int(c) for c in spec.split(",") if c.strip()]
+    cpus = sorted(parse_cpus(spec))
     if not cpus:
         return []
     os.sched_setaffinity(0, cpus)

@@ -16,7 +16,7 @@ lock, the holder's threads run on all of the GPU's CPU cores (PIPELINE_GPU_CPUS:
 paused workers' idle ones too), and on its own slot's again after: a step the host launches has the
 CPUs it would have without overlap.
 
-Each hold (`spans`: wall-clock times, and the workers it paused) goes into `run_info.json`
+Each hold (`spans`: wall-clock times, the workers it paused, the cores it ran on) goes into `run_info.json`
 (`measure_gate`), so a reader or a test can check that no two measurements overlapped.
 """
 
@@ -142,8 +142,8 @@ class MeasureGate:
         self._handle = handle
         self.paused = registered_workers(self.path)
         signal_workers(self.paused, signal.SIGSTOP)
-        self._own_cpus = os.sched_getaffinity(0)
         if self.gpu_cpus:
+            self._own_cpus = os.sched_getaffinity(0)
             run_on_cpus(self.gpu_cpus)
         self.spans.append(
             {
