@@ -4,6 +4,7 @@ pipeline job trains (the same first loss from the same weights, batch and loss).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -96,5 +97,8 @@ def test_the_plain_loop_runs_ddp_on_two_gloo_ranks_and_trains_what_a_pipeline_jo
         ranks = json.loads(line)
         assert ranks["steps"] == 3, ranks
         assert 0 < ranks["exposed_comm_ms_per_step"] <= ranks["collective_ms_per_step"] + 1e-9, ranks
-        assert ranks["top_cpu_ops_ms_per_step"].get("gloo:all_reduce", 0) > 0, ranks
     assert len(summary.stdout.splitlines()) == 2, summary.stderr[-2000:]
+    # gloo's all-reduce by name in each rank's trace (among the top CPU ops it drops out on a busy host)
+    for trace in traces:
+        events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+        assert any(e.get("name") == "gloo:all_reduce" for e in events), trace
