@@ -6,8 +6,9 @@ cores used without tests stepping on each other, and where the time went in ever
   processes they start through the environment: remembered config checks (PIPELINE_CACHE_DIR), the
   GPU pool's locks (PIPELINE_GPU_LOCK_DIR), the inductor cache of jobs whose subject is not a cold
   compile (tests/conftest.py: SESSION_INDUCTOR_CACHE), the whole-host lock.
-- Parallel runs (pytest-xdist, `make test`: `-n 2 --dist loadgroup`): tests sharing a fixture of module
-  scope run on one worker, so that it is set up once; a test marked `whole_host` (it reads the host's own
+- Parallel runs (pytest-xdist, `make test`: `-n 2 --dist loadgroup`; the slow suite on 3 workers): tests
+  sharing a fixture of module scope run on one worker, so that it is set up once; a test marked
+  `whole_host` (it reads the host's own
   timing, load or contention) runs with no other test beside it: every other test holds the host's lock
   shared while it runs, a whole-host test holds it alone.
 - One template process per process that runs tests (pipeline.job.template, started at the session's
