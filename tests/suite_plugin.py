@@ -8,9 +8,8 @@ cores used without tests stepping on each other, and where the time went in ever
   compile (tests/conftest.py: SESSION_INDUCTOR_CACHE), the whole-host lock.
 - Parallel runs (pytest-xdist, `make test`: `-n 2 --dist loadgroup`; the slow suite on 3 workers): tests
   sharing a fixture of module scope run on one worker, so that it is set up once; a test marked
-  `whole_host` (it reads the host's own
-  timing, load or contention) runs with no other test beside it: every other test holds the host's lock
-  shared while it runs, a whole-host test holds it alone.
+  `whole_host` (it reads the host's own timing, load or contention) runs with no other test beside it:
+  every other test holds the host's lock shared while it runs, a whole-host test holds it alone.
 - One template process per process that runs tests (pipeline.job.template, started at the session's
   start, ended at its end): every single run a test starts forks its worker from it
   (PIPELINE_TEMPLATE_SOCKET) instead of importing torch and the model libraries afresh, seconds of CPU a
