@@ -698,22 +698,15 @@ def figures(tmp_path: Path, sweep_id: str) -> str:
 
 
 def depth_sweeps(
-    tmp_path: Path,
-    store: str,
-    name: str,
-    env: dict[str, str] | None = None,
-    *,
-    steps: int = 24,
-    budget_s: float = 0,
+    tmp_path: Path, store: str, name: str, env: dict[str, str] | None = None, **job
 ) -> list[str]:
     """The issue's sweep, run again while its verdict is inconclusive (at most three times, sweep ids
-    `<name>-0`, ...); every run's verdict with its jobs' figures, none of which may name depth 6."""
+    `<name>-0`, ...); every run's verdict with its jobs' figures, none of which may name depth 6. `job`:
+    sweep's steps and budget_s."""
     verdicts: list[str] = []
     for attempt in range(3):
         sweep_id = f"{name}-{attempt}"
-        tags, proc = sweep(
-            tmp_path, store, sweep_id, "model.kwargs.depth=1,6", env=env, steps=steps, budget_s=budget_s
-        )
+        tags, proc = sweep(tmp_path, store, sweep_id, "model.kwargs.depth=1,6", env=env, **job)
         assert tags.get("fastest_config", DEPTH_1) == DEPTH_1, output(proc)
         verdicts.append(
             f"{tags['verdict']}: {tags.get('verdict_reason', '')} ({figures(tmp_path, sweep_id)})"
