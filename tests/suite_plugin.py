@@ -9,7 +9,9 @@ cores used without tests stepping on each other, and where the time went in ever
 - Parallel runs (pytest-xdist, `make test`: `-n 2 --dist loadgroup`; the slow suite on 3 workers): tests
   sharing a fixture of module scope run on one worker, so that it is set up once; a test marked
   `whole_host` (it reads the host's own timing, load or contention) runs with no other test beside it:
-  every other test holds the host's lock shared while it runs, a whole-host test holds it alone.
+  every other test holds the host's lock shared while it runs, a whole-host test holds it alone. The
+  whole-host tests run one after another on one worker, which keeps the lock from the first to the last;
+  the slow tests are scheduled first, so that the run ends on short tests.
 - One template process per process that runs tests (pipeline.job.template, started at the session's
   start, ended at its end): every single run a test starts forks its worker from it
   (PIPELINE_TEMPLATE_SOCKET) instead of importing torch and the model libraries afresh, seconds of CPU a
@@ -34,6 +36,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -55,9 +58,16 @@ def session_dir() -> Path | None:
     return Path(value) if value else None
 
 
+def whole_host(item: pytest.Item) -> bool:
+    return item.get_closest_marker(WHOLE_HOST) is not None
+
+
 def group_of(item: pytest.Item) -> str | None:
-    """The worker a test must share with others: its `xdist_group` mark's name, or its module's where it
+    """The worker a test must share with others: `whole_host` for every whole-host test (they run one
+    after another, the host theirs throughout), its `xdist_group` mark's name, or its module's where it
     uses a fixture of module (or class, package) scope, so that the fixture is set up once."""
+    if whole_host(item):
+        return WHOLE_HOST
     for mark in item.iter_markers("xdist_group"):
         return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
     info = getattr(item, "_fixtureinfo", None)
@@ -68,6 +78,21 @@ def group_of(item: pytest.Item) -> str | None:
     return None
 
 
+def slow_first(items: list[pytest.Item], groups: dict[str, str]) -> list[pytest.Item]:
+    """items with the slow tests first, a group's tests kept together (slow when any of them is), the
+    order otherwise unchanged (every worker orders its collection alike)."""
+    fast = {group: True for group in groups.values()}
+    for item in items:
+        if item.nodeid in groups and "slow" in item.keywords:
+            fast[groups[item.nodeid]] = False
+
+    def is_fast(item: pytest.Item) -> bool:
+        group = groups.get(item.nodeid)
+        return fast[group] if group else "slow" not in item.keywords
+
+    return sorted(items, key=is_fast)
+
+
 class SuitePlugin:
     def __init__(self, config: pytest.Config):
         self.config = config
@@ -76,6 +101,7 @@ class SuitePlugin:
         self.tests: dict[str, Times] = defaultdict(Times)  # nodeid -> setup + call + teardown
         self.fixtures: dict[tuple[str, str], list[float]] = defaultdict(list)
         self.started = time.monotonic()
+        self.host_lock: IO[str] | None = None  # the host's lock file while this worker holds the lock
 
     # ------------------------------------------------------------------------------------ session folder
     def pytest_configure(self, config: pytest.Config) -> None:
@@ -143,12 +169,14 @@ class SuitePlugin:
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Each worker writes the tests' groups to the session folder, where the scheduler reads them (xdist
         3.8's own loadgroup marks a group in the test's id, which pytest 9.2 no longer lets it change:
-        pytest-dev/pytest-xdist#1386)."""
+        pytest-dev/pytest-xdist#1386). The slow tests come first: the workers then end the run on short
+        tests instead of one worker finishing a long one alone."""
         worker = os.environ.get("PYTEST_XDIST_WORKER")
         folder = session_dir()
         if worker is None or folder is None:
             return
         groups = {item.nodeid: group for item in items if (group := group_of(item))}
+        items[:] = slow_first(items, groups)
         scratch = folder / f".groups-{worker}.json"
         scratch.write_text(json.dumps(groups))
         scratch.replace(folder / f"groups-{worker}.json")
@@ -173,29 +201,39 @@ class SuitePlugin:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
-        with self.host(alone=item.get_closest_marker(WHOLE_HOST) is not None):
-            return (yield)
-
-    @contextlib.contextmanager
-    def host(self, *, alone: bool) -> Iterator[None]:
-        """The host's lock around one test, where other workers run tests beside this one: shared for a
-        test, alone for a whole-host test. A whole-host test first takes the turnstile, which every test
-        passes before it shares the host: tests keep starting only until a whole-host test waits."""
+        alone = whole_host(item)
         with torch_default_threads(alone):
-            folder = session_dir()
-            if folder is None or "PYTEST_XDIST_WORKER" not in os.environ:
-                yield
-                return
-            with open(folder / "host.turnstile", "a") as turnstile, open(folder / "host.lock", "a") as lock:
-                fcntl.flock(turnstile, fcntl.LOCK_EX)
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-                finally:
-                    fcntl.flock(turnstile, fcntl.LOCK_UN)
-                try:
-                    yield
-                finally:
-                    fcntl.flock(lock, fcntl.LOCK_UN)
+            self.take_host(alone=alone)
+            try:
+                return (yield)
+            finally:
+                # whole-host tests run one after another on one worker (group_of): the host stays theirs
+                # until the last, instead of the other workers' tests draining before each of them
+                if not (alone and nextitem is not None and whole_host(nextitem)):
+                    self.release_host()
+
+    def take_host(self, *, alone: bool) -> None:
+        """The host's lock for one test, where other workers run tests beside this one: shared for a test,
+        alone for a whole-host test (kept from the whole-host test before it, if any). A whole-host test
+        first takes the turnstile, which every test passes before it shares the host: tests keep starting
+        only until a whole-host test waits."""
+        folder = session_dir()
+        if self.host_lock is not None or folder is None or "PYTEST_XDIST_WORKER" not in os.environ:
+            return
+        lock = open(folder / "host.lock", "a")  # noqa: SIM115 (held across tests; release_host closes it)
+        with open(folder / "host.turnstile", "a") as turnstile:
+            fcntl.flock(turnstile, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+            finally:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+        self.host_lock = lock
+
+    def release_host(self) -> None:
+        if self.host_lock is not None:
+            fcntl.flock(self.host_lock, fcntl.LOCK_UN)
+            self.host_lock.close()
+            self.host_lock = None
 
     # ------------------------------------------------------------------------------------ time report
     @pytest.hookimpl(wrapper=True)
