@@ -777,8 +777,7 @@ def test_the_issue_sweep_names_depth_one_fastest_on_an_idle_host_twice_alike(tmp
     2.17 [1.12, 3.22] against 10.45 [8.63, 12.28] ms. Run twice, each sweep names depth 1 fastest (no
     run may name depth 6), and `--compare` finds the two sweeps the same. Each job measures until its
     figure is precise or 5 s are spent, as a user's job does (budget 30 s): 20 steps of depth 1 (5 ms
-    each) span 100 ms, and on CI's shared host one neighbour's spell widened them past deciding in three
-    sweeps in a row."""
+    each) span 100 ms, which one spell of a busy neighbour on a shared host widens past deciding."""
     ids = []
     for name in ("depth-a", "depth-b"):
         verdicts = depth_sweeps(tmp_path, store, name, env=ONE_THREAD, budget_s=5)
