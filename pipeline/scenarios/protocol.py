@@ -1,19 +1,7 @@
-"""The one measurement protocol, for every scenario: a unit of work (a training step, a forward call, a
-generation) run by variants, measured the same way whatever the unit is.
-
-Order (paired mode): eager memory probe alone (then freed) -> compiled warm-up and one round alone ->
-eager copy warm-up and its first round (the first pair) -> short rounds alternating E C | C E | ...,
-each about `benchmark.round_s`, until the job's question is decided or `benchmark.budget_s` is spent
-(pipeline/measure/sequential.py). Every memory figure comes from a phase where its variant is alone on
-the device; the rounds alternate so the host's changing speed hits both variants alike. Diagnostics
-that run units (syncs, profile) come after the measurement.
-
-A scenario (`pipeline/scenarios/<name>/scenario.py`) subclasses :class:`Scenario` and supplies what it
-builds once (`prepare`), its variant's ingredients (`recipe`: its step and timed unit; the axes are
-applied by pipeline/scenarios/variant.py) and its own figures (`finish_report`); everything else
-(compile time and diagnosis, memory, noise, the paired comparison, throughput from the work its config
-states, MFU, the method's words) is here, once.
-"""
+"""The one measurement protocol, for every scenario's unit of work. Paired order: the eager memory probe
+alone, the compiled warm-up and solo round, the eager copy's, then rounds alternating E C | C E ... (so the
+host's changing speed hits both alike) until the job's question is decided or `benchmark.budget_s` is spent.
+A scenario subclasses :class:`Scenario` (`prepare`, `recipe`, `finish_report`); variant.py builds variants."""
 
 from __future__ import annotations
 
@@ -28,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+from hydra.utils import get_method
 from torch import nn
 
 from models import build_model
@@ -79,9 +68,7 @@ class WorkerContext:
     progress: Progress | Any
     out_dir: Path  # the job's folder (explain.txt, profile/ go here)
     timeline: Timeline
-    settings_at_start: dict[str, str] = field(
-        default_factory=dict
-    )  # pipeline.measure.settings, as the worker began
+    settings_at_start: dict[str, str] = field(default_factory=dict)  # pipeline.measure.settings at start
     worker_start: str = "spawn"  # how the worker started: `template` (forked from the sweep's) or `spawn`
 
 
@@ -139,20 +126,10 @@ class UnitReport:
             **self.warmup.metrics(),
             "memory/cpu_rss_peak_gib": self.cpu_rss_peak_gib,
         }
-        for record in (
-            self.compile_time,
-            self.memory,
-            self.compile,
-            self.paired,
-            self.mfu,
-            self.parallel,
-            self.host,
-            self.stop,
-        ):
+        typed = (self.compile_time, self.memory, self.compile, self.paired, self.mfu, self.parallel)
+        for record in (*typed, self.host, self.stop, *self.records):
             if record is not None:
                 m.update(record.metrics())
-        for record in self.records:
-            m.update(record.metrics())
         if self.nvml_gib is not None:
             m["memory/nvml_process_gib"] = self.nvml_gib
         if self.host_syncs_per_step is not None:
@@ -173,9 +150,7 @@ class Scenario:
         self.precision = Precision.from_config(cfg.precision)
         self.spec = cfg.model.input
         self.work = cfg.scenario.work(cfg)
-        self.batch_size = (
-            cfg.trainer.batch_size
-        )  # samples per step of the batches made (a subclass may differ)
+        self.batch_size = cfg.trainer.batch_size  # samples per step (a subclass may differ)
         self.warmup, self.measured = cfg.trainer.warmup_steps, cfg.trainer.measured_steps
         # the host check's bursts, before timed rounds: benchmark.host_check_s over the first look's rounds
         self.host = HostCheck(burst_s=0.0)
@@ -246,7 +221,7 @@ class Scenario:
     def run(self) -> UnitReport:
         timeline = self.ctx.timeline
         self.info["precision_flags"] = self.precision.apply_backend_flags()
-        import_model_library(self.cfg.model._target_)
+        get_method(self.cfg.model._target_)  # the model's library (timm, transformers) alone, timed apart
         timeline.mark("model_library")
         try:
             with CompileLogRecorder(verbose=self.cfg.verbose) as recorder, self.measuring():
@@ -271,9 +246,8 @@ class Scenario:
         return report
 
     def fresh_model(self, dtype: torch.dtype | None = None) -> nn.Module:
-        """The model, built and initialized on the device from the job's seed (in `dtype` from the start
-        when given): every call gives the same initial weights, so paired variants start equal, and nothing
-        is initialized on the host."""
+        """The model built on the device from the job's seed (in `dtype` from the start when given): every
+        call gives the same initial weights, so paired variants start equal."""
         torch.manual_seed(self.cfg.trainer.seed)
         previous = torch.get_default_dtype()
         if dtype is not None:
@@ -322,9 +296,8 @@ class Scenario:
         )
         if self.measures_latency:  # the solo round is the main variant's first: its requests' latency too
             timer.latency_round(main, self.round_units)
-        now = (
-            settings.snapshot()
-        )  # as the units run: every flag that differs from the worker's start is recorded
+        # as the units run: every flag that differs from the worker's start is recorded
+        now = settings.snapshot()
         self.info["settings"] = now
         self.info["settings_changed"] = settings.changed(self.ctx.settings_at_start, now)
         measured = Measured(
@@ -362,10 +335,9 @@ class Scenario:
         return LATENCY if self.measures_latency else None
 
     def measure_rounds(self, main: Variant, eager: Variant | None, probe: Variant | None) -> Stop:
-        """Timed rounds, alternating C E | E C | C E ... when paired (the compiled variant's solo round opens
-        the first pair), until a look answers the job's question or the budget is spent
-        (pipeline/measure/sequential.py); every rank stops where rank 0 does. The looks are planned from the
-        solo rounds' times: as many as the budget holds."""
+        """Timed rounds, alternating C E | E C ... when paired (the compiled solo round opens the first pair),
+        until a look answers the job's question or the budget is spent; every rank stops where rank 0 does.
+        The looks are planned from the solo rounds' times: as many as the budget holds."""
         bench, units = self.cfg.benchmark, self.round_units
         variants = (main,) if eager is None else (eager, main)
         unit_ms = sum(statistics.median(v.step_ms) for v in (main, probe) if v is not None and v.step_ms)
@@ -423,16 +395,15 @@ class Scenario:
 
     # ----------------------------------------------------------------------------- results
     def report(self, measured: Measured, logged: dict[str, Any], flops: int | None) -> UnitReport:
-        cfg, main, work = self.cfg, measured.main, self.work
+        cfg, main, eager, work = self.cfg, measured.main, measured.eager, self.work
+        cuda = self.device.type == "cuda"
         confidence = measured.stop.confidence if measured.stop is not None else 0.95
         step = main.latency(confidence=confidence)
         self.info.update(
-            {
-                "compiled": measured.compiled.description,
-                "compile_kwargs": measured.compiled.kwargs or {},
-                "compiled_regions": measured.compiled.regions,
-                "work": dataclasses.asdict(work),
-            }
+            compiled=measured.compiled.description,
+            compile_kwargs=measured.compiled.kwargs or {},
+            compiled_regions=measured.compiled.regions,
+            work=dataclasses.asdict(work),
         )
         if measured.probe_leak_bytes is not None:
             self.info["eager_probe_leak_bytes"] = measured.probe_leak_bytes
@@ -447,12 +418,10 @@ class Scenario:
                 others_cpu_pct=main.others_cpu_pct,
                 limit_pct=cfg.benchmark.noisy_spread_pct,
                 round_drift_pct=round_drift_pct(main.block_p50_ms()),
-                eager_round_drift_pct=round_drift_pct(measured.eager.block_p50_ms())
-                if measured.eager
-                else None,
+                eager_round_drift_pct=round_drift_pct(eager.block_p50_ms()) if eager else None,
                 host_spread_pct=self.host.spread_pct,
-                cuda=self.device.type == "cuda",
-                compute_threads=1 if self.device.type == "cuda" else torch.get_num_threads(),
+                cuda=cuda,
+                compute_threads=1 if cuda else torch.get_num_threads(),
             ),
             host=self.host,
             cpu_rss_peak_gib=cpu_rss_peak_gib(),
@@ -468,14 +437,14 @@ class Scenario:
             )
             report.diagnostics.update(report.compile.diagnostics())
             self.info["inductor_cache"] = report.compile.cache.state
-        if self.device.type == "cuda":
+        if cuda:
             report.memory, report.nvml_gib = main.peaks, measured.nvml_gib
-        if measured.eager is not None:
+        if eager is not None:
             report.paired = compare(
                 main,
-                measured.eager,
+                eager,
                 measured.probe,
-                cuda=self.device.type == "cuda",
+                cuda=cuda,
                 losses=self.paired_losses(measured),
                 loss_rtol=cfg.benchmark.loss_rtol,
                 parity_steps=cfg.benchmark.parity_steps,
@@ -483,17 +452,17 @@ class Scenario:
                 eager_prefix="eager/latency_" if self.measures_latency else "eager/",
                 confidence=confidence,
             )
-            report.series["curve/eager_step_ms"] = measured.eager.step_ms
+            report.series["curve/eager_step_ms"] = eager.step_ms
         if flops:
             report.mfu = Mfu.of(
                 flops=flops,
                 step_time_ms=step.p50,
-                gpu_name=torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else None,
+                gpu_name=torch.cuda.get_device_name(self.device) if cuda else None,
                 precision=cfg.precision,
             )
             self.info["mfu_note"] = report.mfu.note
         self.finish_report(report, measured)
-        if self.cfg.parallel.distributed:
+        if cfg.parallel.distributed:
             assert measured.own_p50_ms is not None
             report.parallel = ParallelFigures.collect(
                 own_p50_ms=measured.own_p50_ms,
@@ -558,11 +527,3 @@ class Scenario:
             else:
                 report.records.append(figures)
                 report.series.update(figures.series())
-
-
-def import_model_library(target: str) -> None:
-    """Import the model's factory (and its library: timm, transformers) on its own, so the job-cost
-    breakdown shows it apart from building the model."""
-    from hydra.utils import get_method
-
-    get_method(target)
