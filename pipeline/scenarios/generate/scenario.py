@@ -1,21 +1,8 @@
 """The generation scenario (`scenario=generate`, causal LMs): a prefill of `scenario.prompt_len` tokens
-(time to first token), then greedy decode of the rest of `scenario.new_tokens` with a static KV cache,
-as transformers' static cache and gpt-fast do. The protocol's unit (:mod:`pipeline.scenarios.protocol`)
-is one generation; it marks two kinds of laps: `ttft` (the prefill) and `decode` (each decode step).
-The headline `step/*` are per-token decode latencies, `throughput/tokens_per_s` is decode tokens/s
-(batch x 1000 / p50); the prefill's are `generate/ttft_*`.
-
-What is compiled follows `compile.scope` through `apply_compile`: `step` (the default for generate)
-compiles the one-token decode step alone and runs the prefill eager; `model` and `regional` compile the
-model for the prefill and the decode. Recompiles across decode steps show as
-`diagnose/recompiles_after_warmup`.
-
-Paired mode: an eager copy with the same weights generates from the same prompt, in rounds alternating
-with the compiled one; the first `scenario.parity_tokens` greedy tokens of the two must agree, unless
-they part where eager's two best next tokens are a near-tie (within TIE_RTOL of its largest logit):
-with random weights the logits are nearly flat, and a rounding difference of fused bf16 kernels then
-picks the other of two equal candidates (`parity/near_tie`).
-"""
+(time to first token, laps `ttft`), then greedy decode with a static KV cache (laps `decode`, the headline
+`step/*`). `compile.scope=step` compiles the decode step alone; `model` and `regional` the model for both.
+Paired mode checks that the first `scenario.parity_tokens` greedy tokens agree, unless the decodes part at
+a near-tie of eager's two best logits (with random weights, fused bf16 kernels may pick either)."""
 
 from __future__ import annotations
 
@@ -67,16 +54,15 @@ class NextToken(nn.Module):
         return logits[:, -1].argmax(-1, keepdim=True)
 
 
-def decode_step_factory():
-    def make_step(forward: nn.Module, *, mark_cudagraph_step: bool) -> StepFn:
-        def decode(batch: dict[str, Any]) -> torch.Tensor:
-            if mark_cudagraph_step:
-                torch.compiler.cudagraph_mark_step_begin()
-            return forward(batch)
+def make_decode_step(forward: nn.Module, *, mark_cudagraph_step: bool) -> StepFn:
+    """apply_compile's `make_step` for one decode step."""
 
-        return decode
+    def decode(batch: dict[str, Any]) -> torch.Tensor:
+        if mark_cudagraph_step:
+            torch.compiler.cudagraph_mark_step_begin()
+        return forward(batch)
 
-    return make_step
+    return decode
 
 
 class GenerationVariant(Variant):
@@ -97,17 +83,11 @@ class GenerationVariant(Variant):
         setup_s: float,
     ):
         super().__init__(name, setup_s=setup_s)
-        self.lm, self.compiled, self.cache, self.prompt, self.new_tokens = (
-            lm,
-            compiled,
-            cache,
-            prompt,
-            new_tokens,
-        )
+        self.lm, self.compiled, self.cache = lm, compiled, cache
+        self.prompt, self.new_tokens = prompt, new_tokens
         self.cache_arg = cache_keyword(lm)
-        self.marks_per_unit = (
-            new_tokens + 2
-        )  # the unit's start, the prefill, the decode's start, each decode step
+        # the unit's start, the prefill, the decode's start, each decode step
+        self.marks_per_unit = new_tokens + 2
         self.tokens: torch.Tensor | None = None  # the greedy tokens of the last recorded generation
 
     def run_unit(self, laps: Laps | None, *, record: bool = True) -> None:
@@ -115,7 +95,7 @@ class GenerationVariant(Variant):
         batch, length = prompt.shape
         self.cache.reset()
         positions = torch.arange(length, device=device).expand(batch, length)
-        mark = laps.mark if laps is not None else _no_mark
+        mark = laps.mark if laps is not None else lambda label: None  # warm-up and diagnostics mark nothing
         if laps is not None:  # a request's time to first token: from an idle device, its launch included
             synchronize(device)
         mark(None)
@@ -144,10 +124,6 @@ def cache_keyword(lm: nn.Module) -> str:
     """The keyword a causal LM takes its KV cache by: `cache` (transformers 5.x, where the old one warns
     that it is deprecated) or `past_key_values`."""
     return "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
-
-
-def _no_mark(label: str | None) -> None:
-    """Warm-up and diagnostic units mark nothing."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -203,19 +179,18 @@ class GenerateScenario(Scenario):
 
     def method_lines(self) -> list[str]:
         scope = self.cfg.compile.scope
-        return [
+        lines = [
             f"Generation: batch {self.batch_size}, a {self.prompt_len}-token prompt, {self.new_tokens} new tokens (greedy, static KV cache); "
             "a timed unit below is one generation.",
             "Decode step time (the headline step/* figures): a lap at every token boundary, no host sync inside the decode loop; "
             "time to first token as a request sees it: the device synchronized before the prefill, then a lap around it (its launch included).",
             f"What is compiled: compile.scope={scope} ({'the decode step; the prefill runs eager' if scope == 'step' else 'the model, for prefill and decode'}).",
-        ] + (
-            [
+        ]
+        if self.cfg.paired:
+            lines.append(
                 f"Token parity: the first {self.parity_tokens} greedy tokens of the compiled and the eager copy must agree."
-            ]
-            if self.cfg.paired
-            else []
-        )
+            )
+        return lines
 
     def measuring(self) -> contextlib.AbstractContextManager[Any]:
         return torch.inference_mode()
@@ -247,7 +222,7 @@ class GenerateScenario(Scenario):
             )
 
         return Recipe(
-            step=lambda model, optimizer, settings: decode_step_factory(),
+            step=lambda model, optimizer, settings: make_decode_step,
             unit=unit,
             adapt=lambda built: built.model,  # the HF causal LM inside LogitsOnly
             compiles=Decoder,
