@@ -1,18 +1,11 @@
-"""Fake data following a model's input spec.
-
-Two paths, chosen by `data.loader`:
-
-* on-device (default): `data.num_batches` distinct batches are drawn once on the device (from a
-  seeded device generator) and rotated, so a step never waits for the host and never reuses one batch;
-* loader: the classic hand-written path of the torch.compile article: a DataLoader whose workers make
-  random CPU tensors, copied to the device every step (the copy is part of the measured step).
-
-Either way a seeded job draws the same batches in the same order, so two variants of a paired
-measurement see the same data.
-"""
+"""Fake data following a model's input spec: by default `data.num_batches` batches drawn once on the device
+and rotated (a step never waits for the host); with `data.loader` a DataLoader whose workers make CPU tensors,
+copied to the device every step. A seeded job draws the same batches in the same order, so paired variants
+see the same data."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import torch
@@ -27,28 +20,16 @@ def make_sample(spec: InputSpec, generator: torch.Generator) -> tuple[torch.Tens
     """One (input, target) pair on the CPU."""
     if spec.kind == "image":
         image = torch.randn((spec.channels, spec.height, spec.width), generator=generator)
-        label = torch.randint(spec.num_classes, (), generator=generator)
-        return image, label
+        return image, torch.randint(spec.num_classes, (), generator=generator)
     tokens = torch.randint(spec.vocab_size, (spec.seq_len,), generator=generator)
-    target = spec.target
-    if target == "next_token":
+    if spec.target == "next_token":
         return tokens, tokens.clone()
-    if target == "masked_token":
+    if spec.target == "masked_token":
         labels = torch.full_like(tokens, -100)
         masked = torch.rand(tokens.shape, generator=generator) < 0.15
         labels[masked] = tokens[masked]
         return tokens, labels
     return tokens, torch.randint(spec.num_classes, (), generator=generator)
-
-
-def to_device(
-    batch: Batch, device: torch.device, float_dtype: torch.dtype, non_blocking: bool = False
-) -> Batch:
-    out = {}
-    for key, value in batch.items():
-        value = value.to(device, non_blocking=non_blocking)
-        out[key] = value.to(float_dtype) if value.is_floating_point() else value
-    return out
 
 
 def make_device_batch(
@@ -75,7 +56,7 @@ def make_device_batch(
     return {"inputs": tokens, "targets": targets}
 
 
-class DeviceBatches:
+class DeviceBatches(Iterator[Batch]):
     """`num_batches` batches generated once on the device, served round-robin."""
 
     def __init__(
@@ -89,37 +70,23 @@ class DeviceBatches:
         seed: int,
     ):
         generator = torch.Generator(device=device).manual_seed(seed)
-        self.batches = [
-            make_device_batch(spec, batch_size, device=device, float_dtype=float_dtype, generator=generator)
-            for _ in range(num_batches)
-        ]
-        self.index = 0
+        draw = {"device": device, "float_dtype": float_dtype, "generator": generator}
+        self.batches = itertools.cycle(
+            [make_device_batch(spec, batch_size, **draw) for _ in range(num_batches)]
+        )
 
     def __next__(self) -> Batch:
-        batch = self.batches[self.index % len(self.batches)]
-        self.index += 1
-        return batch
-
-    def __iter__(self) -> Iterator[Batch]:
-        return self
-
-    def close(self) -> None:
-        self.batches.clear()
+        return next(self.batches)
 
 
-class Interleaved:
+class Interleaved(Iterator[Batch]):
     """Several batch streams served in turn (batches of different sizes: the dynamic-batch case)."""
 
     def __init__(self, streams: list[DeviceBatches]):
-        self.streams, self.index = streams, 0
+        self.streams = itertools.cycle(streams)
 
     def __next__(self) -> Batch:
-        stream = self.streams[self.index % len(self.streams)]
-        self.index += 1
-        return next(stream)
-
-    def __iter__(self) -> Iterator[Batch]:
-        return self
+        return next(next(self.streams))
 
 
 class FakeDataset(Dataset):
@@ -135,42 +102,36 @@ class FakeDataset(Dataset):
         return make_sample(self.spec, torch.Generator().manual_seed(self.seed * 1_000_003 + index))
 
 
-class LoaderBatches:
+class LoaderBatches(Iterator[Batch]):
     """A DataLoader over :class:`FakeDataset`; every batch is copied to the device when it is taken."""
 
     def __init__(
         self,
+        data: DataConfig,
         spec: InputSpec,
         batch_size: int,
         *,
         device: torch.device,
         float_dtype: torch.dtype,
         seed: int,
-        num_workers: int,
-        pin_memory: bool,
-        non_blocking: bool,
     ):
         self.loader = DataLoader(
             FakeDataset(spec, seed),
             batch_size=batch_size,
-            num_workers=num_workers,
-            pin_memory=pin_memory and device.type == "cuda",
-            persistent_workers=num_workers > 0,
+            num_workers=data.num_workers,
+            pin_memory=data.pin_memory and device.type == "cuda",
+            persistent_workers=data.num_workers > 0,
         )
         self.iterator = iter(self.loader)
-        self.device, self.float_dtype, self.non_blocking = device, float_dtype, non_blocking
+        self.device, self.float_dtype, self.non_blocking = device, float_dtype, data.non_blocking
+
+    def to_device(self, value: torch.Tensor) -> torch.Tensor:
+        value = value.to(self.device, non_blocking=self.non_blocking)
+        return value.to(self.float_dtype) if value.is_floating_point() else value
 
     def __next__(self) -> Batch:
         inputs, targets = next(self.iterator)
-        return to_device(
-            {"inputs": inputs, "targets": targets}, self.device, self.float_dtype, self.non_blocking
-        )
-
-    def __iter__(self) -> Iterator[Batch]:
-        return self
-
-    def close(self) -> None:
-        del self.iterator
+        return {"inputs": self.to_device(inputs), "targets": self.to_device(targets)}
 
 
 def make_batches(
@@ -183,17 +144,7 @@ def make_batches(
     seed: int,
 ) -> DeviceBatches | LoaderBatches:
     """The batch stream `data` asks for; the same seed gives the same batches in the same order."""
+    where = {"device": device, "float_dtype": float_dtype, "seed": seed}
     if data.loader:
-        return LoaderBatches(
-            spec,
-            batch_size,
-            device=device,
-            float_dtype=float_dtype,
-            seed=seed,
-            num_workers=data.num_workers,
-            pin_memory=data.pin_memory,
-            non_blocking=data.non_blocking,
-        )
-    return DeviceBatches(
-        spec, batch_size, num_batches=data.num_batches, device=device, float_dtype=float_dtype, seed=seed
-    )
+        return LoaderBatches(data, spec, batch_size, **where)
+    return DeviceBatches(spec, batch_size, num_batches=data.num_batches, **where)
