@@ -1,19 +1,8 @@
-"""`apply_compile`: the one place torch.compile is applied, for every `compile.scope` and every scenario.
-
-Scopes:
-  model           the model only; the loss runs eager
-  loss            the loss (with its teacher) compiled on its own
-  model_and_loss  one module holding model and loss, compiled together
-  regional        each repeated block (timm blocks/stages, HF layers) compiled on its own; blocks of
-                  one class share compiled code, the rest of the model runs eager
-  step            the scenario's whole step handed to torch.compile as one function; for training
-                  torch still breaks it at backward() and in the optimizer (expect ~4 graph breaks, and
-                  compile.fullgraph=true is refused)
-`compile.optimizer=true` also compiles `optimizer.step` (any scope but `step`, which already has it).
-
-The scenario says how its step is made from a forward function (`make_step`); this module decides what
-of it is compiled, so a new scenario gets every scope without a line of compile code of its own.
-"""
+"""`apply_compile`: the one place torch.compile is applied, for every `compile.scope` and scenario. Scopes:
+`model` (the loss runs eager), `loss`, `model_and_loss` (one module), `regional` (each repeated block; blocks
+of one class share code), `step` (the scenario's whole step as one function; training breaks it at backward()
+and the optimizer). `compile.optimizer` also compiles `optimizer.step`. A scenario says how its step is made
+from a forward function (`make_step`); this module decides what of it is compiled."""
 
 from __future__ import annotations
 
@@ -148,10 +137,8 @@ def apply_compile(
         forward = ModelWithLoss(model, torch.compile(loss, **kwargs))
     elif scope == "model_and_loss":
         forward = torch.compile(ModelWithLoss(model, loss), **kwargs)
-    elif scope == "regional":
-        regions = compile_regions(model, kwargs)
-        forward = ModelWithLoss(model, loss)
-    elif scope == "step":
+    elif scope in ("regional", "step"):  # blocks compiled in place, or the whole step below
+        regions = compile_regions(model, kwargs) if scope == "regional" else 0
         forward = ModelWithLoss(model, loss)
     else:
         raise ValueError(f"compile.scope={scope!r} is not a scope")
