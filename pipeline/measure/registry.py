@@ -1,9 +1,5 @@
-"""The metric registry: every figure a run logs, with its unit and meaning, in one table.
-
-Torch-free, so the job's parent and the sweep report can check and describe metrics without
-importing torch. The worker's records (:mod:`pipeline.measure`, :mod:`pipeline.diagnose`) produce
-these names; a test checks that everything a job logs is listed here.
-"""
+"""The metric registry: every figure a run logs, with its unit, meaning and better side, in one table.
+Torch-free, so the job's parent and the sweep report can check and describe metrics without torch."""
 
 from __future__ import annotations
 
@@ -16,15 +12,12 @@ LOWER, HIGHER = "lower", "higher"
 class Metric(NamedTuple):
     unit: str
     meaning: str
-    # Which way is better: LOWER (a time, a memory peak, a gap to eager), HIGHER (a rate, a speedup, an
-    # agreement), None for a reading with no better side (a count of steps, a flag, the host's share). A
-    # sweep ranks by, and a table or plot orders by, this and nothing else (pipeline/measure/objective.py).
+    # LOWER, HIGHER, or None for a reading with no better side (a count, a flag): the only source
+    # of a metric's direction for ranking, tables and plots.
     better: str | None = None
-    # The metrics holding this figure's 95% interval (low end, high end), where it has one: every reader
-    # of a figure with its interval asks here (`estimate`), never builds the names itself.
+    # The metrics holding its 95% interval (low end, high end): readers ask `estimate`, never build names.
     interval: tuple[str, str] | None = None
-    # Where this figure can head a job's line: its rank (0 first). A job's headline is the lowest-ranked
-    # such figure it logged (`headline`): a call's latency where it was timed, else the unit's median time.
+    # Its rank (0 first) among the figures that can head a job's line (`headline`).
     headline: int | None = None
 
 
@@ -40,7 +33,6 @@ def higher(unit: str, meaning: str, *, interval: tuple[str, str] | None = None) 
     return Metric(unit, meaning, HIGHER, interval)
 
 
-# One place defines the metrics: name -> (unit, meaning, which way is better, its interval's metrics).
 METRICS: dict[str, Metric] = {
     "step/p50_ms": lower(
         "ms",
@@ -492,8 +484,7 @@ HEADLINES = tuple(
 
 
 def headline(metrics: Mapping[str, float]) -> str | None:
-    """The figure that heads a job's line among those it logged (`Metric.headline`), or None for a job
-    that measured nothing (one that failed before its timed rounds)."""
+    """The figure that heads a job's line among those it logged, or None for a job that measured nothing."""
     return next((name for name in HEADLINES if name in metrics), None)
 
 
@@ -509,8 +500,7 @@ def unregistered(names: object) -> list[str]:
     return sorted(n for n in names if n not in known)  # type: ignore[attr-defined]
 
 
-# The flat names (`step_time_ms_p50` for `step/p50_ms`) that raw results under benchmarks/results/ use;
-# benchmarks/bench.py reads both.
+# The flat names (`step_time_ms_p50` for `step/p50_ms`) of the raw results under benchmarks/results/.
 OLD_NAMES: dict[str, str] = {
     "step/p50_ci95_low_ms": "step_time_ms_p50_ci95_low",
     "step/p50_ci95_high_ms": "step_time_ms_p50_ci95_high",
