@@ -1,11 +1,6 @@
-"""Hydra callbacks: the sweep's parent run at multirun start, its summary at multirun end, and the
-checks a single run needs before Hydra makes its folder.
-
-Hydra pickles callbacks for some launchers, so this object holds no client or connection: everything
-it needs is rebuilt from the config, and jobs learn the sweep from `sweep.json` in the sweep dir.
-Hydra turns an exception raised in a callback into a warning and goes on, so every failure here is a
-:class:`SweepStopped` (one line, an exit code) or, at the end, a failure the exit code counts.
-"""
+"""Hydra callbacks: the sweep's parent run at multirun start, its summary at multirun end, and a single
+run's checks before Hydra makes its folder. Launchers pickle callbacks, so nothing here holds a client;
+Hydra turns other exceptions in a callback into warnings, so every refusal is a :class:`SweepStopped`."""
 
 from __future__ import annotations
 
@@ -23,6 +18,9 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ValueType
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
@@ -45,7 +43,7 @@ from pipeline.job.worker_start import (
     shared_template,
     template_file,
 )
-from pipeline.measure.objective import Objective, choose
+from pipeline.measure.objective import choose
 from pipeline.provenance import command_args, command_line, sync_command
 from pipeline.redaction import make_private, private_files, redact_text
 from pipeline.status import EXIT_BAD_INPUT, FAILED, KILLED, RUNNING
@@ -68,7 +66,6 @@ from pipeline.sweep.state import (
     swept_keys,
     the_work,
 )
-from pipeline.sweep.summary import Summary
 from pipeline.sweep.view import publish_sweep_view
 from pipeline.sweep_context import SweepContext, new_sweep_id
 from pipeline.tracking import RunRecord, Tracker, TrackingUnavailable
@@ -81,15 +78,10 @@ _TEMPLATES: list[TemplateProcess] = []  # the sweep's template process on this m
 _SHARED: list[Path] = []  # the sweep folder whose jobs fork from a running template the environment names
 
 
-def _mlflow_settings(config: DictConfig) -> MlflowConfig:
-    return MlflowConfig(**OmegaConf.to_container(config.mlflow, resolve=True))  # type: ignore[arg-type]
-
-
 class SweepCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A single run (no -m): sweep-only keys, a named sweep and a run dir that cannot be written
-        are refused in one line, before Hydra makes the folder and anything starts; a GPU-sized job
-        about to run on the CPU is said in one line."""
+        """A single run (no -m): sweep-only keys, a named sweep, bad input and a run dir that cannot be
+        written are refused in one line before Hydra makes the folder; a GPU-sized job on the CPU is said."""
         quiet_framework_logs(verbose=is_verbose(config))
         for key in ("id", "resume"):
             if config.sweep.get(key):
@@ -108,16 +100,10 @@ class SweepCallback(Callback):
         try:  # bad input makes no run folder
             job = validate(task_config(config))
         except ConfigError as err:
-            raise SweepStopped(config_error_lines(err), EXIT_BAD_INPUT) from err
-        note = cpu_note(job)
-        if note:
+            raise SweepStopped(config_error_lines(err.errors), EXIT_BAD_INPUT) from err
+        if note := cpu_note(job):
             print(note, flush=True)
-        run_dir = Path(str(config.hydra.run.dir)).resolve()
-        kept = unsynced_results(run_dir)
-        if kept:  # a reused hydra.run.dir: its result is not in MLflow yet
-            raise SweepStopped(
-                f"config error: {refuse_overwrite('hydra.run.dir', run_dir, kept)}", EXIT_BAD_INPUT
-            )
+        _refuse_unsynced("hydra.run.dir", Path(str(config.hydra.run.dir)).resolve())
         writable_dir("hydra.run.dir", config.hydra.run.dir)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -131,8 +117,7 @@ class SweepCallback(Callback):
             refuse_overlap_one_job_at_a_time(config)
             leave_out_what_cannot_run_here(config)
             ACTIVE_SWEEP = start_sweep(config)
-            note = sweep_cpu_note(config)
-            if note:
+            if note := sweep_cpu_note(config):
                 print(note, flush=True)
             start_template(config, Path(ACTIVE_SWEEP.sweep_dir))
         except SweepStopped:
@@ -145,8 +130,7 @@ class SweepCallback(Callback):
             ) from err
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Hydra has saved the job's config, unredacted, beside it (`.hydra/`, and the sweep's
-        `multirun.yaml`): this user's only, as `job_config.json` and `sweep.json` are."""
+        """The configs Hydra saved unredacted (`.hydra/`, the sweep's `multirun.yaml`): this user's only."""
         output = Path(str(config.hydra.runtime.output_dir))
         files = list((output / str(config.hydra.output_subdir or ".hydra")).glob("*.yaml"))
         if config.hydra.mode == RunMode.MULTIRUN:
@@ -154,37 +138,43 @@ class SweepCallback(Callback):
         make_private(files)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        """Summarize the sweep from MLflow, attach the summary to the parent run, close it. A failure
-        (the summary cannot be written, the store is gone) is one line and exit code 1."""
+        """Summarize the sweep from MLflow onto its parent run and close it; a failure (the summary
+        cannot be written, the store is gone) is one line and exit code 1."""
         stop_template()
-        if ACTIVE_SWEEP is None:
+        sweep = ACTIVE_SWEEP
+        if sweep is None:
             return
         try:
-            end = finish_sweep(ACTIVE_SWEEP)
-            summary = end.summary
-            SWEEP_FAILURES.extend(r.name for r in summary.not_finished)
-            said = f"sweep error: sweep {ACTIVE_SWEEP.sweep_id} is"
-            parent = f"parent run {ACTIVE_SWEEP.parent_run_id} closed FAILED"
-            line = ""
-            if end.incomplete:
-                line = f"{said} incomplete: {end.incomplete}; {parent}; {resume_hint(ACTIVE_SWEEP)}"
-            elif end.pending:
-                line = f"{said} not finished: {end.pending}; {parent} until then"
-            if line:
-                print(line, file=sys.stderr, flush=True)
-                SWEEP_FAILURES.append(line)
+            end = finish_sweep(sweep)
         except Exception as err:
-            line = abandon(ACTIVE_SWEEP, err)
-            print(line, file=sys.stderr, flush=True)
-            SWEEP_FAILURES.append(line)
+            _sweep_failed(abandon(sweep, err))
             return
-        tracker = Tracker(ACTIVE_SWEEP.tracking_uri, ACTIVE_SWEEP.experiment)
-        parent = tracker.get_run(ACTIVE_SWEEP.parent_run_id)
-        runs = tracker.sweep_children(ACTIVE_SWEEP.sweep_id)
-        label = parent.name if parent else f"sweep {ACTIVE_SWEEP.sweep_id}"
-        url = browse_url(tracker, ACTIVE_SWEEP, label, summary.objective, runs, summary=summary)
+        summary = end.summary
+        SWEEP_FAILURES.extend(r.name for r in summary.not_finished)
+        said = f"sweep error: sweep {sweep.sweep_id} is"
+        closed = f"parent run {sweep.parent_run_id} closed FAILED"
+        if end.incomplete:
+            _sweep_failed(f"{said} incomplete: {end.incomplete}; {closed}; {resume_hint(sweep)}")
+        elif end.pending:
+            _sweep_failed(f"{said} not finished: {end.pending}; {closed} until then")
+        tracker = Tracker(sweep.tracking_uri, sweep.experiment)
+        parent = tracker.get_run(sweep.parent_run_id)
+        url = browse_url(
+            tracker,
+            sweep.sweep_id,
+            label=parent.name if parent else f"sweep {sweep.sweep_id}",
+            objective=summary.objective,
+            runs=tracker.sweep_children(sweep.sweep_id),
+            summary=summary,
+        )
         print(f"browse: {url}", flush=True)
         print_answer(summary)  # the terminal ends with the answer
+
+
+def _sweep_failed(line: str) -> None:
+    """Say on stderr why the sweep failed; the exit code counts it."""
+    print(line, file=sys.stderr, flush=True)
+    SWEEP_FAILURES.append(line)
 
 
 def multirun_command() -> str:
@@ -202,23 +192,18 @@ def task_config(config: DictConfig) -> DictConfig:
     return task
 
 
-def config_error_lines(err: ConfigError) -> str:
-    return "\n".join(f"config error: {printable(str(e))}" for e in err.errors)
+def config_error_lines(errors: list[ConfigError]) -> str:
+    return "\n".join(f"config error: {printable(str(e))}" for e in errors)
 
 
 def check_planned_jobs(config: DictConfig) -> list[str]:
-    """Every job the sweep will launch, composed as its launcher will compose it and checked, before
-    anything starts: a job that does not compose (a config file that is not YAML, a bad override)
-    stops the sweep, as does a sweep none of whose jobs has a valid config (one line per error, exit
-    2). A sweep with some bad jobs runs the others (each bad job is recorded FAILED). Where the jobs run
-    on this host, its limits (CPU ranks, DataLoader workers) are checked too. Returns each planned job's
-    compile mode, in order (the sweep's ETA paces jobs by the ended jobs like them)."""
-    from hydra.core.global_hydra import GlobalHydra
-
+    """Every planned job composed as its launcher will compose it and checked (with this host's limits
+    where it runs here): one that does not compose, or a sweep with no valid job, stops the sweep (exit
+    2); some bad jobs run as FAILED beside the others. Returns each job's compile mode (for the ETA)."""
     jobs = planned_jobs(config.hydra)
     if not jobs or not GlobalHydra.instance().is_initialized():
         return []
-    here = "Slurm" not in str(config.hydra.launcher.get("_target_", ""))
+    here = not uses_slurm(config)
     errors: list[ConfigError] = []
     runnable = False
     modes = []
@@ -239,9 +224,7 @@ def check_planned_jobs(config: DictConfig) -> list[str]:
             errors += [e for e in err.errors if str(e) not in {str(seen) for seen in errors}]
     if runnable:
         return modes
-    first = errors[0]
-    first.errors = errors
-    raise SweepStopped(config_error_lines(first), EXIT_BAD_INPUT)
+    raise SweepStopped(config_error_lines(errors), EXIT_BAD_INPUT)
 
 
 def start_template(config: DictConfig, sweep_dir: Path) -> None:
@@ -249,11 +232,10 @@ def start_template(config: DictConfig, sweep_dir: Path) -> None:
     their workers from; where it cannot run, the reason every job gives when it spawns instead."""
     if config.benchmark.get("worker_start") != TEMPLATE:
         return
-    if "Slurm" in str(config.hydra.launcher.get("_target_", "")):
+    if uses_slurm(config):
         no_template(sweep_dir, "SLURM tasks run on other machines than the sweep's template")
         return
-    unsupported = fork_supported()
-    if unsupported:
+    if unsupported := fork_supported():
         no_template(sweep_dir, unsupported)
         return
     env = worker_env(None)
@@ -269,8 +251,8 @@ def start_template(config: DictConfig, sweep_dir: Path) -> None:
 
 
 def stop_template() -> None:
-    """End the sweep's template (and any worker it still holds): at the sweep's end or interruption.
-    A failure is one line: the sweep's runs are closed all the same."""
+    """End the sweep's template (and any worker it still holds) at the sweep's end or interruption; a
+    failure is one line: the sweep's runs are closed all the same."""
     while _SHARED:  # not this sweep's to stop: only its pointer goes
         with contextlib.suppress(OSError):
             template_file(_SHARED.pop(), socket.gethostname()).unlink(missing_ok=True)
@@ -285,44 +267,26 @@ def stop_template() -> None:
             )
 
 
-def browse_url(
-    tracker: Tracker,
-    sweep: SweepContext,
-    label: str,
-    objective: Objective,
-    runs: list[RunRecord] | None = None,
-    *,
-    unit: str | None = None,
-    summary: Summary | None = None,
-) -> str:
-    """The URL of the sweep's saved view, ranked by its objective (the summary's at the end, each job's
-    row saying the verdict and the experiment's description leading with the answer; the planned jobs'
-    at the start); the plain runs table when MLflow would not take the view (the sweep goes on either
-    way)."""
+def browse_url(tracker: Tracker, sweep_id: str, **view: Any) -> str:
+    """The URL of the sweep's saved view (publish_sweep_view's keywords: ranked by the planned jobs'
+    objective at the start, the summary's at the end); the plain runs table where MLflow would not
+    take the view (the sweep goes on either way)."""
     try:
-        return publish_sweep_view(
-            tracker,
-            sweep_id=sweep.sweep_id,
-            label=label,
-            objective=objective,
-            runs=runs,
-            unit=unit,
-            summary=summary,
-        )
+        return publish_sweep_view(tracker, sweep_id=sweep_id, **view)
     except Exception as exc:
         print(f"mlflow warning: could not save the sweep's view ({type(exc).__name__}: {exc})", flush=True)
         return tracker.runs_url()
 
 
 def start_sweep(config: DictConfig) -> SweepContext:
-    """Check that the sweep can start (its folder, the store, a resumed sweep's earlier jobs), take
-    the driver's lease, open or reopen the parent run, and write sweep.json for the jobs."""
+    """Check that the sweep can start, take the driver's lease, open (or reopen) the parent run and
+    write sweep.json for the jobs."""
     job_modes = check_planned_jobs(config)
-    mlflow = _mlflow_settings(config)
+    mlflow = MlflowConfig(**OmegaConf.to_container(config.mlflow, resolve=True))  # type: ignore[arg-type]
     try:  # a search plans no jobs: its store is checked here, before the parent run (as each job's is)
         raise_first([*mlflow.check("mlflow"), *store_errors(mlflow)])
     except ConfigError as err:
-        raise SweepStopped(config_error_lines(err), EXIT_BAD_INPUT) from err
+        raise SweepStopped(config_error_lines(err.errors), EXIT_BAD_INPUT) from err
     sweep_dir = writable_dir("hydra.sweep.dir", config.hydra.sweep.dir)
     tracker = Tracker.from_config(mlflow)
     sweep_cfg = config.sweep
@@ -336,10 +300,10 @@ def start_sweep(config: DictConfig) -> SweepContext:
         raise SweepStopped(
             f"sweep.id={sweep_id!r} already exists in experiment {mlflow.experiment!r}: add sweep.resume=true to continue it, or pick a new id"
         )
+    dirs = [str(sweep_dir)]
     if parent is not None:
         _refuse_resuming_another_sweep(config, parent, sweep_id)
-    dirs = _sweep_dirs(parent, sweep_dir)
-    if parent is not None:
+        dirs = _sweep_dirs(parent, sweep_dir)
         _refuse_while_running(sweep_id, dirs)
         _refuse_other_work(config, parent, sweep_id)
     try:
@@ -353,9 +317,10 @@ def start_sweep(config: DictConfig) -> SweepContext:
     _warn_sqlite_on_slurm(config, mlflow)
     started_at = time.time()
     if parent is None:
-        tags = _parent_tags(config, sweep_id, dirs)
-        parent_id, prior_wall_s = tracker.start_run(f"sweep {_label(config, sweep_id)}", tags), 0.0
+        label = f"sweep {sweep_label(config, swept(config.hydra), sweep_id)}"
+        parent_id, prior_wall_s = tracker.start_run(label, _parent_tags(config, sweep_id, dirs)), 0.0
     else:
+        label = parent.name
         parent_id, prior_wall_s = parent.run_id, _wall_so_far(tracker, parent)
         tracker.reopen(parent_id)
         resumed = {"resumed_in": str(sweep_dir), "sweep_dirs": json.dumps(dirs), "command": command_line()}
@@ -393,19 +358,17 @@ def start_sweep(config: DictConfig) -> SweepContext:
         f"sweep {sweep_id}: {sweep.total_jobs or '?'} jobs, parent run {parent_id}, output {sweep_dir}",
         flush=True,
     )
-    label = parent.name if parent is not None else f"sweep {_label(config, sweep_id)}"
     works = [w for w in planned_work(config) if w is not None]
     unit = unit_word(works[0].unit) if works and len({w.unit for w in works}) == 1 else None
-    print(
-        f"browse: {browse_url(tracker, sweep, label, choose(works, config.sweep.get('objective')), unit=unit)}",
-        flush=True,
+    url = browse_url(
+        tracker, sweep_id, label=label, objective=choose(works, config.sweep.get("objective")), unit=unit
     )
+    print(f"browse: {url}", flush=True)
     return sweep
 
 
 def writable_dir(key: str, path: Any) -> Path:
-    """The folder at `path`, made if needed, after a file was written there; else a one-line refusal
-    naming the key (exit 2), before anything starts."""
+    """The folder at `path`, made if needed and shown writable; else a one-line refusal naming the key."""
     folder = Path(str(path)).resolve()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -419,21 +382,17 @@ def writable_dir(key: str, path: Any) -> Path:
     return folder
 
 
-def _sweep_dirs(parent: RunRecord | None, sweep_dir: Path) -> list[str]:
+def _sweep_dirs(parent: RunRecord, sweep_dir: Path) -> list[str]:
     """Every folder the sweep has run in (its first and each resumption's), this one last."""
-    dirs: list[str] = []
-    if parent is not None:
-        tags = parent.tags
-        dirs = json.loads(tags["sweep_dirs"]) if "sweep_dirs" in tags else []
-        dirs = dirs or [d for d in (tags.get("sweep_dir"), tags.get("resumed_in")) if d]
+    tags = parent.tags
+    dirs = json.loads(tags["sweep_dirs"]) if "sweep_dirs" in tags else []
+    dirs = dirs or [d for d in (tags.get("sweep_dir"), tags.get("resumed_in")) if d]
     return [d for d in dirs if d != str(sweep_dir)] + [str(sweep_dir)]
 
 
 def _refuse_resuming_another_sweep(config: DictConfig, parent: RunRecord, sweep_id: str) -> None:
-    """A resumption runs the jobs its own command plans: one that names only sweep.id and
-    sweep.resume (or leaves out keys the sweep varied, or its named sweep) would add jobs of the
-    defaults (a ViT-B/16 job) to the sweep instead of finishing it. Refused in one line giving the
-    sweep's own command to resume with. Values may change (trainer.seed=0,1 resumed as 0,1,2)."""
+    """A resumption that leaves out keys the sweep varied (or its named sweep) would add jobs of the
+    defaults instead of finishing it: refused, giving the sweep's own command. Values may change."""
     before = axis_keys(axes_from_tag(parent.tags.get("sweep_axes", "")))
     name = parent.tags.get("sweep_name")
     missing = [k for k in before if k not in swept_keys(config.hydra)]
@@ -455,11 +414,9 @@ def task_overrides(config: DictConfig) -> list[str]:
 
 
 def _refuse_other_work(config: DictConfig, parent: RunRecord, sweep_id: str) -> None:
-    """A resumption runs the jobs the sweep planned, as planned: one whose overrides change the jobs'
-    work (another trainer.steps, another list of modes, any key but where it runs and logs) would pool
-    rows of different work under one name into one verdict. Refused in one line naming each differing
-    key with both values, and how to run the command as a new sweep instead. (A parent from before
-    `sweep_overrides` was recorded is not checked.)"""
+    """A resumption whose overrides change the jobs' work (another trainer.steps, other modes) would pool
+    different work into one verdict: refused, naming each differing key with both values. A parent
+    without `sweep_overrides` is not checked."""
     try:
         before = the_work(json.loads(parent.tags["sweep_overrides"]))
     except (KeyError, ValueError, TypeError):
@@ -489,14 +446,9 @@ def _refuse_while_running(sweep_id: str, dirs: list[str]) -> None:
 
 
 def _refuse_reused_folder(sweep_dir: Path, sweep_id: str) -> None:
-    """A sweep folder used before keeps what is not in MLflow yet: job results whose upload failed,
-    an earlier sweep whose end never happened (its runs left for `--sync` to close). Only a resumption
-    of that same sweep, once its results are in MLflow, may run there."""
-    kept = unsynced_results(sweep_dir)
-    if kept:
-        raise SweepStopped(
-            f"config error: {refuse_overwrite('hydra.sweep.dir', sweep_dir, kept)}", EXIT_BAD_INPUT
-        )
+    """A sweep folder whose results are not in MLflow yet, or whose earlier sweep never ended, takes
+    only a resumption of that same sweep, once its results are in MLflow."""
+    _refuse_unsynced("hydra.sweep.dir", sweep_dir)
     try:
         earlier = SweepContext.load(sweep_dir)
     except (OSError, ValueError, TypeError):
@@ -511,9 +463,15 @@ def _refuse_reused_folder(sweep_dir: Path, sweep_id: str) -> None:
         )
 
 
+def _refuse_unsynced(key: str, folder: Path) -> None:
+    """A reused folder that keeps job results MLflow lacks is refused (they would be overwritten)."""
+    kept = unsynced_results(folder)
+    if kept:
+        raise SweepStopped(f"config error: {refuse_overwrite(key, folder, kept)}", EXIT_BAD_INPUT)
+
+
 def _still_open(sweep: SweepContext) -> bool:
-    """Whether a sweep's end never happened: its parent run still RUNNING in its store (or the store
-    cannot say: then it may be)."""
+    """Whether a sweep's parent run is still RUNNING in its store (or the store cannot say)."""
     if sweep.finished:
         return False
     try:
@@ -524,19 +482,14 @@ def _still_open(sweep: SweepContext) -> bool:
 
 
 def _wall_so_far(tracker: Tracker, parent: RunRecord) -> float:
-    """The wall time of a sweep's earlier sessions (logged when each ended), not the idle gaps; for a
-    session whose driver was killed (nothing logged, the parent RUNNING) up to its last job's end."""
+    """The wall time of a sweep's earlier sessions, not the gaps between; for a killed driver's session
+    (nothing logged), up to its last job's end."""
     if "sweep/wall_s" in parent.metrics:
         return parent.metrics["sweep/wall_s"]
     if parent.end_time_ms:
         return (parent.end_time_ms - parent.start_time_ms) / 1000
     ends = [r.end_time_ms for r in tracker.sweep_children(str(parent.tags.get("sweep_id"))) if r.end_time_ms]
     return max(0.0, (max(ends) - parent.start_time_ms) / 1000) if ends else 0.0
-
-
-def _label(config: DictConfig, sweep_id: str) -> str:
-    """The sweep's name in MLflow (pipeline.identity.sweep_label: scenario, model, what it varies)."""
-    return sweep_label(config, swept(config.hydra), sweep_id)
 
 
 def _parent_tags(config: DictConfig, sweep_id: str, dirs: list[str]) -> dict[str, str]:
@@ -578,17 +531,16 @@ def resume_later() -> str:
 
 
 def close_interrupted_sweep(reason: str, status: str = KILLED) -> None:
-    """Mark the parent run, and any child still RUNNING, as KILLED (Ctrl-C or SIGTERM of the sweep),
-    or the parent FAILED when the sweep could not go on (its job array refused)."""
+    """Close the parent run (KILLED on Ctrl-C or SIGTERM, FAILED when the sweep could not go on) and
+    any child still RUNNING."""
     stop_template()
-    if ACTIVE_SWEEP is None:
-        return
-    close_interrupted(ACTIVE_SWEEP, reason, status=status)
+    if ACTIVE_SWEEP is not None:
+        close_interrupted(ACTIVE_SWEEP, reason, status=status)
 
 
 def after_interrupt() -> str:
-    """`; ...` for an interrupted sweep: where the jobs that ended get their summary (the interrupt
-    writes none: it closes the runs and stops), and how the rest run ('' outside a sweep)."""
+    """`; ...` for an interrupted sweep (which writes no summary): how the ended jobs get theirs, and how
+    the rest run ('' outside a sweep)."""
     if ACTIVE_SWEEP is None:
         return ""
     return (
@@ -603,9 +555,8 @@ def is_verbose(config: DictConfig) -> bool:
     return bool(OmegaConf.select(config, "verbose", default=False))
 
 
-# Hydra's and its plugins' loggers whose INFO lines repeat what the project prints itself: the launch
-# lines (`Launching 4 jobs locally`, `#0 : <overrides>`, beside each job's own line), the search's set-up
-# (study name, storage, sampler, directions). The search's best trial stays.
+# Loggers whose INFO lines repeat the project's own (`Launching 4 jobs locally`, the search's set-up);
+# the search's best trial stays.
 _REPEATING_LOGGERS = (
     "hydra._internal.core_plugins.basic_launcher",
     "hydra_plugins.hydra_submitit_launcher.submitit_launcher",
@@ -616,8 +567,8 @@ _NOT_A_NUMBER = re.compile(r"Failed experiment: Return value must be float-casta
 
 
 class _FrameworkLines(logging.Filter):
-    """Hydra's lines that repeat the project's own, quiet unless `verbose`; the search's failed trial
-    (`Return value must be float-castable. Got 'FAILED'`) said as the project says it."""
+    """Hydra's lines that repeat the project's own, quiet unless `verbose`; a search's failed trial
+    said as the project says it."""
 
     verbose = False
 
@@ -631,9 +582,7 @@ class _FrameworkLines(logging.Filter):
                 None,
             )
             return True
-        if self.verbose or record.levelno >= logging.WARNING:
-            return True
-        return message.startswith(_KEPT)
+        return self.verbose or record.levelno >= logging.WARNING or message.startswith(_KEPT)
 
 
 _FRAMEWORK_LINES = _FrameworkLines()
@@ -641,15 +590,13 @@ _FRAMEWORK_LINES = _FrameworkLines()
 
 def quiet_framework_logs(*, verbose: bool, optuna: bool = False) -> None:
     """Hydra's and Optuna's lines that repeat the project's own stay off the terminal unless `verbose`;
-    in a search, Optuna's own lines go through Hydra's handlers (no colour codes in a log file),
-    warnings only."""
+    Optuna's go through Hydra's handlers (no colour codes in a log file)."""
     _FRAMEWORK_LINES.verbose = verbose
     for name in _REPEATING_LOGGERS:
         logger = logging.getLogger(name)
         if _FRAMEWORK_LINES not in logger.filters:
             logger.addFilter(_FRAMEWORK_LINES)
-    # alembic (imported with Optuna's storages, after Hydra set the root logger to INFO) names each of
-    # its plugins on import
+    # alembic (imported with Optuna's storages) names each of its plugins at INFO on import
     logging.getLogger("alembic").setLevel(logging.NOTSET if verbose else logging.WARNING)
     if optuna:  # before Hydra's Optuna sweeper makes its study
         import optuna as library
@@ -659,16 +606,15 @@ def quiet_framework_logs(*, verbose: bool, optuna: bool = False) -> None:
         library.logging.set_verbosity(library.logging.INFO if verbose else library.logging.WARNING)
 
 
-# A job this large on a CPU runs for minutes with nothing to show before its first step (ViT-B/16 at
-# batch 64: minutes compiling, seconds a step): input values per step, images (batch x C x H x W) and
-# token models (batch x sequence length: the real ones; their tiny variants hold 256).
+# Input values per step from which a job on a CPU shows nothing for minutes: images (batch x C x H x W),
+# token models (batch x sequence length; the tiny variants hold 256).
 CPU_HEAVY_IMAGE_VALUES = 1_000_000
 CPU_HEAVY_TOKENS = 2048
 
 
-def cpu_note(job: Config, *, sweep: bool = False) -> str:
-    """One line before a GPU-sized job runs on the CPU (no CUDA GPU here, or device=cpu): what it is,
-    that it takes minutes, and the CPU preset; '' otherwise. `sweep`: the job is a sweep's first."""
+def cpu_note(job: Config) -> str:
+    """One line before a GPU-sized job runs on the CPU: what it is, that it takes minutes, and the CPU
+    preset; '' otherwise."""
     if job.device == "cuda" or (job.device == "auto" and visible_gpus()):
         return ""
     spec = job.model.input
@@ -684,19 +630,15 @@ def cpu_note(job: Config, *, sweep: bool = False) -> str:
     where = "device=cpu" if job.device == "cpu" else "no CUDA GPU here"
     compiled = ", compiled" if job.compile.compiled else ""
     subject = f"model={job.model.id} ({what}, {job.trainer.steps} steps{compiled})"
-    subject = f"this sweep's jobs, the first {subject}," if sweep else subject
     return (
-        f"note: {where}, so {subject} run{'' if sweep else 's'} on the CPU: minutes before a first step shows; "
+        f"note: {where}, so {subject} runs on the CPU: minutes before a first step shows; "
         "experiment=cpu_smoke is the CPU-sized job (a 2-block ViT)"
     )
 
 
 def sweep_cpu_note(config: DictConfig) -> str:
-    """cpu_note of the sweep's first job (its first planned job, or a search's base config), where its
-    jobs run on this machine."""
-    from hydra.core.global_hydra import GlobalHydra
-
-    if "Slurm" in str(config.hydra.launcher.get("_target_", "")):
+    """cpu_note of the sweep's first job (or a search's base config), where its jobs run here."""
+    if uses_slurm(config):
         return ""
     jobs = planned_jobs(config.hydra)
     try:
@@ -715,19 +657,15 @@ def sweep_cpu_note(config: DictConfig) -> str:
 
 
 def uses_local_gpus(config: DictConfig) -> bool:
-    """Whether the sweep's launcher is hydra/launcher=local_gpus (its jobs start at once and share the
-    machine's GPUs through the pool)."""
+    """Whether the sweep's launcher is hydra/launcher=local_gpus (jobs at once, sharing the GPU pool)."""
     return "LocalLauncher" in str(config.hydra.launcher.get("_target_", ""))
 
 
 def refuse_gpu_launcher_without_gpus(config: DictConfig) -> None:
-    """hydra/launcher=local_gpus hands each job a GPU of gpu_pool (all of the machine's unless it names
-    some): on a machine where NVML finds none, one line before anything starts."""
-    if not uses_local_gpus(config):
-        return
+    """hydra/launcher=local_gpus on a machine where NVML finds no GPU for gpu_pool=all: refused."""
     pool = OmegaConf.select(config, "gpu_pool", default=None)
-    if pool not in (None, "all"):
-        return  # the pool names its GPUs (pretend ones too, as the tests do)
+    if not uses_local_gpus(config) or pool not in (None, "all"):
+        return  # a pool that names its GPUs (pretend ones too, as the tests do) is taken as given
     try:
         found, why = len(pool_indices("all")), "no GPU"
     except Exception as err:
@@ -745,8 +683,8 @@ def uses_slurm(config: DictConfig) -> bool:
 
 
 def refuse_slurm_without_slurm(config: DictConfig) -> None:
-    """hydra/launcher=slurm submits the jobs with sbatch: where there is none, one line before anything
-    starts (rather than submitit's traceback after the sweep's parent run is opened)."""
+    """hydra/launcher=slurm where there is no sbatch: refused before the parent run opens (not
+    submitit's traceback)."""
     if uses_slurm(config) and shutil.which("sbatch") is None:
         raise SweepStopped(
             "config error: hydra/launcher=slurm submits the jobs to SLURM, and there is no SLURM here (no sbatch "
@@ -757,11 +695,8 @@ def refuse_slurm_without_slurm(config: DictConfig) -> None:
 
 
 def refuse_overlap_one_job_at_a_time(config: DictConfig) -> None:
-    """benchmark.overlap compiles one job while another measures: with a launcher that runs the jobs
-    one at a time (Hydra's basic launcher) it would do nothing, so it is refused in one line."""
-    if OmegaConf.select(config, "benchmark.overlap", default=False) is not True:
-        return
-    if not uses_local_gpus(config):
+    """benchmark.overlap with a launcher that runs jobs one at a time would do nothing: refused."""
+    if OmegaConf.select(config, "benchmark.overlap", default=False) is True and not uses_local_gpus(config):
         raise SweepStopped(
             "config error: benchmark.overlap=true compiles the next job while one measures, which needs jobs that "
             "run at once: add hydra/launcher=local_gpus (each GPU then takes benchmark.overlap_jobs jobs), or leave benchmark.overlap=false",
@@ -770,16 +705,11 @@ def refuse_overlap_one_job_at_a_time(config: DictConfig) -> None:
 
 
 def leave_out_what_cannot_run_here(config: DictConfig) -> None:
-    """A search (Optuna) leaves out of its space the choices this host refuses before any job starts
-    (precision=fp8 on a CPU or without torchao), one line each; a key none of whose choices can run
-    here is refused. Bad values (refused everywhere) stay: their trials fail and are recorded."""
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import ValueType
-
-    if "optuna" not in str(config.hydra.sweeper.get("_target_", "")).lower():
-        return
-    if not GlobalHydra.instance().is_initialized():
+    """A search (Optuna) leaves out of its space the choices this host refuses (precision=fp8 on a CPU),
+    one line each; a key none of whose choices can run here is refused. Bad values everywhere stay:
+    their trials fail and are recorded."""
+    search = "optuna" in str(config.hydra.sweeper.get("_target_", "")).lower()
+    if not search or not GlobalHydra.instance().is_initialized():
         return
     loader = GlobalHydra.instance().config_loader()
     parser = OverridesParser.create()
@@ -823,8 +753,7 @@ def _refused_here(loader: Any, config: DictConfig, fixed: list[str], key: str, c
 
 
 def _set_space(config: DictConfig, key: str, value: str) -> None:
-    """The search's space for `key`, where the sweeper reads it (a command-line override, else
-    hydra.sweeper.params); the sweeper is made after multirun start."""
+    """The search's space for `key` where the sweeper, made after multirun start, reads it."""
     with read_write(config.hydra), open_dict(config.hydra):
         task = list(config.hydra.overrides.task)
         for i, override in enumerate(task):
