@@ -1,15 +1,7 @@
-"""A sqlite store: its folder and file checked writable in milliseconds, its set-up (tables created or
-migrated) by one process at a time under a lock beside it, a store another process holds locked waited
-for (a bounded wait, said on the terminal) and then refused, and its repair when an earlier first use
-was cut off halfway.
-
-Whatever an error says, this module never drops a table of, empties, truncates or deletes a store it
-did not create in this process (git's rule: never destroy what you cannot read). A sqlite error
-(`database is locked`, an I/O error) is never read as "no runs" or "half set up": only a store whose
-tables were read and found short of MLflow's schema is repaired, and it is repaired on a copy this
-process made, swapped in once the copy holds every run the original held; the original is kept, byte
-for byte, under another name. Every file operation that could lose data takes an :class:`OwnFile`, a
-file this process created (`tests/test_store.py` holds the module to that)."""
+"""A sqlite store: checked usable up front, set up by one process at a time under a lock, waited for
+(bounded) while another process holds it locked, and repaired on a copy when a first use was cut off.
+Nothing here drops a table of, empties or deletes a store it did not create: every operation that could
+lose data takes an :class:`OwnFile` (`tests/test_store.py` holds the module to that)."""
 
 from __future__ import annotations
 
@@ -41,8 +33,7 @@ class TrackingUnavailable(RuntimeError):
 def default_artifact_location(tracking_uri: str) -> str | None:
     """Beside a sqlite store: `<store dir>/mlartifacts` (absolute). A server decides on its own."""
     if tracking_uri.startswith("sqlite:///"):
-        db = Path(tracking_uri[len("sqlite:///") :])
-        return (db.parent / "mlartifacts").resolve().as_uri()
+        return (sqlite_path(tracking_uri).parent / "mlartifacts").resolve().as_uri()
     return None
 
 
@@ -53,9 +44,7 @@ def sqlite_path(tracking_uri: str) -> Path:
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every sqlite database file
 
 
-# How long a process waits for a sqlite store that another process holds locked (a long query, a
-# backup, a second tool's transaction) before it refuses to go on: MLflow's own sqlite connections
-# give up after 5 s and read as failures of the store. PIPELINE_STORE_WAIT_S sets it, in seconds.
+# The wait for a store another process holds locked (MLflow's own connections give up after 5 s).
 STORE_WAIT_S = 60.0
 STORE_WAIT_ENV = "PIPELINE_STORE_WAIT_S"
 # The jobs of a sweep write for milliseconds at a time: a lock that outlasts this is said on the terminal.
@@ -68,7 +57,6 @@ class StoreLocked(TrackingUnavailable):
 
 
 def store_wait_s() -> float:
-    """The bounded wait for a locked store: PIPELINE_STORE_WAIT_S, else STORE_WAIT_S."""
     raw = os.environ.get(STORE_WAIT_ENV, "").strip()
     if not raw:
         return STORE_WAIT_S
@@ -82,10 +70,8 @@ def store_wait_s() -> float:
 
 
 def check_sqlite(tracking_uri: str, *, write: bool = True) -> None:
-    """A sqlite store this process can use, or one line saying why, before anything starts: an absolute
-    path; for writing, a folder that takes new files (sqlite's journal) and a file that writes; a file
-    that is a sqlite database; and, where another process holds the store locked, the bounded wait for
-    it (`wait_for_store`). Reading never probes for writing and never makes a store."""
+    """A sqlite store this process can use (absolute, writable where `write`, a sqlite file, not held
+    locked past the wait), or one line saying why. Reading never probes for writing or makes a store."""
     db = sqlite_path(tracking_uri)
     if not db.is_absolute():
         raise TrackingUnavailable(
@@ -121,10 +107,8 @@ def check_sqlite(tracking_uri: str, *, write: bool = True) -> None:
 
 
 def wait_for_store(tracking_uri: str, *, write: bool, deadline: float | None = None) -> None:
-    """Return once no other process holds the sqlite store locked against this use (writing: another
-    process's write transaction; reading: its exclusive lock): quietly for QUIET_WAIT_S, then saying so
-    on the terminal, up to `store_wait_s()` in all (or `deadline`, a `time.monotonic()`); then refuse in
-    one line (:class:`StoreLocked`). An error other than a lock is left for opening the store to say."""
+    """Return once no other process holds the store locked against this use: quietly for QUIET_WAIT_S,
+    then saying so, up to `store_wait_s()` (or `deadline`, monotonic); then :class:`StoreLocked`."""
     db = sqlite_path(tracking_uri)
     if not db.exists():
         return
@@ -172,8 +156,8 @@ def is_locked_error(exc: BaseException) -> bool:
 
 
 def _free(db: Path, *, write: bool, timeout: float) -> bool:
-    """Whether the store takes this use within `timeout` s: a write transaction begun and rolled back
-    (nothing written), or a read of its schema. An error other than a lock: not locked."""
+    """Whether the store takes this use within `timeout` s (a write transaction begun and rolled back,
+    or a read of its schema). An error other than a lock: not locked."""
     try:
         with contextlib.closing(
             sqlite3.connect(
@@ -196,12 +180,9 @@ def _file_uri(db: Path, mode: str) -> str:
 
 
 def mlflow_client(tracking_uri: str, *, read_only: bool = False) -> Any:
-    """An MlflowClient. A sqlite store is set up (tables created or migrated) by one process at a time:
-    MLflow's own set-up is not safe when several processes open a new file at once (12 jobs started
-    together left it half-migrated for good), so it runs under a lock beside the file. A store another
-    process holds locked is waited for (`wait_for_store`), then refused. `read_only`: a store that
-    exists, opened for reading only (never set up, repaired or written; on a read-only filesystem
-    sqlite reads it as it is)."""
+    """An MlflowClient. A sqlite store is set up under a lock beside the file (MLflow's set-up is not
+    safe when several processes open a new file at once). `read_only`: an existing store, never set up,
+    repaired or written."""
     from mlflow.tracking import MlflowClient
 
     if not tracking_uri.startswith("sqlite:///"):
@@ -259,8 +240,7 @@ def _opened_waiting(tracking_uri: str, deadline: float) -> Any:
 
 
 def _opened_for_reading(tracking_uri: str, deadline: float) -> Any:
-    """A client of a store that exists and holds MLflow's tables, for reading: nothing is set up,
-    repaired or written, and no write is probed for."""
+    """A client of an existing store holding MLflow's tables; nothing is set up or written."""
     check_sqlite(tracking_uri, write=False)
     if not read_state(tracking_uri, deadline).tables:  # MLflow would create its tables in it
         raise TrackingUnavailable(
@@ -283,8 +263,7 @@ def _opened_for_reading(tracking_uri: str, deadline: float) -> Any:
 
 @contextlib.contextmanager
 def _locked(lock_file: Path) -> Iterator[None]:
-    """An exclusive advisory lock (flock) on `lock_file`, released when the block ends. Where the lock
-    cannot be had (a filesystem without locks), the block runs unlocked, as MLflow alone would."""
+    """An exclusive flock on `lock_file` for the block; unlocked where the filesystem has no locks."""
     with contextlib.ExitStack() as stack:
         try:
             handle = stack.enter_context(open(lock_file, "a"))
@@ -300,8 +279,7 @@ SCRATCH_PREFIX = "_alembic_tmp_"  # alembic's copy of a table while a batch migr
 
 @dataclass(frozen=True)
 class StoreState:
-    """What a sqlite store holds, as read (never guessed from an error): its tables, MLflow's schema
-    revision, and its runs (those of `runs` and of alembic's copy of it)."""
+    """What a store holds, as read (never guessed from an error); runs include alembic's copy's."""
 
     tables: tuple[str, ...]
     revision: str | None
@@ -313,16 +291,14 @@ class StoreState:
 
     @property
     def half_set_up(self) -> bool:
-        """Tables there, but short of MLflow's schema or with alembic's scratch tables left behind: an
-        earlier first use cut off halfway (killed, or raced before the set-up lock existed)."""
+        """Tables short of MLflow's schema, or alembic's scratch tables left: a first use cut off."""
         from mlflow.store.db.utils import _get_latest_schema_revision
 
         return bool(self.tables) and (bool(self.scratch) or self.revision != _get_latest_schema_revision())
 
 
 def read_state(tracking_uri: str, deadline: float) -> StoreState:
-    """The store's tables, revision and runs, read without writing (waiting, bounded, for another
-    process's lock). A store that cannot be read is refused in one line: it may hold runs."""
+    """The store's state, read without writing; one that cannot be read is refused: it may hold runs."""
     db = sqlite_path(tracking_uri)
     if not db.exists():
         return StoreState(tables=(), revision=None, runs=0)
@@ -360,8 +336,7 @@ def _state(db: Path, *, timeout: float) -> StoreState:
 # ----------------------------------------------------------------------------- repair
 @dataclass(frozen=True)
 class OwnFile:
-    """A file this process created, new (`O_EXCL`: it did not exist before): the only kind of file this
-    module ever writes into, drops tables of or deletes."""
+    """A file this process created (O_EXCL): the only kind this module writes, drops tables of, deletes."""
 
     path: Path
 
@@ -372,12 +347,8 @@ class OwnFile:
 
 
 def _repair(tracking_uri: str, state: StoreState, cause: Exception) -> None:
-    """Finish a set-up that an earlier process left halfway, as `mlflow db upgrade` does, on a copy of
-    the store this process makes: alembic's leftover scratch tables dropped in the copy (where the table
-    they copy is whole), the copy migrated to MLflow's schema, and swapped in only if it holds every run
-    the store held, the original kept under another name. If that fails, a store that held no runs is
-    moved aside (kept) and set up afresh; one that holds runs is refused in one line saying what to do,
-    and left as it was."""
+    """Finish a half set-up on a copy (`mlflow db upgrade`), swapped in only if it holds every run, the
+    original kept. Failing that, a store with no runs is moved aside; one with runs is refused, untouched."""
     db = sqlite_path(tracking_uri)
     leftovers = f", leftover {', '.join(state.scratch)}" if state.scratch else ""
     what = f"schema revision {state.revision or 'none'}{leftovers}"
@@ -423,9 +394,8 @@ def _repair(tracking_uri: str, state: StoreState, cause: Exception) -> None:
 
 
 def _repair_copy(db: Path, copy: OwnFile, state: StoreState) -> str:
-    """Copy the store into `copy` (sqlite's backup: a consistent copy, the store only read), drop the
-    scratch tables whose table is whole there, migrate it; '' when it holds MLflow's schema and every
-    run the store held, else what went wrong."""
+    """Back the store up into `copy`, drop its redundant scratch tables, migrate it: '' when it holds
+    MLflow's schema and every run, else what went wrong."""
     try:
         with (
             contextlib.closing(sqlite3.connect(_file_uri(db, "ro"), uri=True, timeout=5.0)) as source,
@@ -453,8 +423,7 @@ def _repair_copy(db: Path, copy: OwnFile, state: StoreState) -> str:
 
 
 def _swap_in(copy: OwnFile, db: Path) -> Path:
-    """The repaired copy takes the store's name in one step (`rename`), once the original has a name of
-    its own (a hard link: the same file, byte for byte), which is returned."""
+    """The copy takes the store's name once the original has another (a hard link), which is returned."""
     kept = _unused_name(db, "before-repair")
     os.link(db, kept)
     os.replace(copy.path, db)
@@ -462,8 +431,7 @@ def _swap_in(copy: OwnFile, db: Path) -> Path:
 
 
 def _move_aside(db: Path, what: str) -> Path:
-    """The store under a new name (a hard link made first, so its content always has a name), its own
-    name freed for MLflow to set up afresh."""
+    """The store under a new name (linked first, so its content always has one), its own name freed."""
     aside = _unused_name(db, what)
     os.link(db, aside)
     os.unlink(db)
@@ -471,7 +439,6 @@ def _move_aside(db: Path, what: str) -> Path:
 
 
 def _discard(own: OwnFile) -> None:
-    """Delete a file this process made (a repair's copy), if it is still there under its name."""
     with contextlib.suppress(OSError):
         os.unlink(own.path)
 
@@ -486,8 +453,7 @@ def _unused_name(db: Path, what: str) -> Path:
 
 
 def _forget_engines(tracking_uri: str) -> None:
-    """MLflow keeps one engine per store URI, whose pooled connections would still read the file that
-    had the store's name: dropped, so the next client opens the file that has it now."""
+    """Drop MLflow's cached engines of the URI: their pooled connections still read the replaced file."""
     for module in (
         "mlflow.store.tracking.sqlalchemy_store",
         "mlflow.store.model_registry.sqlalchemy_store",
@@ -507,9 +473,8 @@ def _error_line(text: str) -> str:
 
 
 def describe_store_error(exc: BaseException, tracking_uri: str = "") -> str:
-    """One line for an error a store raised: for sqlite the database's own error (`(sqlite3.OperationalError)
-    attempt to write a readonly database`), which SQLAlchemy wraps in an autoflush or rollback notice,
-    and whether the store's file is still there; else the first line of the message."""
+    """One line for a store's error: sqlite's own (unwrapped from SQLAlchemy's notice) and whether the
+    file is still there; else the message's first line."""
     line = _sqlite_cause(str(exc))
     if line is None:
         lines = [text.strip() for text in str(exc).strip().splitlines() if text.strip()]
@@ -528,8 +493,7 @@ def _sqlite_cause(text: str) -> str | None:
 
 
 class _OneLineDatabaseErrors(logging.Filter):
-    """MLflow logs every SQLAlchemy error with its whole traceback before raising it (which the job
-    says in one line): the log keeps the database's own error, in one line."""
+    """MLflow logs each SQLAlchemy error with its traceback before raising it: keep one line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info or "\n" in str(record.msg):
