@@ -1,13 +1,6 @@
-"""The typed configuration contract: one dataclass per config node, one field per key.
-
-Every field carries its help text (`make docs` turns them into docs/reference.md) and,
-where it has them, its allowed values (`choices`) and bounds (`gt`, `ge`, `within`): declared once,
-here, and checked from this metadata by :mod:`pipeline.config.checks`. Checks that involve several
-fields of a section sit next to those fields, in the section's `check` method.
-
-Hydra composes `conf/` over this schema (types and key names are checked while composing); the job's
-parent turns the composed config into a :class:`Config` object (:func:`to_config`), and the worker
-rebuilds the same object from the resolved JSON it is given (:func:`from_dict`). No torch here.
+"""The typed config: one dataclass per config node, each field with its help text and its allowed values
+(checked by :mod:`pipeline.config.checks`); checks across fields sit in each section's `check`. Hydra
+composes `conf/` over it (:func:`to_config`); the worker rebuilds it from JSON (:func:`from_dict`). No torch.
 """
 
 from __future__ import annotations
@@ -44,6 +37,16 @@ MAX_STEPS = 10_000_000  # a job's per-step series live in memory and in MLflow: 
 MAX_SEED = 2**32 - 1
 
 
+class _Labelled:
+    """A section whose `id` labels the job's runs and tags."""
+
+    id: str
+
+    def check(self, at: str) -> Iterator[ConfigError]:
+        if not str(self.id).strip():
+            yield ConfigError(f"{at}.id", self.id, "a non-empty label (it names the job's runs and tags)")
+
+
 @dataclass(kw_only=True)
 class InputSpec:
     """What a model eats; fake data is generated to match it."""
@@ -57,8 +60,7 @@ class InputSpec:
     seq_len: int = doc(1024, "tokens per sequence", gt=0)
     target: str = doc(
         "class",
-        "what the labels are: `class` (one per image), `next_token` (causal LM, shifted in the loss), "
-        "`masked_token` (masked LM: 15% of positions labelled, the rest ignored)",
+        "the labels: `class` (one per image), `next_token` (causal LM), `masked_token` (15% of positions)",
         choices=TOKEN_TARGETS,
     )
 
@@ -72,7 +74,7 @@ class InputSpec:
 
 
 @dataclass(kw_only=True)
-class ModelConfig:
+class ModelConfig(_Labelled):
     """A model: a factory (`_target_`) called with `name` (when set) and `kwargs`."""
 
     id: str = doc(MISSING, "short label used in run names and tags, e.g. `vit_b16`")
@@ -85,16 +87,12 @@ class ModelConfig:
     batch_size: int = doc(64, "this model's default batch size (`trainer.batch_size` defaults to it)", gt=0)
     scenarios: list[str] = doc(
         [],
-        "the scenarios this model runs (conf/scenario names); empty: every scenario that does not ask models "
-        "to opt in (causal LMs list the generation scenario)",
+        "the scenarios this model runs (conf/scenario names); empty: each one not asking models to opt in",
     )
-
-    def check(self, at: str) -> Iterator[ConfigError]:
-        yield from _id_errors(f"{at}.id", self.id)
 
 
 @dataclass(kw_only=True)
-class LossConfig:
+class LossConfig(_Labelled):
     """One interface for every loss: `loss(batch, outputs) -> scalar tensor`."""
 
     id: str = doc(MISSING, "short label used in run names and tags")
@@ -110,12 +108,9 @@ class LossConfig:
     )
     teacher: ModelConfig | None = doc(None, "distillation only: the teacher model config (any model config)")
 
-    def check(self, at: str) -> Iterator[ConfigError]:
-        yield from _id_errors(f"{at}.id", self.id)
-
 
 @dataclass(kw_only=True)
-class PrecisionConfig:
+class PrecisionConfig(_Labelled):
     id: str = doc(MISSING, "short label used in run names and tags")
     autocast_dtype: str | None = doc(None, "autocast dtype, or null for no autocast", choices=AUTOCAST_DTYPES)
     param_dtype: str = doc("float32", "dtype of weights and inputs", choices=PARAM_DTYPES)
@@ -123,18 +118,9 @@ class PrecisionConfig:
     grad_scaler: bool = doc(False, "scale the loss with a GradScaler (needed for float16 autocast)")
     float8: bool = doc(
         False,
-        "train the linear layers in float8 through torchao (`convert_to_float8_training`; layers whose sizes are multiples of 16): "
-        "`precision=fp8`, training on Hopper-class GPUs (compute capability 8.9 or newer) with torchao installed; refused elsewhere before the job starts",
+        "train linear layers (sizes multiples of 16) in float8 through torchao (`precision=fp8`): "
+        "training on GPUs of compute capability 8.9+ with torchao installed; refused elsewhere",
     )
-
-    def check(self, at: str) -> Iterator[ConfigError]:
-        yield from _id_errors(f"{at}.id", self.id)
-
-
-def _id_errors(key: str, value: str) -> Iterator[ConfigError]:
-    """An id names runs and tags: a non-empty word (control characters are refused for every value)."""
-    if not str(value).strip():
-        yield ConfigError(key, value, "a non-empty label (it names the job's runs and tags)")
 
 
 @dataclass(kw_only=True)
@@ -146,17 +132,12 @@ class CompileConfig:
     fullgraph: bool = doc(False, "fail on any graph break")
     dynamic: bool | None = doc(None, "dynamic shapes: null lets torch decide, true/false force it")
     options: dict[str, Any] = doc(
-        {},
-        "inductor options (`torch._inductor.config` keys, checked before the job starts), merged over the mode's options; "
-        "`compile.options={max_autotune: true}` or `+compile.options.max_autotune=true`",
+        {}, "inductor options (`torch._inductor.config` keys), merged over the mode's own options"
     )
     scope: str = doc("model", "what is compiled", choices=COMPILE_SCOPES)
     optimizer: bool = doc(False, "also compile `optimizer.step`")
     budget_s: float | None = doc(
-        None,
-        "compile-time budget: a job whose `compile/total_s` exceeds it ends FAILED (`OverCompileBudget`, its figures kept), "
-        "so a search records the trial as failed; null: no budget (`trainer.timeout_s` still bounds the whole job)",
-        gt=0,
+        None, "compile-time budget: a job over it ends FAILED (`OverCompileBudget`); null: none", gt=0
     )
 
     @property
@@ -165,8 +146,7 @@ class CompileConfig:
 
     @property
     def uses_cudagraphs(self) -> bool:
-        """Whether the compiled code runs as CUDA graphs: the modes that use them, or
-        `compile.options` turning `triton.cudagraphs` on (the one definition)."""
+        """Whether the compiled code runs as CUDA graphs (by its mode, or `triton.cudagraphs` on)."""
         return self.compiled and (
             self.mode in CUDAGRAPH_MODES or bool(self.inductor_options().get("triton.cudagraphs"))
         )
@@ -177,8 +157,7 @@ class CompileConfig:
         return self.compiled and (self.scope == "step" or self.optimizer)
 
     def inductor_options(self) -> dict[str, Any]:
-        """The options as torch takes them: nested keys joined by dots (`+compile.options.triton.cudagraphs`
-        composes to `{triton: {cudagraphs: ...}}`, torch wants `triton.cudagraphs`)."""
+        """The options with nested keys joined by dots, as torch takes them (`triton.cudagraphs`)."""
         return _dotted(self.options)
 
     def as_eager(self) -> CompileConfig:
@@ -243,10 +222,7 @@ class OptimizerConfig:
 @dataclass(kw_only=True)
 class TrainerConfig:
     steps: int = doc(
-        100,
-        "steps each variant runs at least, warm-up included; a job then measures on in rounds until its question "
-        "is decided or benchmark.budget_s is spent (benchmark.budget_s=0: about this many)",
-        gt=0,
+        100, "steps each variant runs at least, warm-up included (more within benchmark.budget_s)", gt=0
     )
     warmup_steps: int = doc(10, "steps run before timing starts (compilation happens here)", gt=0)
     batch_size: int = doc("${model.batch_size}", "samples per step; defaults to the model's batch size", gt=0)  # type: ignore[arg-type]
@@ -282,10 +258,7 @@ class TrainerConfig:
 
 @dataclass(kw_only=True)
 class DataConfig:
-    loader: bool = doc(
-        False,
-        "false: batches made once on the device and rotated; true: a DataLoader makes CPU batches copied every step",
-    )
+    loader: bool = doc(False, "true: a DataLoader's CPU batches copied every step; false: on-device batches")
     num_batches: int = doc(4, "distinct on-device batches rotated among (loader=false)", gt=0)
     num_workers: int = doc(4, "DataLoader workers (loader=true)", ge=0)
     pin_memory: bool = doc(False, "pin host batches (loader=true)")
@@ -308,13 +281,11 @@ class MlflowConfig:
     )
     experiment: str = doc("compile-sweeps", "MLflow experiment name")
     artifact_location: str | None = doc(
-        None,
-        "artifact root for a new experiment; null: outputs/mlartifacts beside a sqlite store, the server's default otherwise",
+        None, "artifact root for a new experiment; null: outputs/mlartifacts beside a sqlite store"
     )
 
     def check(self, at: str) -> Iterator[ConfigError]:
-        """A plain path (or `file:`) is MLflow's file store, which MLflow 3 keeps in maintenance mode: its
-        jobs would fail once their worker started. Refused, naming the sqlite file that would work."""
+        """A plain path (MLflow's file store) would fail once the worker started: refused up front."""
         uri = self.tracking_uri
         if ("://" in uri and not uri.startswith("file:")) or uri.startswith("databricks"):
             return
@@ -335,28 +306,20 @@ class BenchmarkConfig:
     )
     rounds: int = doc(
         10,
-        "timed rounds per variant at least before the first look (more when trainer.steps asks for more steps); "
-        "paired variants alternate round by round (C E | E C | ...)",
+        "timed rounds per variant before the first look; paired variants alternate (C E | E C | ...)",
         gt=0,
     )
     round_s: float = doc(
-        0.02,
-        "seconds a timed round aims at (the units in it sized from the warm-up; at least one): paired rounds shorter "
-        "than the spells of the host's speed (50-100 ms on the lent VMs) see the same host (docs/verdicts.md)",
-        gt=0,
+        0.02, "seconds a timed round aims at: short enough that paired rounds see the same host speed", gt=0
     )
     budget_s: float = doc(
         30.0,
-        "seconds of timed rounds a job may spend answering its question (the paired speedup clear of or within "
-        "sweep.min_effect_pct, its interval within benchmark.target_pct; a lone figure's interval within "
-        "benchmark.target_pct); then it says `undecided within budget`. 0: one look after the first rounds",
+        "seconds of timed rounds a job may spend deciding its question, then `undecided within budget`; "
+        "0: one look after the first rounds",
         ge=0,
     )
     target_pct: float = doc(
-        1.0,
-        "precise enough: an interval's half-width in % of its figure (the paired speedup's, or a lone figure's) "
-        "at which a job may stop measuring",
-        gt=0,
+        1.0, "an interval's half-width (% of its figure) at which a job may stop measuring", gt=0
     )
     loss_rtol: float = doc(
         0.05,
@@ -364,47 +327,36 @@ class BenchmarkConfig:
         gt=0,
     )
     parity_steps: int = doc(
-        3,
-        "steps over which loss parity is judged (later steps on rotated random batches diverge chaotically,"
-        " at amp within a few steps)",
-        gt=0,
+        3, "steps over which loss parity is judged (later steps on random batches diverge chaotically)", gt=0
     )
     repeat: int = doc(
         0,
-        "repeat index of this configuration: sweep `benchmark.repeat=0,1,2` to measure it in three separate jobs; the verdict pools repeats",
+        "repeat index: sweep `benchmark.repeat=0,1,2` for three separate jobs; the verdict pools them",
         ge=0,
     )
     worker_start: str = doc(
         "template",
-        "how a sweep's job starts its worker: `template` forks it from the sweep's pre-imported template process "
-        "(one per machine; imports done, no CUDA, no compiler state), `spawn` starts a fresh interpreter. "
-        "A single run spawns (unless PIPELINE_TEMPLATE_SOCKET names a running template, as the test suite's); a job that cannot fork "
-        "(SLURM task, no Linux, a template that touched CUDA) spawns and says why",
+        "how a sweep's job starts its worker: `template` forks the sweep's pre-imported template process, "
+        "`spawn` starts a fresh interpreter (a single run, or a job that cannot fork, spawns)",
         choices=WORKER_STARTS,
     )
     overlap: bool = doc(
         False,
-        "compile the next job while this one measures: two jobs share a GPU (hydra/launcher=local_gpus), one "
-        "compiling, one measuring, each pinned to its own half of the CPU cores; a machine-wide lock lets one job "
-        "at a time run anything on the device after its compilation, the other job's worker and its compile processes "
-        "paused meanwhile (pipeline/measure/gate.py). One-GPU jobs only",
+        "compile the next job while this one measures: one-GPU jobs share a GPU (hydra/launcher=local_gpus), "
+        "each on its own CPU cores, a machine-wide lock letting one at a time use the device",
     )
     overlap_jobs: int = doc(
-        2,
-        "with benchmark.overlap, how many jobs share one GPU: one measures while the others compile, each on its own "
-        "1/N of the CPU cores; more slots keep the GPU busy when compiling takes several times longer than measuring",
-        ge=2,
+        2, "with benchmark.overlap, how many jobs share one GPU (one measures, the others compile)", ge=2
     )
     noisy_spread_pct: float = doc(
         10.0,
-        "flag a job as noisy (`step/noisy`, a warning in its last line) when the p10-p90 spread of its measured steps exceeds this percentage of the median",
+        "flag a job noisy (`step/noisy`) when its steps' p10-p90 spread exceeds this % of the median",
         gt=0,
     )
     host_check_s: float = doc(
         0.3,
-        "seconds of a torch-free reference workload timed in all, in bursts before each timed round (outside its time): "
-        "how far the host's own CPU speed moved while the job measured (`host/reference_spread_pct`; a launch-bound step "
-        "follows it). 0: off",
+        "seconds of a torch-free reference workload timed between rounds, for how far the host's CPU speed "
+        "moved (`host/reference_spread_pct`); 0: off",
         ge=0,
     )
 
@@ -419,8 +371,7 @@ class DiagnoseConfig:
     cold_cache: bool = doc(False, "start from an empty inductor cache (cold-start compile time)")
     comm: bool = doc(
         True,
-        "distributed jobs: profile a few extra steps after measuring for the exposed communication and the "
-        "collectives' bus bandwidth (comm/*), against the machine's own from a probe run once per machine",
+        "distributed jobs: profile a few extra steps for exposed communication and bus bandwidth (comm/*)",
     )
 
 
@@ -430,25 +381,20 @@ class SweepConfig:
     resume: bool = doc(False, "skip jobs whose configuration already has a FINISHED run in sweep `sweep.id`")
     name: str | None = doc(None, "name of the named sweep file used, if any")
     min_effect_pct: float = doc(
-        1.0,
-        "the smallest difference the verdict calls a difference: configurations closer than this are a tie, however precise the figures",
-        gt=0,
+        1.0, "the smallest difference (%) the verdict calls a difference: closer configurations tie", gt=0
     )
     max_interval_pct: float = doc(
-        2.5,
-        "a figure whose 95% interval is wider than this (half-width, % of the figure) cannot decide a verdict: it is inconclusive",
-        gt=0,
+        2.5, "a figure whose 95% interval's half-width exceeds this % of it is inconclusive", gt=0
     )
     kind: str = doc(
         "compare",
-        "`compare`: the summary ranks the configurations (fastest, tie or inconclusive); `suite`: one compile "
-        "configuration over many models, answered per model (compiled against its own eager copy: faster, slower, "
-        "no difference, inconclusive, failed) with no model ranked against another (sweep=timm_suite, hf_suite, tiny_suite)",
+        "`compare`: the summary ranks the configurations; `suite`: one compile configuration over many "
+        "models, each answered against its own eager copy",
         choices=("compare", "suite"),
     )
     objective: str | None = doc(
         None,
-        "a metric the job returns to a search sweeper (sweep=compile_search, sweep=throughput_search: Optuna), e.g. step/p50_ms or throughput/samples_per_s; a job that fails returns its outcome: a failed trial",
+        "a metric returned to a search sweeper (Optuna), e.g. step/p50_ms; a failed job fails its trial",
     )
 
     def check(self, at: str) -> Iterator[ConfigError]:
@@ -467,8 +413,7 @@ class SweepConfig:
 
 @dataclass(kw_only=True)
 class ParallelConfig:
-    """One job, one training run on `nproc` processes of one node (torchrun, one process per GPU;
-    gloo processes on the CPU). `trainer.batch_size` is per process: the global batch is nproc times it."""
+    """One job on `nproc` processes of one node (torchrun); `trainer.batch_size` is per process."""
 
     strategy: str = doc(
         "none",
@@ -478,9 +423,7 @@ class ParallelConfig:
     )
     nproc: int | None = doc(
         1,
-        "processes (GPUs) per job, started by torchrun; ddp/fsdp only. null (parallel=ddp/fsdp's default): one per "
-        "GPU the job may use (gpu_pool's under hydra/launcher=local_gpus, else CUDA_VISIBLE_DEVICES or NVML's "
-        f"count), {CPU_RANKS} gloo processes on the CPU; resolved before the job starts, its run shows the number",
+        f"processes (GPUs) per job, ddp/fsdp only; null: one per GPU the job may use, {CPU_RANKS} on the CPU",
         ge=1,
     )
     bucket_cap_mb: float = doc(
@@ -488,9 +431,8 @@ class ParallelConfig:
     )
     optimize_ddp: str = doc(
         "on",
-        "ddp with torch.compile: `on` (torch._dynamo.config.optimize_ddp: graphs split at bucket boundaries so "
-        "all-reduce overlaps backward), `off` (one graph, buckets reduced after it), `compiled_autograd` "
-        "(optimize_ddp=python_reducer with compiled autograd: backward traced whole, the reducer in Python)",
+        "ddp with torch.compile: `on` (graphs split at buckets), `off` (one graph), `compiled_autograd` "
+        "(backward traced whole, the reducer in Python)",
         choices=OPTIMIZE_DDP,
     )
     reshard_after_forward: bool = doc(
@@ -518,8 +460,9 @@ class ParallelConfig:
                 self.nproc,
                 "needs parallel=ddp or parallel=fsdp (parallel=none runs one process)",
             )
-        neutral = {"bucket_cap_mb": ("ddp", 25.0), "optimize_ddp": ("ddp", "on")}
-        neutral |= {
+        neutral = {
+            "bucket_cap_mb": ("ddp", 25.0),
+            "optimize_ddp": ("ddp", "on"),
             "reshard_after_forward": ("fsdp", True),
             "param_dtype": ("fsdp", None),
             "reduce_dtype": ("fsdp", None),
@@ -536,11 +479,7 @@ class Config:
     model: ModelConfig = doc(MISSING, "model group: vit_b16, vit_tiny, resnet50, gpt2, ...")
     loss: LossConfig = doc(MISSING, "loss group: cross_entropy, distillation")
     precision: PrecisionConfig = doc(MISSING, "precision group: amp, fp32, tf32, amp_fp16, bf16")
-    scenario: Any = doc(
-        {},
-        "the scenario group (conf/scenario/): what a job runs and measures; its keys are the scenario's own "
-        "(pipeline/scenarios/<name>/config.py)",
-    )
+    scenario: Any = doc({}, "the scenario group (conf/scenario/): what a job runs and measures")
     compile: CompileConfig = doc(CompileConfig, "torch.compile settings")
     parallel: ParallelConfig = doc(
         ParallelConfig, "parallel group: none, ddp, fsdp (processes per job, DDP/FSDP2 knobs)"
@@ -550,15 +489,12 @@ class Config:
     device: str = doc("auto", "`auto` (cuda if present, else cpu), `cuda` or `cpu`", choices=DEVICES)
     profile: bool = doc(False, "record a torch.profiler trace of a few steps after warm-up")
     verbose: bool = doc(
-        False,
-        "show the libraries' own chatter on the job's output (inductor's perf hints, deprecation and future "
-        "warnings); false: they are kept in the job's diagnostics.json, its output shows the job's own lines",
+        False, "show the libraries' own warnings on the job's output; false: kept in its diagnostics.json"
     )
     gpu_pool: Any = doc(
         None,
-        "GPUs that concurrent jobs on one machine share, one per job at a time: `all` or a list of indices like `[0,1]` "
-        "(a list, so a multirun does not sweep it); each job's worker sees only its GPU. hydra/launcher=local_gpus uses `all` unless this says otherwise; "
-        "null: the worker sees what the launcher gives",
+        "GPUs concurrent jobs on one machine share, one per job: `all` or a list like `[0,1]`; "
+        "null: what the launcher gives",
     )
     mlflow: MlflowConfig = doc(MlflowConfig, "where runs are logged")
     benchmark: BenchmarkConfig = doc(BenchmarkConfig, "paired eager baseline")
@@ -566,7 +502,6 @@ class Config:
     sweep: SweepConfig = doc(SweepConfig, "multirun bookkeeping")
 
     def __post_init__(self) -> None:
-        # The scenario's node (as composed, or as the worker reads it back) becomes its typed config.
         if not isinstance(self.scenario, ScenarioConfig):
             self.scenario = scenario_config(self.scenario)
 
@@ -675,10 +610,7 @@ def _teacher_fits_student(student: InputSpec, teacher: InputSpec) -> Iterator[Co
 
 # ------------------------------------------------------------------------------------ composing
 def default_store() -> str:
-    """`sqlite:///<where the command runs>/outputs/mlflow.db`: the one definition of the default store.
-    A resolver of the project's own rather than `${hydra:runtime.cwd}`, which needs Hydra's runtime
-    config and fails where Hydra has not set it (multirun callbacks, jobs on other launchers). Jobs do
-    not change directory (hydra.job.chdir=false)."""
+    """`sqlite:///<cwd>/outputs/mlflow.db`; `${hydra:runtime.cwd}` fails where Hydra has not set it."""
     return f"sqlite:///{(Path.cwd() / 'outputs' / 'mlflow.db').resolve()}"
 
 
@@ -699,24 +631,18 @@ def register_configs() -> None:
 
 
 def unknown_keys(node: Any, cls: type = Config, at: str = "") -> list[ConfigError]:
-    """Keys of a composed config that the schema does not have: Hydra's `+key=value` adds any key, and
-    turning the config into a :class:`Config` would drop it without a word (`+devcie=cpu`,
-    `+trainer.stepz=3`). Open mappings take any key: a field typed as a mapping (`model.kwargs`,
-    `compile.options`, `trainer.optimizer.kwargs`) or left open (`scenario`, whose config class checks
-    its own keys; `gpu_pool`)."""
+    """Keys a `+key=value` added that the schema lacks (to_config would drop them silently), and schema
+    keys removed with `~`; mappings and open fields (`scenario`, `gpu_pool`) take any key."""
     import difflib
 
-    errors: list[ConfigError] = []
     if not isinstance(node, DictConfig) or node._is_none() or node._is_missing():
-        return errors
+        return []
     hints = typing.get_type_hints(cls)
     names = [f.name for f in fields(cls)]
-    for name in names:
-        if name not in node:  # `~trainer`: Hydra deletes a whole section of the schema
-            path = f"{at}.{name}" if at else name
-            errors.append(
-                ConfigError(path, None, "cannot be removed (~): the schema needs it; set its values instead")
-            )
+    removed = "cannot be removed (~): the schema needs it; set its values instead"
+    errors = [
+        ConfigError(f"{at}.{name}" if at else name, None, removed) for name in names if name not in node
+    ]
     for key in node:
         path = f"{at}.{key}" if at else str(key)
         if key not in hints:
@@ -760,9 +686,7 @@ def from_dict(data: dict[str, Any], cls: type = Config) -> Any:
     """Rebuild a config object from :func:`to_dict`'s output (the worker, `--sync`, `--results`)."""
     hints = typing.get_type_hints(cls)
     values = {}
-    for f in fields(cls):
-        if f.name not in data:
-            continue
+    for f in (f for f in fields(cls) if f.name in data):
         value, node = data[f.name], _dataclass_in(hints[f.name])
         values[f.name] = from_dict(value, node) if node is not None and isinstance(value, dict) else value
     return cls(**values)
@@ -770,21 +694,14 @@ def from_dict(data: dict[str, Any], cls: type = Config) -> Any:
 
 def _dataclass_in(tp: Any) -> type | None:
     """The dataclass of a field typed `X` or `X | None`, else None."""
-    if isinstance(tp, type) and is_dataclass(tp):
-        return tp
-    for arg in typing.get_args(tp):
-        if isinstance(arg, type) and is_dataclass(arg):
-            return arg
-    return None
+    return next((a for a in (tp, *typing.get_args(tp)) if isinstance(a, type) and is_dataclass(a)), None)
 
 
 def schema_node(path: list[str]) -> Any:
     """The type at a dotted path of the schema (a dataclass, or a field's type), or None."""
     node: Any = Config
     for part in path:
-        if not (isinstance(node, type) and is_dataclass(node)):
-            return None
-        hints = typing.get_type_hints(node)
+        hints = typing.get_type_hints(node) if isinstance(node, type) and is_dataclass(node) else {}
         if part not in hints:
             return None
         node = _dataclass_in(hints[part]) or hints[part]
