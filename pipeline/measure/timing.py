@@ -1,17 +1,12 @@
-"""Timing variants of a unit of work (a training step, a forward call, a generation): warm-up units (each
-synced and wall-clocked), timed rounds (boundary events, no host sync inside), and solo phases (a
-variant alone on the device, for its memory peaks).
-
-A :class:`Variant` is one way of running the unit (compiled, or the paired eager baseline) with its own
-weights, state, inputs and record of what was measured: the laps its units marked, by label (`step`; a
-generation's `ttft` and `decode`), and how many laps each round held. :class:`StepVariant` is the
-one-lap unit of the training and inference scenarios. A :class:`Timer` runs variants on one device and
-reports progress.
-"""
+"""Timing a unit of work (a training step, a call, a generation): a :class:`Variant` is one way of running
+it (compiled, or the paired eager copy) with the laps it marked, by label; a :class:`Timer` runs variants
+through warm-up units (synced, wall-clocked), timed rounds (boundary events, no host sync inside) and solo
+phases (alone on the device, for memory peaks)."""
 
 from __future__ import annotations
 
 import gc
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -97,11 +92,9 @@ class Variant:
 
     def round_laps(self, label: str | None = None) -> list[list[float]]:
         """A label's laps, one list per timed round, in order."""
-        out, start, values = [], 0, self.laps.get(label or self.primary, [])
-        for n in self.round_sizes.get(label or self.primary, []):
-            out.append(values[start : start + n])
-            start += n
-        return out
+        label = label or self.primary
+        values, sizes = self.laps.get(label, []), self.round_sizes.get(label, [])
+        return [values[end - n : end] for n, end in zip(sizes, itertools.accumulate(sizes), strict=True)]
 
     def block_p50_ms(self, blocks: int = 3) -> list[float]:
         """Medians of the headline laps cut in order into `blocks` near-equal parts: how far the variant
@@ -109,10 +102,10 @@ class Variant:
         values = self.step_ms
         if len(values) < blocks:
             return []
-        size, out = len(values) / blocks, []
-        for b in range(blocks):
-            out.append(percentile(sorted(values[round(b * size) : round((b + 1) * size)]), 0.5))
-        return out
+        size = len(values) / blocks
+        return [
+            percentile(sorted(values[round(b * size) : round((b + 1) * size)]), 0.5) for b in range(blocks)
+        ]
 
     def unit_s(self) -> float:
         """One unit's time in seconds as the warm-up saw it (each unit synced): the median of the warm-up
@@ -137,15 +130,13 @@ class Variant:
 
     @property
     def cpu_wait_pct(self) -> float | None:
-        """Of the time this process's threads wanted a CPU over the timed rounds, the share they waited
-        for one (other processes held the CPUs): 0 on a host with room to spare."""
+        """Of the time this process's threads wanted a CPU over the timed rounds, the share they waited."""
         wanted = self.thread_run_ns + self.thread_wait_ns
         return 100 * self.thread_wait_ns / wanted if wanted > 0 else None
 
     @property
     def others_cpu_pct(self) -> float | None:
-        """Other processes' share of the time of the CPUs this process may use, over the timed rounds (its
-        own threads and descendants, such as its DataLoader workers, not counted)."""
+        """Other processes' share of the time of this process's CPUs over the timed rounds."""
         return self.others_cpu.pct
 
 
@@ -220,9 +211,8 @@ class Timer:
         self.pending: list[tuple[Variant, Laps, int]] = []  # timed rounds not read yet (flush)
 
     def lead_in_units(self, variant: Variant) -> int:
-        """Untimed units run before each of the variant's timed rounds: one on a GPU (the device drained
-        first), so that the round starts in the variant's own steady state; none on a CPU, whose ops are
-        synchronous, or for a unit that drains the device itself."""
+        """Untimed units before each timed round, so it starts in the variant's own steady state: one on a
+        GPU; none on a CPU (synchronous ops) or for a unit that drains the device itself."""
         return 1 if self.device.type == "cuda" and not variant.starts_idle else 0
 
     def warm_up(
@@ -246,14 +236,10 @@ class Timer:
                 self.progress(variant.name, "warmup", i + 1, units)
 
     def timed_round(self, variant: Variant, units: int, *, show: bool = True) -> None:
-        """Run `units` measured units with boundary events and no host sync inside: their laps are read at the
-        next `flush` (a look). Before the round (outside its time) the device drains and a lead-in unit of the
-        same variant runs untimed (`lead_in_units`), so each timed unit's host preamble (guards, launches)
-        overlaps only its own variant's queued work, as in a loop of its steps back to back: another
-        variant's longer queue would hide a host-bound variant's launches, and an idle device would add a
-        cold start. Before the round also a burst of the host check; the host's CPU steal, this process's
-        threads' CPU time and wait, and other processes' use of its CPUs are read before the first and after
-        the last unit (outside the timed loop)."""
+        """Run `units` measured units with boundary events and no host sync inside; their laps are read at the
+        next `flush`. Before the round the device drains and a lead-in unit runs untimed, so each unit's host
+        preamble overlaps only its own variant's queued work (another variant's queue would hide its
+        launches; an idle device would add a cold start). The CPU counters are read outside the loop."""
         self.host.sample()
         variant.reserve(variant.done + units)
         if self.lead_in_units(variant):
@@ -313,10 +299,9 @@ class Timer:
         show: bool = True,
         after_first: Callable[[], None] | None = None,
     ) -> None:
-        """Warm-up, then one timed round of `units()` units (sized once the warm-up has run), with nothing
-        else on the device: the variant's memory peaks over the warm-up (compilation included) and over
-        measured units are its own. `after_first` runs after the first warm-up unit (or before the round
-        when there is no warm-up)."""
+        """Warm-up, then one timed round of `units()` units, nothing else on the device: the memory peaks
+        over the warm-up (compilation included) and the measured units are the variant's own. `after_first`
+        runs after the first warm-up unit (or before the round when there is no warm-up)."""
         memory, peaks = self.memory, variant.peaks
         memory.reset_peak()
         self.warm_up(variant, warmup, show=show, after_first=after_first)
