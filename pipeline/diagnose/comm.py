@@ -1,19 +1,8 @@
-"""Why a distributed step takes the time it does: a torch.profiler trace of a few extra, unmeasured steps
-after the measurement (`diagnose.comm`, distributed jobs), read for
-
-- exposed communication: the time collectives ran while the device ran nothing else (on a GPU: NCCL
-  kernels with no compute kernel, copy or memset running at the same moment; on the CPU: gloo's
-  collectives while the step's own thread ran no aten op). A collective that waits for a late peer counts
-  as running: exposed time is what the step lost to communication, waiting included;
-- the collectives' achieved bus bandwidth, defined as nccl-tests defines it (`busbw`), against the
-  machine's own, measured once per machine by :mod:`pipeline.diagnose.comm_probe` at the same sizes.
-
-Bus bandwidth (nccl-tests, doc/PERFORMANCE.md): a collective of S bytes in t seconds has an algorithm
-bandwidth algbw = S / t, and a bus bandwidth busbw = algbw x 2(n-1)/n for an all-reduce, algbw x (n-1)/n
-for an all-gather or a reduce-scatter (S their total, the whole gathered or scattered buffer), algbw for
-a broadcast, n the ranks. busbw is comparable across collectives and rank counts: the link's own speed.
-
-Torch-free at import (the arithmetic and the trace's reading); `diagnose` imports torch.
+"""A distributed step's communication, from a torch.profiler trace of a few extra steps (`diagnose.comm`):
+exposed collective time (collectives running while nothing else did, waiting for a late peer included),
+and the collectives' bus bandwidth as nccl-tests defines it (algbw = S / t; busbw = algbw x 2(n-1)/n for
+an all-reduce, x (n-1)/n for an all-gather or reduce-scatter, x 1 for a broadcast), against the machine's
+own (:mod:`pipeline.diagnose.comm_probe`). Torch-free at import; `diagnose` imports torch.
 """
 
 from __future__ import annotations
@@ -30,39 +19,20 @@ from typing import Any
 
 GB = 1e9  # nccl-tests' GB/s
 
-ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, OTHER = (
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "broadcast",
-    "other",
-)
+ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER = "all_reduce", "all_gather", "reduce_scatter"
+BROADCAST, OTHER = "broadcast", "other"
 
-# Bytes of one element, by the names traces give dtypes ("Float", "BFloat16" from NCCL kernels' args;
-# "float", "c10::BFloat16" from CPU ops' input types).
+# Bytes of one element, by the names traces give dtypes, lowercased ("Float" from NCCL kernels' args,
+# "c10::BFloat16" from CPU ops' input types).
 DTYPE_BYTES = {
-    "float": 4,
-    "float32": 4,
-    "int": 4,
-    "int32": 4,
-    "bfloat16": 2,
-    "c10::bfloat16": 2,
-    "half": 2,
-    "float16": 2,
-    "c10::half": 2,
-    "double": 8,
-    "float64": 8,
-    "long": 8,
-    "int64": 8,
-    "short": 2,
-    "int16": 2,
-    "byte": 1,
-    "uint8": 1,
-    "char": 1,
-    "int8": 1,
-    "bool": 1,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
+    name: width
+    for width, names in (
+        (4, ("float", "float32", "int", "int32")),
+        (2, ("bfloat16", "c10::bfloat16", "half", "float16", "c10::half", "short", "int16")),
+        (8, ("double", "float64", "long", "int64")),
+        (1, ("byte", "uint8", "char", "int8", "bool", "float8_e4m3fn", "float8_e5m2")),
+    )
+    for name in names
 }
 
 
@@ -80,21 +50,18 @@ def bus_factor(kind: str, world: int) -> float | None:
 
 
 def algbw_gbps(size_bytes: float, seconds: float) -> float:
-    """Algorithm bandwidth: the collective's bytes (an all-gather's or reduce-scatter's whole buffer) per
-    second, in GB/s (1e9)."""
+    """Algorithm bandwidth in GB/s (1e9): an all-gather's or reduce-scatter's whole buffer per second."""
     return size_bytes / seconds / GB
 
 
 def busbw_gbps(kind: str, size_bytes: float, seconds: float, world: int) -> float | None:
-    """Bus bandwidth in GB/s: algbw x bus_factor(kind, world)."""
     factor = bus_factor(kind, world)
     return None if factor is None else algbw_gbps(size_bytes, seconds) * factor
 
 
 def collective_kind(name: str) -> str:
-    """`all_reduce`, `all_gather`, `reduce_scatter`, `broadcast` or `other`, from a collective's name as a
-    trace gives it: NCCL kernels (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`), their `Collective name`
-    argument (`allreduce`, `_allgather_base`, `reduce_scatter_tensor_coalesced`), gloo's (`gloo:all_gather`)."""
+    """A collective's kind from its name in a trace: an NCCL kernel's (`ncclDevKernel_AllReduce_Sum_f32`),
+    its `Collective name` argument (`_allgather_base`), gloo's (`gloo:all_gather`)."""
     flat = name.lower().replace("_", "").replace(":", "")
     for mark, kind in (
         ("allreduce", ALL_REDUCE),
@@ -116,7 +83,7 @@ def dtype_bytes(name: Any) -> int | None:
 
 @dataclass(frozen=True)
 class Collective:
-    """One collective as it ran: on the device (an NCCL kernel) or on gloo's thread."""
+    """One collective as it ran: an NCCL kernel, or on gloo's thread."""
 
     kind: str
     start_us: float
@@ -187,13 +154,10 @@ DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def read_trace(events: list[dict[str, Any]], *, world: int, main_tid: Any = None) -> TraceComm:
-    """The collectives and compute of one rank's Chrome trace (`traceEvents` of torch.profiler's export).
-
-    With device events (a GPU): the NCCL kernels are the collectives (their kind and size from the kernel's
-    arguments, or those of the CPU op that launched it: `Collective name`, `In msg nelems`, `Out msg nelems`,
-    `dtype`), every other kernel, copy and memset is compute. Without (the CPU): gloo's `gloo:*` events are
-    the collectives (size from their `Input Dims` and `Input type`, recorded with record_shapes), the aten
-    ops of the step's thread (`main_tid`, default the process's main thread) are compute."""
+    """The collectives and compute of one rank's Chrome trace (`traceEvents`). On a GPU the NCCL kernels
+    are the collectives and every other kernel, copy and memset is compute; on the CPU gloo's `gloo:*`
+    events are the collectives and the aten ops of the step's thread (`main_tid`, default the main
+    thread) are compute."""
     complete = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e]
     device = [e for e in complete if e.get("cat") in DEVICE_CATEGORIES]
     if device:
@@ -222,8 +186,7 @@ def _read_device(device: list[dict[str, Any]], complete: list[dict[str, Any]], w
 
 
 def _nccl_size(meta: dict[str, Any]) -> int | None:
-    """nccl-tests' S from record_param_comms' arguments: the larger of the input and output (an
-    all-reduce's buffer, an all-gather's output, a reduce-scatter's input)."""
+    """nccl-tests' S from record_param_comms' arguments: the larger of the input and output."""
     width = dtype_bytes(meta.get("dtype"))
     counts = [meta.get("In msg nelems"), meta.get("Out msg nelems")]
     counts = [int(c) for c in counts if isinstance(c, (int, float)) and c >= 0]
@@ -248,8 +211,7 @@ def _read_gloo(complete: list[dict[str, Any]], world: int, main_tid: Any) -> Tra
 
 
 def _gloo_size(kind: str, args: dict[str, Any], world: int) -> int | None:
-    """A gloo collective's S from its input (recorded with record_shapes): an all-gather's input is one
-    rank's share of the whole."""
+    """A gloo collective's S from its input shape; an all-gather's input is one rank's share."""
     dims, types = args.get("Input Dims") or [], args.get("Input type") or []
     if not dims or not types or not isinstance(dims[0], list):
         return None
@@ -280,7 +242,7 @@ class RankComm:
 
 def rank_comm(trace: TraceComm, *, steps: int, world: int, wall_s: float, probe: Any | None) -> RankComm:
     """Per-step figures of one rank's trace of `steps` steps (`wall_s`: their wall time, synced), and
-    its collectives' time and bus bytes, beside the time the machine's probe gives them."""
+    its collectives' time and bus bytes beside the time the probe gives them."""
     sums = {"timed_us": 0.0, "bus_bytes": 0.0, "compared_us": 0.0, "compared_bus_bytes": 0.0, "probe_us": 0.0}
     for c in trace.collectives:
         factor = bus_factor(c.kind, world)
@@ -314,9 +276,8 @@ class CommFigures:
         ranks = self.ranks
         exposed = max(r.exposed_ms for r in ranks)  # the most any rank lost to communication per step
         collective = sum(r.collective_ms for r in ranks)
-        step = max(
-            r.profiled_step_ms for r in ranks
-        )  # the same steps' time: the share is of what was profiled
+        # the same steps' time: the share is of what was profiled
+        step = max(r.profiled_step_ms for r in ranks)
         m = {
             "comm/exposed_ms": exposed,
             "comm/exposed_pct": 100 * exposed / step if step > 0 else math.nan,
@@ -346,8 +307,7 @@ class CommFigures:
 
 
 def comm_phrase(m: dict[str, float]) -> str | None:
-    """A distributed job's communication in words, from its metrics (None without them):
-    `comm exposed 3.10 ms/step (9% of a step), busbw 212 GB/s (64% of this machine's at those sizes)`."""
+    """`comm exposed 3.10 ms/step (9% of a step), busbw 212 GB/s (64% of ...)`; None without comm/*."""
     if "comm/exposed_ms" not in m:
         return None
     text = f"comm exposed {m['comm/exposed_ms']:.2f} ms/step ({m['comm/exposed_pct']:.0f}% of a step)"
@@ -364,15 +324,10 @@ PROFILED_STEPS = 3
 
 
 def diagnose(
-    run_unit: Callable[[], None],
-    device: Any,
-    out_dir: Path,
-    *,
-    steps: int = PROFILED_STEPS,
+    run_unit: Callable[[], None], device: Any, out_dir: Path, *, steps: int = PROFILED_STEPS
 ) -> CommFigures:
-    """Profile one warm-up and `steps` extra units on every rank (the ranks aligned first), read each
-    rank's trace, gather the ranks' figures. Each rank's trace is kept as `out_dir/trace.rank<r>.json.gz`.
-    Raises CommNotRead on every rank where some rank's trace could not be read."""
+    """Profile `steps` extra units on every rank after a warm-up, read each rank's trace (kept as
+    `out_dir/trace.rank<r>.json.gz`) and gather the figures; CommNotRead on every rank if one failed."""
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile
 
@@ -396,9 +351,8 @@ def diagnose(
             synchronize(device)
             wall_s = time.perf_counter() - started
         events = export(prof, out_dir / f"trace.rank{rank}.json")
-        mine = rank_comm(
-            read_trace(events, world=world), steps=steps, world=world, wall_s=wall_s, probe=probe
-        )
+        trace = read_trace(events, world=world)
+        mine = rank_comm(trace, steps=steps, world=world, wall_s=wall_s, probe=probe)
         values = [float(getattr(mine, f)) for f in fields]
         failed = ""
     except Exception as exc:  # a diagnosis, not the measurement: the job keeps its figures, and says why
