@@ -1,13 +1,6 @@
-"""The inference scenario (`scenario=inference`): forward calls only, the model in eval mode and every
-call under `torch.inference_mode()`, measured by the one protocol (:mod:`pipeline.scenarios.protocol`;
-a unit is one call; its latency statistics are `step/*`, p99 included). Compiled outputs are checked
-against the paired eager copy's on the same batch (max absolute and relative logit error, top-1 and
-top-k agreement).
-
-`scenario.batch_sizes=[2,3,4,5]` serves batches of those sizes in turn through warm-up and
-measurement: with `compile.dynamic=true` one graph must serve them all (`diagnose/unique_graphs`,
-`diagnose/recompiles_after_warmup`).
-"""
+"""The inference scenario (`scenario=inference`): forward calls in eval mode under `torch.inference_mode()`,
+a unit being one call. Compiled outputs are checked against the paired eager copy's on one batch; with
+`scenario.batch_sizes` the calls cycle those batch sizes (with `compile.dynamic=true` one graph serves all)."""
 
 from __future__ import annotations
 
@@ -18,10 +11,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from pipeline.axes.compile import Compiled, MakeStep, StepFn
+from pipeline.axes.compile import Compiled, StepFn
 from pipeline.axes.data import DeviceBatches, Interleaved
 from pipeline.axes.precision import Precision
-from pipeline.config.schema import CompileConfig, Config
+from pipeline.config.schema import Config
 from pipeline.measure.parity import output_parity
 from pipeline.measure.stats import Latency
 from pipeline.measure.timing import LATENCY, StepVariant
@@ -37,9 +30,8 @@ class Outputs(nn.Module):
 
 
 def inference_step_factory(*, precision: Precision, device_type: str):
-    """`make_step(forward, *, mark_cudagraph_step)` for apply_compile: one forward call. The protocol
-    holds torch.inference_mode() around warm-up, measurement and diagnostics alike (`measuring`), so the
-    compiled code sees one grad mode (a switch would recompile)."""
+    """apply_compile's `make_step` for one forward call (inference_mode is held around every unit by
+    `measuring`, so the compiled code sees one grad mode: a switch would recompile)."""
 
     def make_step(forward: nn.Module, *, mark_cudagraph_step: bool) -> StepFn:
         def infer(batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -109,15 +101,11 @@ class InferenceScenario(Scenario):
         return streams[0] if len(streams) == 1 else Interleaved(streams)
 
     def recipe(self) -> Recipe:
-        def step(
-            model: nn.Module, optimizer: torch.optim.Optimizer | None, settings: CompileConfig
-        ) -> MakeStep:
-            return inference_step_factory(precision=self.precision, device_type=self.device.type)
-
         def unit(name: str, compiled: Compiled, model: nn.Module, setup_s: float) -> StepVariant:
             return StepVariant(name, compiled.step, self.batch_stream(), setup_s=setup_s)
 
-        return Recipe(step=step, unit=unit)
+        make_step = inference_step_factory(precision=self.precision, device_type=self.device.type)
+        return Recipe(step=lambda model, optimizer, settings: make_step, unit=unit)
 
     def finish_report(self, report: UnitReport, measured: Measured) -> None:
         """The latency a request sees beside the back-to-back figure; output parity: compiled and eager on
@@ -135,9 +123,8 @@ class InferenceScenario(Scenario):
             return
         main = measured.main
         assert isinstance(main, StepVariant)
-        batch = next(
-            self.batches(self.sizes[0], num_batches=1)
-        )  # made as the measured ones, or it recompiles
+        # a batch made as the measured ones, or it recompiles
+        batch = next(self.batches(self.sizes[0], num_batches=1))
         compiled = main.step(batch).clone()  # a CUDA-graph replay reuses its output
         eager = measured.eager.step(batch).clone()
         parity = output_parity(compiled, eager, k=self.cfg.scenario.topk, rtol=self.cfg.benchmark.loss_rtol)
