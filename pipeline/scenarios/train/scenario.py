@@ -36,15 +36,11 @@ class TrainScenario(Scenario):
             model: nn.Module, optimizer: torch.optim.Optimizer | None, settings: CompileConfig
         ) -> MakeStep:
             assert optimizer is not None
-            scaler = precision.make_scaler(device.type)
-            return train_step_factory(
-                optimizer=optimizer, scaler=scaler, precision=precision, device_type=device.type
-            )
+            return train_step_factory(optimizer=optimizer, precision=precision, device_type=device.type)
 
         def unit(name: str, compiled: Compiled, model: nn.Module, setup_s: float) -> StepVariant:
-            losses = torch.zeros(
-                self.cfg.trainer.steps, device=device, dtype=torch.float32
-            )  # grown between rounds
+            # grown between rounds
+            losses = torch.zeros(self.cfg.trainer.steps, device=device, dtype=torch.float32)
             return StepVariant(name, compiled.step, self.batches(), outputs=losses, setup_s=setup_s)
 
         return Recipe(step=step, unit=unit)

@@ -14,14 +14,11 @@ from pipeline.axes.precision import Precision
 
 
 def train_step_factory(
-    *,
-    optimizer: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler | None,
-    precision: Precision,
-    device_type: str,
+    *, optimizer: torch.optim.Optimizer, precision: Precision, device_type: str
 ) -> Callable[..., StepFn]:
     """`make_step(forward_loss, *, mark_cudagraph_step)` for :func:`pipeline.axes.compile.apply_compile`:
     one training step on one batch, returning the detached loss (still on the device)."""
+    scaler = precision.make_scaler(device_type)
 
     def make_step(forward_loss: nn.Module, *, mark_cudagraph_step: bool) -> StepFn:
         def train_step(batch: Batch) -> torch.Tensor:
