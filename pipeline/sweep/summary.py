@@ -1,13 +1,7 @@
-"""A sweep's summary: one row per job (the latest run of each), configurations with their intervals
-(repeats pooled), the verdict (pipeline/sweep/verdict.py), the failures by class and the aggregates.
-Read from MLflow's records or from job folders; torch-free.
-
-Aggregates: the pass rate over compiled jobs (passing = FINISHED and loss parity within tolerance where
-it was measured), the geometric-mean speedup over passing compiled jobs with a two-level bootstrap
-interval (jobs resampled, each job's speedup drawn from its own interval; at least the jobs' own
-intervals' width; none over fewer than MIN_BOOTSTRAP_JOBS jobs), and the PyTorch 2.0 launch's weighted
-speedup 0.75 * geomean(AMP) + 0.25 * geomean(FP32).
-"""
+"""A sweep's summary: one row per job (the latest run of each), configurations with their pooled
+intervals, the verdict (pipeline/sweep/verdict.py), failures by class, the aggregates (pass rate,
+geometric-mean speedup with its bootstrap interval, the PyTorch 2.0 launch's weighted speedup) and notes.
+Read from MLflow's records or from job folders; torch-free."""
 
 from __future__ import annotations
 
@@ -131,9 +125,8 @@ class Configuration:
 
 @dataclass(frozen=True, kw_only=True)
 class Scaling:
-    """A passing distributed job: its scaling efficiency against the same configuration on one process
-    (parallel.nproc=1 or parallel=none) in the sweep, throughput_N / (N x throughput_1), where the sweep
-    has it; what its step lost to communication and its largest rank's memory, where it logged them."""
+    """A passing distributed job: its scaling efficiency throughput_N / (N x throughput_1) against its
+    one-process twin in the sweep, what its step lost to communication, its largest rank's memory."""
 
     name: str
     world_size: int
@@ -152,32 +145,27 @@ def scaling_efficiencies(rows: list[Row]) -> list[Scaling]:
     singles: dict[tuple[tuple[str, str], ...], Row] = {}
     for row in sorted(rows, key=lambda r: r.config.get("parallel") != "none"):
         if row.passing and row.config.get("world_size", "1") == "1":
-            singles.setdefault(_without_parallel(row), row)
+            singles.setdefault(_base(row, PARALLEL_KEYS), row)
     out = []
     key = "throughput/samples_per_s"
     for row in rows:
         world = int(row.config.get("world_size", "1"))
         if world <= 1 or not row.passing:
             continue
-        single = singles.get(_without_parallel(row))
-        twin = single is not None and key in row.metrics and key in single.metrics
+        single = singles.get(_base(row, PARALLEL_KEYS))
+        if single is None or key not in row.metrics or key not in single.metrics:
+            single = None
         out.append(
             Scaling(
                 name=row.name,
                 world_size=world,
-                baseline=single.name if twin and single is not None else None,
-                efficiency=row.metrics[key] / (world * single.metrics[key])
-                if twin and single is not None
-                else None,
+                baseline=single.name if single else None,
+                efficiency=row.metrics[key] / (world * single.metrics[key]) if single else None,
                 communication=comm_phrase(row.metrics),
                 largest_rank_gib=row.metrics.get("memory/rank_peak_allocated_max_gib"),
             )
         )
     return out
-
-
-def _without_parallel(row: Row) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, v) for k, v in row.config.items() if k not in PARALLEL_KEYS))
 
 
 @dataclass(kw_only=True)
@@ -194,16 +182,13 @@ class Summary:
     min_effect_pct: float = 1.0  # the verdict's smallest difference that counts (sweep.min_effect_pct)
     scaling: list[Scaling] = field(default_factory=list)  # passing distributed jobs
     geomean_jobs: int = 0  # the passing compiled jobs the geometric-mean speedup is taken over
-    severe_slowdown: float = (
-        SEVERE_SLOWDOWN  # the verdict's limit of severe interference (Rule.severe_slowdown)
-    )
+    severe_slowdown: float = SEVERE_SLOWDOWN  # the verdict's limit of severe interference
     pareto: ParetoFront | None = None  # ranked by throughput: its front against compile time and memory
     suite: SuiteAnswer | None = None  # sweep.kind=suite: the answer per model (no cross-model verdict)
 
     @property
     def failures(self) -> list[Row]:
-        """Every job with a failure class: those that did not finish, and those that finished computing
-        something else than eager (loss or output parity beyond tolerance: DIVERGED)."""
+        """Every job with a failure class: those that did not finish, and those that DIVERGED from eager."""
         return [r for r in self.rows if failure_class(r) is not None]
 
     @property
@@ -212,9 +197,8 @@ class Summary:
 
     @property
     def fastest(self) -> Configuration | None:
-        if self.verdict is None or self.verdict.fastest is None:
-            return None
-        return next(c for c in self.configurations if c.name == self.verdict.fastest)
+        fastest = self.verdict.fastest if self.verdict else None
+        return next((c for c in self.configurations if c.name == fastest), None)
 
 
 # ------------------------------------------------------------------------------------ rows
@@ -241,10 +225,8 @@ def row_from_run(run: RunRecord, varied: list[str] | tuple[str, ...] = ()) -> Ro
 
 
 def row_from_result(path: Path) -> Row | None:
-    """A job from its folder (result.json + job_config.json, and the sweep's sweep.json beside it), for
-    summaries without MLflow; None for a job a resumed sweep skipped (its run is an earlier session's).
-    OSError or ValueError (:class:`UnreadableResult`) saying what is wrong with a folder whose files
-    cannot be read."""
+    """A job from its folder (result, job config, the sweep's sweep.json), for summaries without MLflow;
+    None for a job a resumed sweep skipped. Raises OSError or UnreadableResult for unreadable files."""
     result = JobResult.read(path)
     if result.status == SKIPPED:
         return None
@@ -261,18 +243,16 @@ def row_from_result(path: Path) -> Row | None:
     sweep = SweepContext.load(path.parent.parent)
     varied = sweep.axes if sweep else []
     error = result.error
-    started = int(1000 * (result.info.get("worker_started_at") or path.stat().st_mtime))
-    ident = identity(cfg, varied)
     return Row(
         name=run_name(cfg, varied),
         status=result.status,
-        config={k: v for k, v in ident.items() if k != "teacher"},
+        config={k: v for k, v in identity(cfg, varied).items() if k != "teacher"},
         metrics=dict(result.metrics),
         error=f"{error.type}: {error.message}" if error else "",
         error_type=error.type if error else "",
         config_hash=config_hash(cfg),
         pool_hash=pool_hash(cfg),
-        start_time=started,
+        start_time=int(1000 * (result.info.get("worker_started_at") or path.stat().st_mtime)),
         work=Work.from_dict(result.work),
         environment={k: str(v) for k, v in result.environment.items()},
     )
@@ -309,10 +289,10 @@ def _pool_name(rows: list[Row]) -> str:
     return "·".join(p for p in name.split("·") if not p.startswith("repeat=")) if len(rows) > 1 else name
 
 
-def _base(row: Row) -> tuple[tuple[str, str], ...]:
-    """The configuration without its compile settings and repeat index: a compiled job and its eager
-    counterpart share it, whichever repeats they are."""
-    return tuple(sorted((k, v) for k, v in row.config.items() if k not in (*COMPILE_KEYS, REPEAT_KEY)))
+def _base(row: Row, without: tuple[str, ...] = (*COMPILE_KEYS, REPEAT_KEY)) -> tuple[tuple[str, str], ...]:
+    """The configuration without `without` (by default its compile settings and repeat index, which a
+    compiled job and its eager counterpart share)."""
+    return tuple(sorted((k, v) for k, v in row.config.items() if k not in without))
 
 
 def _latency_interval(objective: Objective) -> tuple[str, str] | None:
@@ -324,17 +304,10 @@ def _latency_interval(objective: Objective) -> tuple[str, str] | None:
 
 
 def reach(row: Row, objective: Objective) -> float | None:
-    """The best a job's figure may be once the host's slowing is allowed for; the host only slows steps,
-    and may have slowed every one of them:
-
-    * a noisy job: its median's best end (or its fastest step, if higher) sped up by p90 / p10;
-    * a crowded one (noise.crowded: others busy on its CPUs beyond OTHERS_CPU_PCT, which slows a whole job
-      alike): its fastest step sped up by its slowdown, or by 1 / (1 - share) of its CPUs others held;
-    * one whose threads waited beyond CONTENDED_WAIT_PCT of the time they wanted a CPU: its interval's
-      best end sped up by that share.
-
-    None for a quiet job that neither waited nor shared its CPUs, or for a noisy one whose figures do not
-    say (then it is unbounded: pipeline/sweep/verdict.py)."""
+    """The best a job's figure may be once the host's slowing (which only slows steps) is allowed for:
+    a noisy job's median's best end sped up by p90 / p10; a crowded one's fastest step sped up by its
+    slowdown or by 1 / (1 - others' CPU share); a waiting one's best end sped up by its wait share.
+    None for a quiet job, or an unbounded noisy one (pipeline/sweep/verdict.py)."""
     keys = _latency_interval(objective)
     wait = row.metrics.get("step/cpu_wait_pct")
     if not (row.noisy or waited(wait) or row.crowded) or keys is None:
@@ -365,10 +338,8 @@ def reach(row: Row, objective: Objective) -> float | None:
 
 
 def _pooled(name: str, rows: list[Row], objective: Objective) -> Estimate:
-    """One job: its own interval. Repeats: the mean of their figures, with the wider of the within-job
-    interval and the between-job t interval (repeats are independent processes). Noisy repeats are
-    left out when quiet ones exist; if all are noisy, the configuration is noisy, and its reach is the
-    best of theirs. The slowdown is the largest of every job's (severe interference: pipeline/sweep/verdict.py)."""
+    """One job: its own interval. Repeats: their mean, with the wider of the within-job and the
+    between-job t interval; noisy repeats left out when quiet ones exist. The slowdown is the largest."""
     quiet = [r for r in rows if not r.noisy]
     used = quiet or rows
     figures = [objective.estimate(r.metrics) for r in used]
@@ -387,14 +358,10 @@ def _pooled(name: str, rows: list[Row], objective: Objective) -> Estimate:
     best = (max if objective.higher_is_better else min)(reaches) if reaches else None
     slowdowns = [(r.slowdown, r.name) for r in rows if r.slowdown is not None]
     slowdown, job = max(slowdowns) if slowdowns else (None, None)
-    contended = max(
-        (
-            (r.metrics.get("step/cpu_wait_pct", 0.0), r.name)
-            for r in rows
-            if r.metrics.get("step/cpu_contended")
-        ),
-        default=(None, None),
-    )
+    waits = [
+        (r.metrics.get("step/cpu_wait_pct", 0.0), r.name) for r in rows if r.metrics.get("step/cpu_contended")
+    ]
+    contended = max(waits, default=(None, None))
     return Estimate(
         name=name,
         value=value,
@@ -411,17 +378,14 @@ def _pooled(name: str, rows: list[Row], objective: Objective) -> Estimate:
 
 
 def pooled_speedup(rows: list[Row]) -> tuple[float, float, float]:
-    """A compiled configuration's paired speedup over its jobs: one job's own interval; repeats' geometric
-    mean, with the wider of the within-job and the between-job t interval on the log scale (as figures
-    are pooled)."""
+    """A compiled configuration's paired speedup: one job's own interval; repeats' geometric mean, with
+    the wider of the within-job and the between-job t interval on the log scale."""
     intervals = [paired_speedup(r.metrics) for r in rows]
     if len(intervals) == 1:
         s, low, high = intervals[0]
         return s, min(low, s), max(high, s)
-    logs, halves = [], []
-    for s, low, high in intervals:
-        logs.append(math.log(s))
-        halves.append((math.log(max(high, s)) - math.log(max(min(low, s), 1e-12))) / 2)
+    logs = [math.log(s) for s, _, _ in intervals]
+    halves = [(math.log(max(high, s)) - math.log(max(min(low, s), 1e-12))) / 2 for s, low, high in intervals]
     center = statistics.fmean(logs)
     within = math.sqrt(sum(h * h for h in halves)) / len(halves)
     between = t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
@@ -447,26 +411,23 @@ def failure_class(row: Row) -> str | None:
     """What kind of failure a job is (seed 001's statuses), or None for a passing job."""
     if row.status == FINISHED:
         return "accuracy (loss parity)" if row.parity == 0.0 else None
-    kind = row.error_type
-    if kind == NON_FINITE_LOSS:
-        return "non-finite loss"
-    if kind == "OutOfMemoryError":
-        return "out of memory"
-    if kind == "Timeout":
-        return "timeout"
-    if kind == "OverCompileBudget":
-        return "over compile budget"
-    if kind == "GraphBreakInFullgraph" or kind.startswith("CompileError"):
+    if row.error_type.startswith("CompileError"):
         return "compile error"
-    if kind == "ConfigError":
-        return "bad input"
-    if kind in ("WorkerCrashed",):
-        return "crash"
-    if kind in (JOB_LOST, "Interrupted"):
-        return "lost or interrupted"
-    if kind == RESULT_NOT_LOGGED:
-        return "result not in MLflow yet (--sync)"
-    return "eager error" if not row.compiled else "run error"
+    return FAILURE_CLASSES.get(row.error_type, "run error" if row.compiled else "eager error")
+
+
+FAILURE_CLASSES = {
+    NON_FINITE_LOSS: "non-finite loss",
+    "OutOfMemoryError": "out of memory",
+    "Timeout": "timeout",
+    "OverCompileBudget": "over compile budget",
+    "GraphBreakInFullgraph": "compile error",
+    "ConfigError": "bad input",
+    "WorkerCrashed": "crash",
+    JOB_LOST: "lost or interrupted",
+    "Interrupted": "lost or interrupted",
+    RESULT_NOT_LOGGED: "result not in MLflow yet (--sync)",
+}
 
 
 # ------------------------------------------------------------------------------------ the summary
@@ -480,11 +441,9 @@ def bootstrap_geomean(
     samples: int = BOOTSTRAP_SAMPLES,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """95% percentile-bootstrap interval of the geometric mean of jobs' speedups. With `intervals` (each
-    job's 95% interval), two levels: the jobs are resampled, and each drawn job's speedup is drawn from
-    its own interval (normal on the log scale, each side's half-width its own), so the interval carries
-    the jobs' own uncertainty; and it is never narrower than the jobs' intervals allow: it holds the
-    geometric means of their low and of their high ends (the figure if every job erred the same way)."""
+    """95% percentile-bootstrap interval of the geometric mean of jobs' speedups. With `intervals`, two
+    levels: jobs resampled, each drawn job's speedup drawn from its own interval (log-normal, each side
+    its own width); never narrower than the geometric means of the jobs' low and high ends."""
     rng = random.Random(seed)
     logs = [math.log(v) for v in values]
     sides = [
@@ -525,8 +484,7 @@ def summarize(
     """The summary of a sweep's jobs; `configured`: the sweep's `sweep.objective`, if it names one;
     `kind`: `suite` answers per model (pipeline/sweep/suite.py) and ranks no model against another."""
     summary = Summary(sweep_id=sweep_id, rows=latest_per_config(rows), varied=extra_keys(varied))
-    passing = [r for r in summary.rows if r.passing]
-    summary.objective = choose([r.work for r in passing], configured)
+    summary.objective = choose([r.work for r in summary.rows if r.passing], configured)
     summary.configurations = configurations(summary.rows, summary.objective)
     rule = rule or Rule()
     summary.min_effect_pct = rule.min_effect_pct
@@ -558,9 +516,7 @@ def suite_answer(rows: list[Row], min_effect_pct: float) -> SuiteAnswer:
         for row in rows
         if row.compiled or row.status != FINISHED
     ]
-    return suite.answer(
-        outcomes, bootstrap=lambda speedups, intervals: bootstrap_geomean(speedups, intervals)
-    )
+    return suite.answer(outcomes, bootstrap=bootstrap_geomean)
 
 
 def _aggregates(summary: Summary) -> None:
@@ -569,10 +525,8 @@ def _aggregates(summary: Summary) -> None:
     with_speedup = [r for r in compiled if r.passing and r.speedup]
     agg["jobs"] = len(summary.rows)
     agg["jobs_failed"] = len(summary.failures)
-    for row in summary.rows:
-        kind = failure_class(row)
-        if kind:
-            summary.failure_classes[kind] = summary.failure_classes.get(kind, 0) + 1
+    for kind in filter(None, map(failure_class, summary.rows)):
+        summary.failure_classes[kind] = summary.failure_classes.get(kind, 0) + 1
     if compiled:
         agg["sweep/pass_rate"] = sum(r.passing for r in compiled) / len(compiled)
         broken = [r for r in compiled if r.passing and r.metrics.get("diagnose/graph_breaks")]
@@ -596,9 +550,7 @@ def _aggregates(summary: Summary) -> None:
         swept = {r.config.get("precision") for r in compiled}
         if amp and fp32:
             agg["sweep/weighted_speedup"] = 0.75 * geomean(amp) + 0.25 * geomean(fp32)  # type: ignore[arg-type]
-        elif swept & set(AMP_PRECISIONS) and swept & set(
-            FP32_PRECISIONS
-        ):  # both asked for; one side has none
+        elif swept & {*AMP_PRECISIONS} and swept & {*FP32_PRECISIONS}:  # both asked for; one side has none
             summary.notes.append(
                 "weighted speedup (0.75 AMP + 0.25 FP32) needs passing AMP and fp32 jobs with a paired eager baseline"
             )
@@ -607,13 +559,10 @@ def _aggregates(summary: Summary) -> None:
 
 
 def host_moved(rows: list[Row]) -> str:
-    """How far the host's own CPU speed moved in the noisiest-hosted of these jobs (the host check,
-    pipeline/measure/host.py), as a clause; empty when none of them ran it."""
-    checked = [
-        (r.metrics["host/reference_spread_pct"], r.name)
-        for r in rows
-        if "host/reference_spread_pct" in r.metrics
-    ]
+    """How far the host's own CPU speed moved in the noisiest-hosted of these jobs (pipeline/measure/host.py),
+    as a clause; empty when none of them ran the host check."""
+    key = "host/reference_spread_pct"
+    checked = [(r.metrics[key], r.name) for r in rows if key in r.metrics]
     if not checked:
         return ""
     spread, name = max(checked)
@@ -625,8 +574,7 @@ def host_moved(rows: list[Row]) -> str:
 
 
 def measuring_note(rows: list[Row]) -> str | None:
-    """How long the jobs measured and why they stopped (measure/*: pipeline/measure/sequential.py), or None
-    when no job says."""
+    """How long the jobs measured and why they stopped (pipeline/measure/sequential.py), or None."""
     timed = [r for r in rows if "measure/seconds" in r.metrics]
     if not timed:
         return None
@@ -643,8 +591,7 @@ def measuring_note(rows: list[Row]) -> str | None:
 
 
 def _notes(summary: Summary) -> None:
-    measuring = measuring_note(summary.rows)
-    if measuring:
+    if measuring := measuring_note(summary.rows):
         summary.notes.append(measuring)
     noisy = [r for r in summary.rows if r.noisy]
     if noisy:
@@ -698,18 +645,14 @@ def _notes(summary: Summary) -> None:
         summary.notes.append(
             f"jobs differ in the work per unit (batch size, sequence length): ranked by {summary.objective.label}, not by step time"
         )
-    if (
-        summary.suite is None
-        and len({(r.config.get("model"), r.config.get("loss")) for r in summary.rows if r.passing}) > 1
-    ):
+    if len({(r.config.get("model"), r.config.get("loss")) for r in summary.rows if r.passing}) > 1:
         summary.notes.append(
             "the verdict ranks different models or losses against each other; compare within one model in the table"
         )
     summary.notes.extend(eager_disagreements(summary))
 
 
-# The paired eager baseline's figures of an objective, by its metric: its median, interval and spread
-# (a call's latency for inference, the step time otherwise).
+# The paired eager baseline's median, p10 and p90, by the objective's metric.
 PAIRED_EAGER = {
     STEP_TIME.metric: ("eager/p50_ms", "eager/p10_ms", "eager/p90_ms"),
     LATENCY.metric: ("eager/latency_p50_ms", "eager/latency_p10_ms", "eager/latency_p90_ms"),
@@ -717,9 +660,8 @@ PAIRED_EAGER = {
 
 
 def eager_disagreements(summary: Summary) -> list[str]:
-    """Where a separate eager job and a compiled job's paired eager baseline disagree beyond their noise
-    (the host changed between jobs), say so: the paired figure is the one to trust, and a speedup read
-    across the two jobs can be off many times over."""
+    """Notes where a separate eager job and a compiled job's paired eager baseline disagree beyond their
+    noise (the host changed between jobs): the paired figure is the one to trust."""
     if summary.objective.metric not in PAIRED_EAGER:
         return []
     median, p10, p90 = PAIRED_EAGER[summary.objective.metric]
