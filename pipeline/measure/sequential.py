@@ -1,31 +1,11 @@
-"""Measuring until the question is decided. Torch-free.
-
-A job times its variants in many short rounds and *looks* at what it has at a schedule of round counts
-fixed before the first round (:class:`Looks`: a first look, then each look about 1.5x the rounds of the
-one before, the last at what `benchmark.budget_s` can hold). At each look it asks its question:
-
-* a compiled job with its paired eager copy: is the paired speedup's interval clear of
-  1 +- `sweep.min_effect_pct` (faster or slower), or inside it (no difference), and narrower than
-  +-`benchmark.target_pct`?
-* a job with no paired copy: is its figure's interval narrower than +-`benchmark.target_pct`?
-
-It stops at the first look that answers (reason `decided`, or `precise` for a lone figure), or at the
-last look the budget holds (`budget`: undecided within budget). Looking often must not make false
-answers likelier: each of the K looks spends alpha / K of the 5% (Bonferroni), so the intervals of all
-K looks hold *together* with 95% probability, and stopping at any look, for any reason the data give,
-keeps that (docs/verdicts.md has the proof in one line and the tables).
-
-The paired speedup's interval (:func:`paired_interval`) is built from the rounds' *pair ratios* (eager
-round median / compiled round median, adjacent rounds, their order alternating E C | C E | ...):
-the Hodges-Lehmann estimate of their log (the median of the pairwise means) with the interval from
-Wilcoxon's signed-rank test, exact for up to `EXACT_UP_TO` pairs, widened for autocorrelated pairs as
-the step-time intervals are (pipeline/measure/stats.py). Rank-based, so a round in which the host
-stalled is one outlier among many pairs rather than a mean it drags; with fewer pairs than the test
-needs at the look's level, Student's t interval of the mean log-ratio.
-"""
+"""Measuring until the question is decided (torch-free). A job looks at round counts fixed before its first
+round (:class:`Looks`), each look spending 5%/K of the 5% (Bonferroni), so the intervals of all K looks hold
+together with 95% wherever it stops (:class:`Measuring`). The paired speedup's interval is built from the
+rounds' pair ratios (:func:`paired_interval`); docs/verdicts.md has the reasoning and the tables."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from dataclasses import dataclass
@@ -55,8 +35,7 @@ class Looks:
     @classmethod
     def plan(cls, first: int, most: int, growth: float = GROWTH) -> Looks:
         """Looks at `first` rounds, then about `growth` times as many each, and a last one at `most` rounds
-        (what the budget holds) when that adds at least a fifth to the look before: the whole budget measures,
-        for one more look's share of alpha. At least the first look."""
+        (what the budget holds) when that adds a fifth or more to the look before. At least one look."""
         counts = [max(1, first)]
         while math.ceil(counts[-1] * growth) <= most:
             counts.append(max(counts[-1] + 1, math.ceil(counts[-1] * growth)))
@@ -102,27 +81,21 @@ def t_interval(values: list[float], confidence: float) -> Interval:
 def _signed_rank_counts(n: int) -> tuple[int, ...]:
     """How many of the 2^n sign patterns give each signed-rank sum W+ = 0 .. n(n+1)/2."""
     counts = [1]
-    for rank in range(1, n + 1):
-        grown = counts + [0] * rank
-        for w, c in enumerate(counts):
-            grown[w + rank] += c
-        counts = grown
+    for rank in range(1, n + 1):  # each pattern with this rank's sign -, and each shifted by it with +
+        pad = [0] * rank
+        counts = [a + b for a, b in zip(counts + pad, pad + counts, strict=True)]
     return tuple(counts)
 
 
 def signed_rank_critical(n: int, alpha: float) -> int | None:
     """The largest c with P(W+ <= c) <= alpha / 2 under the null (W+ symmetric), or None when even
     c = 0 is too likely: n pairs cannot give a two-sided interval at this level."""
-    if n <= EXACT_UP_TO:
-        counts, total, below, c = _signed_rank_counts(n), 2.0**n, 0, -1
-        for w, count in enumerate(counts):
-            below += count
-            if below / total > alpha / 2:
-                break
-            c = w
-        return c if c >= 0 else None
-    mean, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
-    c = math.floor(mean - ndtri(1 - alpha / 2) * sd - 0.5)
+    if n <= EXACT_UP_TO:  # the sums whose cumulative probability is within alpha / 2, less one
+        total = 2.0**n
+        c = sum(1 for below in itertools.accumulate(_signed_rank_counts(n)) if below / total <= alpha / 2) - 1
+    else:
+        mean, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+        c = math.floor(mean - ndtri(1 - alpha / 2) * sd - 0.5)
     return c if c >= 0 else None
 
 
@@ -131,19 +104,15 @@ def paired_interval(log_ratios: list[float], confidence: float) -> Interval:
     averages' order statistics), widened for the pairs' autocorrelation: the critical count moves from
     the middle by sqrt(n / n_eff) as the rank statistic's spread does. Too few pairs for the level: t."""
     n = len(log_ratios)
-    c = signed_rank_critical(n, 1 - confidence) if n >= 2 else None
-    walsh = sorted(
-        (log_ratios[i] + log_ratios[j]) / 2 for i in range(n) for j in range(i, n)
-    )  # n (n + 1) / 2 of them
+    if n < 2:
+        return Interval(log_ratios[0], -math.inf, math.inf, "t")
+    c = signed_rank_critical(n, 1 - confidence)
+    walsh = sorted((a + b) / 2 for a, b in itertools.combinations_with_replacement(log_ratios, 2))
     middle = len(walsh) / 2
     if c is not None:
         c = math.floor(middle - (middle - c) * math.sqrt(n / _effective(log_ratios)))
     if c is None or c < 0:
-        return (
-            t_interval(log_ratios, confidence)
-            if n >= 2
-            else Interval(log_ratios[0], -math.inf, math.inf, "t")
-        )
+        return t_interval(log_ratios, confidence)
     estimate = statistics.median(walsh)
     return Interval(estimate, walsh[c], walsh[len(walsh) - 1 - c], "signed-rank")
 
