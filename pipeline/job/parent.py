@@ -1,11 +1,6 @@
-"""Stage 2: the parent of one job. It never trains and never initializes CUDA.
-
-It checks that the store can be used (or, resuming, asks it whether the job already finished), starts
-the worker (:mod:`pipeline.job.supervisor`: forked from the sweep's template, or spawned) and opens the job's MLflow run while the worker imports
-its libraries, shows progress, and logs whatever comes back (a result, a failure, a crash, an
-interrupt) before closing the run. The result is kept on disk first, so a store lost mid-job loses
-nothing.
-"""
+"""Stage 2: the parent of one job; it never trains and never initializes CUDA. It checks the store,
+starts the worker (:mod:`pipeline.job.supervisor`), opens the job's MLflow run while the worker imports,
+and logs whatever comes back, keeping the result on disk first so a store lost mid-job loses nothing."""
 
 from __future__ import annotations
 
@@ -15,7 +10,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -56,23 +51,17 @@ class JobPlace:
         return f"job {self.job_num}" if self.sweep is not None else "job"
 
 
+@dataclass(kw_only=True)
 class JobRun:
-    """The job's MLflow run, opened once, as late as possible: the worker is already importing its
-    libraries while this process imports MLflow and creates the run."""
+    """The job's MLflow run, opened once, as late as possible (while the worker imports its libraries)."""
 
-    def __init__(
-        self,
-        *,
-        tracker: Tracker | None,
-        config: Config,
-        name: str,
-        tags: dict[str, str],
-        parent: str | None,
-        job_dir: Path,
-    ):
-        self.tracker, self.config, self.name, self.tags, self.parent = tracker, config, name, tags, parent
-        self.job_dir = job_dir
-        self.run_id: str | None = None  # set by open()
+    tracker: Tracker | None
+    config: Config
+    name: str
+    tags: dict[str, str]
+    parent: str | None
+    job_dir: Path
+    run_id: str | None = field(default=None, init=False)  # set by open()
 
     def open(self) -> str:
         """The run's id, creating the run (and the tracker) the first time."""
@@ -147,14 +136,13 @@ class JobParent:
         with signals_held():  # a Ctrl-C while the result is logged lands once it is: no run left RUNNING
             outcome = self.finish(result)
         self.last_line(result)
-        if self.place.sweep is not None:
-            print(sweep_status(Path(self.place.sweep.sweep_dir), self.place.sweep.total_jobs), flush=True)
+        self.sweep_line()
         return outcome
 
     # ----------------------------------------------------------------------------- phases
     def check_store(self) -> Tracker | None:
-        """A store that cannot be used stops the job before anything starts; resuming, the store
-        decides whether this job runs at all. Returns the tracker when one had to be made."""
+        """Stop the job if the store cannot be used; resuming, skip it if the store has it FINISHED.
+        Returns the tracker when one had to be made."""
         sweep = self.place.sweep
         if sweep is None or not sweep.resume:
             check_reachable(self.config.mlflow.tracking_uri)
@@ -172,6 +160,9 @@ class JobParent:
             done = JobResult(status=SKIPPED, mlflow_run_id=run_id, mlflow_synced=True)
             done.info["job_num"] = self.place.job_num  # the sweep counts this job accounted for
             done.write(path)
+        self.sweep_line()
+
+    def sweep_line(self) -> None:
         if self.place.sweep is not None:
             print(sweep_status(Path(self.place.sweep.sweep_dir), self.place.sweep.total_jobs), flush=True)
 
@@ -184,10 +175,8 @@ class JobParent:
         }
         if self.place.sweep is not None:
             tags.update({"sweep_id": self.place.sweep.sweep_id, "job_num": str(self.place.job_num)})
-        for key in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"):
-            if key in os.environ:
-                tags[key.lower()] = os.environ[key]
-        return tags
+        slurm = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID")
+        return tags | {key.lower(): os.environ[key] for key in slurm if key in os.environ}
 
     def new_run(self, tracker: Tracker | None) -> JobRun:
         parent = self.place.sweep.parent_run_id if self.place.sweep else None
@@ -227,9 +216,8 @@ class JobParent:
         if not pool:
             return run_worker(launch)
         nproc = self.config.parallel.nproc  # a distributed job's ranks, one GPU each
-        per_gpu = (
-            self.config.benchmark.overlap_jobs if self.config.benchmark.overlap else 1
-        )  # one measures, the rest compile
+        # benchmark.overlap: one job measures, the others compile
+        per_gpu = self.config.benchmark.overlap_jobs if self.config.benchmark.overlap else 1
         asked = time.monotonic()
         sweep = self.place.sweep
         turn = f"{sweep.started_at:017.6f}-{self.place.job_num or 0:06d}" if sweep is not None else None
@@ -294,14 +282,12 @@ class JobParent:
             if self.config.mlflow.tracking_uri.startswith(("http://", "https://")):
                 check_reachable(self.config.mlflow.tracking_uri)
         except TrackingUnavailable as err:
-            self.not_logged(tracker, run_id, str(err), not_kept, answering=False)
-            return NOT_SYNCED if not not_kept else FAILED
+            return self.not_logged(tracker, run_id, str(err), not_kept, answering=False)
         try:
             tracker.log_payload(run_id, run_payload(self.config, result, self.job_dir))
         except Exception as exc:
             error = f"{type(exc).__name__}: {describe_store_error(exc, self.config.mlflow.tracking_uri)}"
-            self.not_logged(tracker, run_id, error, not_kept)
-            return NOT_SYNCED if not not_kept else FAILED
+            return self.not_logged(tracker, run_id, error, not_kept)
         result.mlflow_synced = True
         result.info["mlflow_log_s"] = time.monotonic() - logging_started  # local copy only: MLflow has it
         try:
@@ -318,9 +304,8 @@ class JobParent:
         return result.status
 
     def unwritable(self, err: OSError) -> str:
-        """The job's folder cannot be written (a full disk, a folder made read-only mid-sweep): one
-        line, and the job's run (made now if it was not yet) closed FAILED with the reason, so the
-        sweep accounts for the job."""
+        """The job's folder cannot be written: one line, and its run (made now if need be) closed
+        FAILED with the reason, so the sweep accounts for the job."""
         reason = f"cannot write the job's folder {self.job_dir} ({type(err).__name__}: {err.strerror or err})"
         self.say(f"job error: {reason}; the job did not run", err=True)
         try:
@@ -335,11 +320,10 @@ class JobParent:
 
     def not_logged(
         self, tracker: Tracker, run_id: str, error: str, not_kept: str = "", *, answering: bool = True
-    ) -> None:
-        """The store took the run but not the whole result (an artifact store full, the server gone):
-        close the run FAILED with that reason where the store still answers (one attempt, seconds),
-        and say so in one line. `not_kept`: why the disk could not keep it either (then it is lost, and
-        the run says so). `answering`: False when the store did not answer its health check."""
+    ) -> str:
+        """The store took the run but not the whole result: close the run FAILED with the reason where
+        the store still answers (`answering`), and say so. `not_kept`: why the disk could not keep it
+        either (then the result is lost, and the job FAILED); else the job is NOT_SYNCED."""
         sync = sync_command([self.job_dir])
         if not_kept:
             reason = (
@@ -347,7 +331,7 @@ class JobParent:
             )
             closed = close_after_failure(tracker, run_id, "ResultLost", reason, answering=answering)
             self.say(f"mlflow error: run {run_id}: {reason}; run {closed}", err=True)
-            return
+            return FAILED
         reason = (
             f"could not log the result ({error}); it is kept in {self.folder.result}: `{sync}` uploads it"
         )
@@ -358,10 +342,10 @@ class JobParent:
             f"the result is kept in {self.folder.result}; upload it later with `{sync}`",
             err=True,
         )
+        return NOT_SYNCED
 
     def last_line(self, result: JobResult) -> None:
-        """The job's result in a line (wrapped at the terminal's width), after a single job's note on why
-        its figures are noisy."""
+        """The job's result in a line, after a single job's note on why its figures are noisy."""
         in_sweep = self.place.sweep is not None
         note = "" if in_sweep else note_line(result)
         for line in [note, one_line(self.name, result, in_sweep=in_sweep)]:
@@ -385,8 +369,8 @@ def distinct_name(config: Config, varied: list[str], job_num: int | None) -> str
 def close_after_failure(
     tracker: Tracker, run_id: str, error_type: str, reason: str, *, answering: bool
 ) -> str:
-    """Close the run FAILED with the reason, in one attempt (the store already failed a request); where
-    it is gone or hung the run stays RUNNING until `--sync` (which completes it, or closes it KILLED)."""
+    """Close the run FAILED in one attempt (the store already failed a request); where it is gone the
+    run stays RUNNING until `--sync` completes it or closes it KILLED."""
     if not answering:
         return "left RUNNING"
     try:
@@ -415,9 +399,8 @@ def inductor_cache_dir(config: Config, job_dir: Path, sweep: SweepContext | None
 
 
 def write_job_files(result: JobResult, folder: JobDir, warmup_steps: int, *, compiled: bool = True) -> None:
-    """Per-unit times as CSV (the job's own variant, `compiled` or `eager`, then its paired eager copy's),
-    the environment and the job's internals (run_info.json), and the error with its traceback, beside
-    the result."""
+    """Beside the result: per-unit times as CSV (the job's own variant, then its paired eager copy's),
+    run_info.json, diagnostics.json and the error with its traceback."""
     own = "compiled" if compiled else "eager"
     with open(folder.step_times, "w", newline="") as f:
         writer = csv.writer(f)
@@ -434,8 +417,7 @@ def write_job_files(result: JobResult, folder: JobDir, warmup_steps: int, *, com
 
 
 def record_bad_job(sweep: SweepContext, err: ConfigError, overrides: list[str], place: JobPlace) -> None:
-    """A job of a sweep with bad values is still listed in the sweep, as FAILED with the error (its
-    number and folder: the sweep counts it accounted for)."""
+    """List a sweep's job with bad values in the sweep, FAILED with the error, so it is accounted for."""
     try:
         tracker = Tracker(sweep.tracking_uri, sweep.experiment)
         tags = {
