@@ -1,19 +1,6 @@
-"""Statistics of measured durations, as a typed record (:class:`Latency`). Torch-free.
-
-The 95% interval of a median step time (:func:`median_interval`) allows for three things step times do
-(docs/verdicts.md has the tables):
-
-* **Autocorrelation.** Consecutive steps are not independent draws (a clock boost, a busy host, the
-  allocator's state carry over). With lag-1 autocorrelation rho, n steps carry about
-  n (1 - rho) / (1 + rho) independent observations (at least 2; the autocorrelation is assumed to decay
-  geometrically with the lag), and the half-width is Student's t(n_eff - 1) times the median's standard error.
-* **Heavy tails.** One 5-50x stall must not decide the interval: rho is taken on the steps' ranks, with
-  Kendall's small-sample bias correction, and the scale is the MAD's (1.4826 MAD), not the standard deviation's.
-* **Several regimes.** On a loaded host steps fall in clusters, where a normal density at the median says
-  nothing. So the interval is the hull of the normal-theory one (median +- t 1.2533 sigma / sqrt(n_eff)),
-  which covers short strongly autocorrelated series, and the sign test's (the order statistics at
-  0.5 +- 1.96 x 0.5 / sqrt(n_eff), which needs no density and no t), which covers multimodal ones.
-"""
+"""Statistics of measured durations (:class:`Latency`), and an interval of their median that holds for
+autocorrelated, heavy-tailed steps from several regimes (:func:`median_interval`; docs/verdicts.md has
+the tables). Torch-free."""
 
 from __future__ import annotations
 
@@ -56,17 +43,6 @@ def t975(df: int) -> float:
     return _T975[max(k for k in _T975 if k <= max(1, df))]
 
 
-def blocks(values: list[float], count: int) -> list[list[float]]:
-    """`values` cut in order into `count` contiguous blocks of near-equal size."""
-    size, extra = divmod(len(values), count)
-    out, start = [], 0
-    for i in range(count):
-        end = start + size + (1 if i < extra else 0)
-        out.append(values[start:end])
-        start = end
-    return out
-
-
 def lag1_autocorrelation(values: list[float]) -> float:
     """The series' lag-1 autocorrelation (0 for fewer than 3 values or a constant series)."""
     if len(values) < 3:
@@ -77,39 +53,35 @@ def lag1_autocorrelation(values: list[float]) -> float:
     return sum(a * b for a, b in itertools.pairwise(dev)) / den if den > 0 else 0.0
 
 
-def effective_count(values_in_order: list[float]) -> float:
-    """How many independent observations an autocorrelated series is worth (the paired speedup's log-ratios,
-    pipeline/measure/paired.py): n (1 - rho) / (1 + rho), rho its lag-1 autocorrelation with Kendall's bias correction (+ (1 + 4 rho) / n; the raw estimate reads
-    low), clipped to [0, MAX_RHO]; at least 2."""
-    n = len(values_in_order)
-    raw = lag1_autocorrelation(values_in_order)
+def _worth(n: int, raw: float) -> float:
+    """n (1 - rho) / (1 + rho), rho the raw lag-1 autocorrelation with Kendall's bias correction
+    (+ (1 + 4 rho) / n: the raw estimate reads low), clipped to [0, MAX_RHO]; at least 2."""
     rho = min(max(raw + (1 + 4 * raw) / max(n, 1), 0.0), MAX_RHO)
     return max(2.0, n * (1 - rho) / (1 + rho))
+
+
+def effective_count(values_in_order: list[float]) -> float:
+    """How many independent observations an autocorrelated series is worth (`_worth` of its values)."""
+    return _worth(len(values_in_order), lag1_autocorrelation(values_in_order))
 
 
 def ranks(values: list[float]) -> list[float]:
     """Each value's rank among `values` (0 for the smallest; ties share their mean rank)."""
+    out, first = [0.0] * len(values), 0
     order = sorted(range(len(values)), key=values.__getitem__)
-    out = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            out[order[k]] = (i + j) / 2
-        i = j + 1
+    for _, group in itertools.groupby(order, key=values.__getitem__):
+        tied = list(group)
+        last = first + len(tied) - 1
+        for k in tied:
+            out[k] = (first + last) / 2
+        first = last + 1
     return out
 
 
 def median_effective_count(values_in_order: list[float]) -> float:
-    """How many independent observations a series is worth for its median: n (1 - rho) / (1 + rho), rho
-    the lag-1 autocorrelation of the steps' ranks (robust to stalls) with Kendall's bias correction
-    (+ (1 + 4 rho) / n), clipped to [0, MAX_RHO]; at least 2."""
-    n = len(values_in_order)
-    raw = lag1_autocorrelation(ranks(values_in_order))
-    rho = min(max(raw + (1 + 4 * raw) / max(n, 1), 0.0), MAX_RHO)
-    return max(2.0, n * (1 - rho) / (1 + rho))
+    """How many independent observations a series is worth for its median: `_worth` of its ranks'
+    autocorrelation (robust to stalls)."""
+    return _worth(len(values_in_order), lag1_autocorrelation(ranks(values_in_order)))
 
 
 def quantiles(confidence: float, df: int) -> tuple[float, float]:
@@ -122,8 +94,9 @@ def quantiles(confidence: float, df: int) -> tuple[float, float]:
 
 
 def median_interval(values_in_order: list[float], confidence: float = 0.95) -> tuple[float, float]:
-    """Interval of the median of a series of durations at `confidence`, honest for autocorrelation, heavy
-    tails and steps from several regimes (the module's docstring); its low end is at least 0."""
+    """Interval of the median of a series of durations at `confidence`, its low end at least 0: the hull of
+    the normal-theory interval (median +- t 1.2533 sigma / sqrt(n_eff), sigma the MAD's, for short strongly
+    autocorrelated series) and the sign test's order statistics (no density: for multimodal ones)."""
     s = sorted(values_in_order)
     center = percentile(s, 0.5)
     n_eff = median_effective_count(values_in_order)
