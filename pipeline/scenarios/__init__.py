@@ -1,12 +1,7 @@
-"""Stage 4: what a job runs and measures. The registry of scenarios (torch-free), the only place that
-turns a scenario's name or config into its code.
-
-A scenario is registered by its config file: `conf/scenario/<name>.yaml` names the scenario's config
-class with `_target_` (a :class:`~pipeline.scenarios.base.ScenarioConfig`, torch-free), and that class
-names its implementation (`runner`, imported in the worker only). The built-in ones are packages:
-`train/`, `inference/`, `generate/`, each a `config.py` and a `scenario.py`; every scenario is measured
-by one protocol (:mod:`pipeline.scenarios.protocol`).
-"""
+"""Stage 4: what a job runs and measures. The registry of scenarios (torch-free), the only place that turns
+a scenario's name or config into its code: `conf/scenario/<name>.yaml` names a config class (a
+:class:`~pipeline.scenarios.base.ScenarioConfig`) with `_target_`, and that class names its implementation
+(`runner`). The built-in ones are `train/`, `inference/`, `generate/`: each a `config.py`, a `scenario.py`."""
 
 from __future__ import annotations
 
@@ -83,9 +78,8 @@ def available() -> dict[str, type[ScenarioConfig]]:
     found = {}
     for path in sorted((CONF / "scenario").glob("*.yaml")):
         node = yaml.safe_load(path.read_text()) or {}
-        target = node.get("_target_") or (node.get("scenario") or {}).get(
-            "_target_"
-        )  # `_global_` files nest it
+        # `_global_` files nest it under `scenario`
+        target = node.get("_target_") or (node.get("scenario") or {}).get("_target_")
         if target:
             found[path.stem] = config_class(target)
     return found

@@ -1,12 +1,6 @@
-"""What a scenario is, torch-free: its config.
-
-A scenario is one unit of the code base: `conf/scenario/<name>.yaml` names its config class with
-`_target_`; that class (a :class:`ScenarioConfig`) holds the scenario's own keys with their help and
-constraints, its checks against the rest of the config (`fits`), the work one unit of it does
-(`work`) and, as `runner`, where its implementation lives (imported only in the worker, where torch
-is). The registry (:mod:`pipeline.scenarios`) turns the YAML node into this object; nothing else in the
-pipeline knows a scenario by name.
-"""
+"""What a scenario is, torch-free: its config class (named by `conf/scenario/<name>.yaml`'s `_target_`)
+holds its keys, its checks against the rest of the config (`fits`), the work of one unit (`work`) and, as
+`runner`, where its implementation lives (imported only in the worker)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""`scenario=generate`, torch-free: a prefill of `prompt_len` tokens (time to first token), then greedy
-decode with a static KV cache, for causal LMs that list it in their config's `scenarios`. A unit of its
-headline figure is one decode step: one new token for each of the batch's sequences.
-
-The prompt and the generation fit the model's sequence length (the static KV cache's): left null, they
-are 128 and 64 tokens where the model takes 192, and fitted to a shorter model (two thirds prompt, a
-third new tokens: 22 + 10 for a 32-token model); set, they must fit, and the error says what would."""
+"""`scenario=generate`, torch-free: a prefill of `prompt_len` tokens, then greedy decode with a static KV
+cache, for causal LMs that list it in `model.scenarios`; a unit of its headline is one decode step. Null
+lengths fit the model's sequence (the cache's): 128 + 64 where it takes 192, else two thirds prompt and a
+third new tokens (22 + 10 for 32); set ones must fit, and the error says what would."""
 
 from __future__ import annotations
 
