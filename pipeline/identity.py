@@ -1,9 +1,6 @@
-"""What identifies a configuration, defined once: it drives run names, the identity tags a user filters
-on, the summary's columns and the hashes that resume and the verdict match on. Torch-free.
-
-The fixed identity keys (model, loss, precision, compile settings) name every run. A sweep may vary
-any other key too (`trainer.seed=0,1`, `model.kwargs.depth=1,8`): those keys (the sweep's axes, from
-`sweep.json`) join the name and the tags, so two runs of one sweep never share a name.
+"""What identifies a configuration, defined once: run names, identity tags, the summary's columns and
+the hashes resume and the verdict match on. The fixed keys name every run; the other keys a sweep varies
+join the name and the tags, so two runs of one sweep never share a name. Torch-free.
 """
 
 from __future__ import annotations
@@ -87,17 +84,13 @@ def identity_tags(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> dict
 
 def extra_keys(varied: list[str] | tuple[str, ...]) -> list[str]:
     """The swept keys beyond the fixed identity, normalized (`+model.kwargs.depth` -> `model.kwargs.depth`)."""
-    keys = []
-    for key in varied:
-        key = key.lstrip("+~")
-        if key not in COVERED and not key.startswith("hydra.") and key not in keys:
-            keys.append(key)
-    return keys
+    keys = (key.lstrip("+~") for key in varied)
+    return list(dict.fromkeys(k for k in keys if k not in COVERED and not k.startswith("hydra.")))
 
 
 def run_name(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> str:
-    """Readable: `vit_b16·amp·max-autotune·inductor` (`·ddp×2` for a distributed job), plus whatever differs from the defaults and every
-    varied key (`·seed=1`)."""
+    """`vit_b16·amp·max-autotune·inductor` (`·ddp×2` distributed), plus what differs from the defaults
+    and every varied key (`·seed=1`)."""
     ident = identity(cfg, varied)
     parts = [ident["model"], ident["precision"], ident["mode"]]
     if cfg.compile.compiled:
@@ -142,7 +135,7 @@ def inductor_preset(options_json: str) -> str | None:
 
 @functools.cache
 def _inductor_presets() -> tuple[tuple[str, Any], ...]:
-    """conf/inductor's presets, (name, options), read once a process (every run name asks)."""
+    """conf/inductor's presets, (name, options), read once a process."""
     import yaml
 
     return tuple(
@@ -152,13 +145,9 @@ def _inductor_presets() -> tuple[tuple[str, Any], ...]:
 
 
 def sweep_label(config: Any, axes: list[str] | tuple[str, ...], sweep_id: str) -> str:
-    """What a sweep is, for its parent run's and its view's names: its scenario and model, then what
-    it varies (`train vit_tiny: mode=eager,default`); a named sweep's name first and its axes left out
-    (`compile_search: train resnet50`); a swept scenario or model is said by its axis
-    (`inference: model=resnet50,vit_b16`); the id when nothing else says it.
-
-    `config` is the sweep's composed config (a DictConfig or a mapping: `sweep.name`, `scenario`,
-    `model.id`), `axes` its varied keys as `key=v1,v2` (pipeline.sweep.state.swept)."""
+    """A sweep's name for its parent run and its view: `train vit_tiny: mode=eager,default`, a named
+    sweep as `compile_search: train resnet50`, the id when nothing else says it. `config` is its composed
+    config (DictConfig or mapping), `axes` its varied keys as `key=v1,v2`."""
     keys = [axis.split("=", 1)[0].lstrip("+~") for axis in axes]
     what = []
     if "scenario" not in keys:
