@@ -1,6 +1,5 @@
-"""Clocks: unit boundaries and laps without a host sync (CUDA events, or perf_counter on the CPU),
-device syncs, the host's CPU time counters (for CPU steal), and this process's threads' time on a CPU
-and waiting for one (for CPU wait)."""
+"""Clocks: laps without a host sync (CUDA events, or perf_counter on the CPU), device syncs, and the
+kernel's CPU time counters (the host's steal, this process's threads' run and wait, others' use)."""
 
 from __future__ import annotations
 
@@ -14,10 +13,9 @@ import torch
 
 
 class Laps:
-    """The marks of one timed round, with no host sync until it is read: CUDA events on the current stream,
-    or perf_counter on the CPU (where ops are synchronous). Each mark ends a lap that carries the mark's
-    label; a lap labelled None (host work between units, not part of any figure) is not counted. Events
-    are created up front, outside the timed loop."""
+    """The marks of one timed round, with no host sync until it is read: CUDA events on the current stream
+    (created up front, outside the timed loop), or perf_counter on the CPU. Each mark ends a lap carrying
+    its label; a lap labelled None (host work between units) is not counted."""
 
     def __init__(self, device: torch.device, capacity: int):
         self.cuda = device.type == "cuda"
@@ -55,9 +53,8 @@ def synchronize(device: torch.device) -> None:
 
 @dataclass(frozen=True)
 class CpuTicks:
-    """One reading of /proc/stat, in clock ticks since boot: all CPUs' steal and total time, and the busy
-    and total time of the CPUs this process may run on (busy: neither idle, waiting for I/O nor stolen by
-    the hypervisor; None without CPU affinity)."""
+    """One reading of /proc/stat, in clock ticks: all CPUs' steal and total time, and the busy (not idle,
+    I/O wait or steal) and total time of the CPUs this process may run on (None without affinity)."""
 
     steal: int
     total: int
@@ -65,8 +62,7 @@ class CpuTicks:
 
 
 def cpu_ticks() -> CpuTicks | None:
-    """/proc/stat read once: what the host's CPU steal (all CPUs) and others' use of this process's CPUs
-    (its per-CPU lines) are computed from; None where there is no /proc/stat."""
+    """/proc/stat read once, or None where there is none."""
     try:
         with open("/proc/stat") as f:
             lines = [line.split() for line in f if line.startswith("cpu")]
@@ -90,9 +86,8 @@ def cpu_ticks() -> CpuTicks | None:
 
 
 def thread_cpu_and_wait_ns() -> dict[int, tuple[int, int]] | None:
-    """Per thread of this process: (time on a CPU, time runnable but waiting for one) in ns
-    (/proc/self/task/*/schedstat: the scheduler's own accounts); None where the kernel keeps none. A
-    thread that waits was ready to run while other work held every CPU it may use."""
+    """Per thread of this process: (time on a CPU, time runnable but waiting for one) in ns, from the
+    scheduler's own accounts (/proc/self/task/*/schedstat); None where the kernel keeps none."""
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:
@@ -112,9 +107,8 @@ def thread_cpu_and_wait_ns() -> dict[int, tuple[int, int]] | None:
 def cpu_and_wait_between(
     before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]]
 ) -> tuple[int, int]:
-    """(time on a CPU, time waiting for one) in ns that this process's threads spent between two
-    readings of `thread_cpu_and_wait_ns`, thread by thread: a thread started in between counts whole, one
-    that ended in between is lost (its account goes with it) without taking the others' time along."""
+    """(time on a CPU, time waiting for one) in ns of this process's threads between two readings, thread
+    by thread: a thread started in between counts whole; one that ended is lost without the others' time."""
     run = wait = 0
     for tid, (run_after, wait_after) in after.items():
         run_before, wait_before = before.get(tid, (0, 0))
@@ -123,12 +117,11 @@ def cpu_and_wait_between(
     return run, wait
 
 
-def descendants_cpu_ticks(pid: int | None = None) -> dict[int, int]:
-    """Per process descended from `pid` (this one by default; its DataLoader workers, compile workers and
-    theirs): user + system CPU time in clock ticks (/proc/<pid>/stat). Empty where the kernel lists no
-    children (/proc/<pid>/task/*/children)."""
+def descendants_cpu_ticks() -> dict[int, int]:
+    """User + system CPU time in clock ticks of each process descended from this one, or empty where the
+    kernel lists no children (/proc/<pid>/task/*/children)."""
     ticks: dict[int, int] = {}
-    todo = [os.getpid() if pid is None else pid]
+    todo = [os.getpid()]
     while todo:
         parent = todo.pop()
         try:
@@ -153,9 +146,8 @@ def descendants_cpu_ticks(pid: int | None = None) -> dict[int, int]:
 
 
 class OthersCpu:
-    """How much of the CPUs this process may run on other processes used between `start` and `stop`: their
-    busy time, less this process's threads' time on them (schedstat) and its descendants' (its own loader
-    workers share its CPUs as part of its work, not as interference)."""
+    """How much of this process's CPUs other processes used between `start` and `stop`: their busy time
+    less this process's threads' and its descendants' (its loader workers are its work, not interference)."""
 
     TICK_NS = 1e9 / os.sysconf("SC_CLK_TCK")
 
@@ -166,7 +158,7 @@ class OthersCpu:
         self._children: dict[int, int] = {}
 
     def start(self, ticks: CpuTicks | None) -> None:
-        """Begin a span at `ticks`, the span's first reading of /proc/stat (:func:`cpu_ticks`)."""
+        """Begin a span at `ticks` (:func:`cpu_ticks`)."""
         self._cpus = ticks.affine if ticks is not None else None
         self._children = descendants_cpu_ticks()
 
@@ -178,9 +170,8 @@ class OthersCpu:
         children = descendants_cpu_ticks()
         children_ticks = sum(max(0, t - self._children.get(pid, 0)) for pid, t in children.items())
         busy, total = cpus[0] - self._cpus[0], cpus[1] - self._cpus[1]
-        # Signed: /proc/stat counts whole clock ticks (10 ms), sampled, so a span of a round or two reads a
-        # tick more or less than was used; clipped span by span, many short rounds would add up every
-        # over-read and none of the under-reads (an idle host then reads about 10% others).
+        # Signed: /proc/stat counts sampled whole ticks, so a short span reads a tick more or less; clipping
+        # span by span would add up every over-read and none of the under-reads.
         self.others_ticks += busy - own_threads_ns / self.TICK_NS - children_ticks
         self.capacity_ticks += total
 
