@@ -13,13 +13,13 @@ from __future__ import annotations
 import argparse
 import sys
 import typing
-from dataclasses import MISSING, fields, is_dataclass
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from pipeline.config.schema import Config
+from pipeline.config.schema import Config, _dataclass_in
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "reference.md"
@@ -28,6 +28,7 @@ START, END = (
     "<!-- config-reference:end -->",
 )
 GROUPS = ("model", "loss", "precision", "sweep", "experiment", "hydra/launcher")
+HYDRA_LAUNCHERS = " (plus Hydra's own: `basic`, `submitit_local`, `submitit_slurm`)"
 
 
 def _type_text(tp: Any) -> str:
@@ -77,14 +78,12 @@ def rows(cls: type, prefix: str, raw: dict[str, Any]) -> list[tuple[str, str, st
     out = []
     hints = typing.get_type_hints(cls)
     for f in fields(cls):
-        path = f"{prefix}{f.name}"
-        tp = hints[f.name]
+        path, tp = f"{prefix}{f.name}", hints[f.name]
         if cls is Config and f.name == "scenario":
             out.extend(scenario_rows(f.metadata.get("help", "")))
             continue
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        nested = tp if is_dataclass(tp) else inner[0] if inner and is_dataclass(inner[0]) else None
-        if nested is not None and path not in ("loss.teacher",):
+        nested = _dataclass_in(tp)
+        if nested is not None and path != "loss.teacher":
             out.extend(rows(nested, path + ".", raw))
             continue
         choices = [f"`{c}`" for c in f.metadata.get("choices", ())]
@@ -143,16 +142,11 @@ def render() -> str:
         "",
     ]
     for group in GROUPS:
-        options = group_options(group)
-        extra = (
-            " (plus Hydra's own: `basic`, `submitit_local`, `submitit_slurm`)"
-            if group == "hydra/launcher"
-            else ""
-        )
+        extra = HYDRA_LAUNCHERS if group == "hydra/launcher" else ""
         folders = group_folders(group)
         if folders:
             extra += "; and in subfolders " + ", ".join(folders)
-        lines.append(f"- `{group}`: " + ", ".join(f"`{o}`" for o in options) + extra)
+        lines.append(f"- `{group}`: " + ", ".join(f"`{o}`" for o in group_options(group)) + extra)
     lines += ["", END]
     return "\n".join(lines)
 
