@@ -1,24 +1,7 @@
-"""One job measures at a time on a device, while another may compile (`benchmark.overlap`).
-
-With overlap, pipeline.job.gpu_pool hands each GPU to `benchmark.overlap_jobs` jobs, each pinned to its
-own CPU cores. Everything a worker runs on the device after compiling (warm-up, timed rounds, the paired eager copy,
-latency rounds, diagnostics), and its eager memory probe before, runs under the device's measure lock:
-an exclusive `flock` on the file PIPELINE_MEASURE_LOCK names. Without overlap it is unset and the gate
-does nothing.
-
-The lock keeps out the other job's measurements, not its compilation (inductor's compile processes, the
-compiled code's autotuning on the same GPU), which spreads a measuring job's steps many times wider
-(benchmarks/RESULTS.md). So the holder also pauses the GPU's other workers: each registers beside the
-lock at its start (`<lock>.slot<N>.worker`: pid and start time), and the holder stops every other
-registered worker's process group (SIGSTOP) and lets it go on (SIGCONT) when it releases. A holder that
-dies cannot: its job's parent then resumes every worker of the GPU (`resume_all`). While it holds the
-lock, the holder's threads run on all of the GPU's CPU cores (PIPELINE_GPU_CPUS: every slot's, the
-paused workers' idle ones too), and on its own slot's again after: a step the host launches has the
-CPUs it would have without overlap.
-
-Each hold (`spans`: wall-clock times, the workers it paused, the cores it ran on) goes into `run_info.json`
-(`measure_gate`), so a reader or a test can check that no two measurements overlapped.
-"""
+"""One job measures at a time on a device while another may compile (`benchmark.overlap`): the device's
+measure lock (an exclusive `flock` on PIPELINE_MEASURE_LOCK; unset without overlap), whose holder pauses
+the GPU's other registered workers (SIGSTOP to their process groups, compile processes included) and runs
+on all of the GPU's CPU cores until it lets go. Each hold goes into run_info.json (docs/launchers.md)."""
 
 from __future__ import annotations
 
@@ -37,8 +20,8 @@ GPU_CPUS_ENV = "PIPELINE_GPU_CPUS"  # every slot's CPU cores of this GPU (`0,1,2
 
 
 def start_time(pid: int) -> str | None:
-    """The process's start time since boot, in clock ticks (/proc/<pid>/stat, field 22): with the pid, it
-    names one process, never a later one that reuses the pid. None if there is no such process."""
+    """The process's start time since boot (/proc/<pid>/stat, field 22): with the pid, it names one process,
+    never a later one that reuses the pid. None if there is no such process."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
@@ -48,9 +31,8 @@ def start_time(pid: int) -> str | None:
 
 
 def register_worker() -> None:
-    """Say beside the GPU's measure lock (PIPELINE_MEASURE_LOCK) that this process is the worker of its
-    slot (PIPELINE_GPU_SLOT), so that a holder pauses it; called once, at the worker's start. Nothing
-    without overlap."""
+    """Say beside the GPU's measure lock that this process is its slot's worker, so that a holder pauses it;
+    called at the worker's start. Nothing without overlap."""
     lock, slot = os.environ.get(MEASURE_LOCK_ENV), os.environ.get(SLOT_ENV)
     if not lock or slot is None:
         return
@@ -61,8 +43,7 @@ def register_worker() -> None:
 
 
 def registered_workers(lock: Path) -> list[int]:
-    """The pids of the living workers registered beside the lock (a file left by a worker that has ended,
-    or whose pid a new process took, is passed over)."""
+    """The pids of the living workers registered beside the lock, this one's excepted."""
     pids = []
     for path in sorted(lock.parent.glob(f"{lock.name}.slot*.worker")):
         try:
@@ -76,9 +57,8 @@ def registered_workers(lock: Path) -> list[int]:
 
 
 def signal_workers(pids: list[int], signum: int) -> None:
-    """Signal each worker's process group: a worker leads its own (the supervisor ends it by its group),
-    which holds inductor's compile processes too, so one call stops or resumes all of them at once, and
-    none started meanwhile escapes. A process that leads no group is signalled alone."""
+    """Signal each worker's process group (a worker leads its own, its compile processes in it, so none
+    escapes); a process that leads no group is signalled alone."""
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             if os.getpgid(pid) == pid:
@@ -93,16 +73,15 @@ def parse_cpus(spec: str) -> set[int]:
 
 
 def run_on_cpus(cpus: set[int]) -> None:
-    """Every thread of this process (the launching thread, autograd's device threads, ...) on `cpus`:
-    sched_setaffinity sets one thread, and a thread started later takes its starter's."""
+    """Every thread of this process on `cpus` (sched_setaffinity sets one thread; a new one takes its
+    starter's)."""
     for tid in os.listdir("/proc/self/task"):
         with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
             os.sched_setaffinity(int(tid), cpus)
 
 
 def resume_all(lock: Path) -> None:
-    """Let every worker registered beside the lock (and its compile processes) go on: after a holder that
-    paused them died. Resuming one that runs does nothing."""
+    """Let every worker registered beside the lock go on, after a holder that paused them died."""
     signal_workers(registered_workers(lock), signal.SIGCONT)
 
 
@@ -126,10 +105,6 @@ class MeasureGate:
     @property
     def active(self) -> bool:
         return self.path is not None
-
-    @property
-    def held(self) -> bool:
-        return self._handle is not None
 
     def acquire(self, why: str) -> None:
         """Wait until no other job measures on this device, then hold the lock."""
@@ -171,7 +146,7 @@ class MeasureGate:
     @contextlib.contextmanager
     def hold(self, why: str) -> Iterator[None]:
         """Hold the lock for the block (and release it after, unless it was held before)."""
-        was_held = self.held
+        was_held = self._handle is not None
         self.acquire(why)
         try:
             yield
