@@ -1,20 +1,7 @@
-"""The sweep's answer in the MLflow UI (torch-free): its saved view of the runs table, ranked by the
-objective the summary ranks by (:mod:`pipeline.measure.objective`), with the columns that answer "which
-is fastest, by how much, at what compile cost" (each job's verdict, the winner marked on its own row;
-its figures rounded, with their intervals, as text tags: MLflow shows a metric's every digit), a
-handful of charts instead of one per metric, and the experiment's description leading with the latest
-sweep's answer (MLflow shows it above every page of the experiment and in the home page's list).
-
-MLflow 3.17 keeps the runs table's saved views ("Views" at the top right of the Runs page) as experiment
-tags `mlflow.sharedViewState.<id>`. A tag's value is JSON: `name`, `createdAt`, `updatedAt` (ms) and
-`state`, itself a JSON string with the search facets (`searchFilter`, `orderByKey`, `orderByAsc`, ...)
-and the UI state (the table's `selectedColumns`, `columnOrder`, `columnWidths`; the chart view's
-`compareRunSections`, `compareRunCharts`, `isAccordionReordered`). The UI refuses values
-over 20,000 characters and holds 40 views per experiment, so the oldest sweep views are dropped
-beyond `KEEP_VIEWS`. A view opens at `#/experiments/<id>/runs?viewStateShareKey=<id>`; a URL that
-also carries search parameters (a filter, a sort) ignores it. Sorting by a metric lists the runs flat
-(no parent/child nesting): the best job on top, the sweep's own run and runs without the metric last.
-"""
+"""The sweep's answer in the MLflow UI (torch-free): a saved view of the runs table ranked by the
+objective, with each job's verdict and rounded figures as columns and a handful of charts, and the
+experiment's description leading with the latest sweep's answer. MLflow 3.17 keeps saved views as
+experiment tags `mlflow.sharedViewState.<id>` whose JSON value holds the UI state as a JSON string."""
 
 from __future__ import annotations
 
@@ -37,7 +24,7 @@ from pipeline.tracking.client import DESCRIPTION_TAG, experiment_description
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 SWEEP_VIEW_PREFIX = "sweep-"  # the views this project makes; others (a user's own) are never touched
 KEEP_VIEWS = 30  # of ours per experiment, below the UI's 40, leaving room for a user's own views
-MAX_VALUE_CHARS = 20_000
+MAX_VALUE_CHARS = 20_000  # the UI refuses longer view values
 
 SPEEDUP = "speedup/vs_eager"
 LATENCY_TAIL = "latency/p99_ms"
@@ -54,23 +41,13 @@ CURVES = ("curve/step_ms", "curve/eager_step_ms")
 MAX_CHARTS = 8  # the chart view's: the figure, the speedup, the costs, the curves; never one per metric
 RUN_NAME = "attributes.`Run Name`"
 CREATED = "runDateAndNestInfo"  # MLflow's own column, always shown: when (a check mark and "2 minutes ago")
-# Columns whose width is not their header's, in px. At 1440 px the verdict, the figure with its interval,
-# the speedup with its interval and the compile time fit beside MLflow's sidebar, the names and the
-# Created column; memory follows.
+# Columns whose width is not their header's, in px: at 1440 px the answer's columns fit beside the sidebar.
 WIDTHS = {RUN_NAME: 200, CREATED: 140, "tags.`verdict`": 150, "tags.`noisy`": 70}
 HEADER_CHAR_PX, HEADER_PADDING_PX = 6.5, 28  # MLflow 3.17's header font, measured
 VALUE_CHAR_PX, VALUE_PADDING_PX = 7.0, 24  # a cell's text (`1.13x [undetermined]`: 20 characters)
 INTERVAL_CHARS, FIGURE_CHARS = 20, 6  # the longest a rounded figure with its interval, and alone, shows
 NAME_CHAR_PX, NAME_PADDING_PX, MAX_NAME_PX = 5.4, 50, 400  # the runs' names whole, up to a point
 HAS_INTERVAL = ("p50 ms", "samples/s", "tokens/s", "speedup vs eager")  # shown tags with an interval
-
-
-def metric_column(name: str) -> str:
-    return f"metrics.`{name}`"
-
-
-def tag_column(name: str) -> str:
-    return f"tags.`{name}`"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,7 +75,7 @@ class RunsView:
         widths[CREATED] = WIDTHS[CREATED]
         return {
             "searchFilter": self.search_filter,
-            "orderByKey": metric_column(self.objective.metric),  # sorted by the figure, shown rounded
+            "orderByKey": f"metrics.`{self.objective.metric}`",  # sorted by the figure, shown rounded
             "orderByAsc": self.objective.ascending,
             "startTime": "ALL",
             "lifecycleFilter": "Active",
@@ -111,8 +88,7 @@ class RunsView:
         }
 
     def chart_state(self) -> dict[str, object]:
-        """The chart view: one section of a handful of charts (the figures, the speedup, the costs;
-        compiled and eager per-unit times on one line chart), in this order. MLflow adds a chart for every
+        """The chart view: one section of a handful of charts, in order. MLflow adds a chart for every
         metric that has none: every other metric gets one, deleted, so that it adds none."""
         cards: list[dict[str, object]] = [bar_chart(m) for m in self.charts if m not in CURVES]
         if CURVES[0] in self.charts:
@@ -128,12 +104,8 @@ class RunsView:
 
     def tag_value(self, *, now_ms: int | None = None) -> str:
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-        envelope = {
-            "name": self.name,
-            "createdAt": now_ms,
-            "updatedAt": now_ms,
-            "state": json.dumps(self.state(), separators=(",", ":")),
-        }
+        state = json.dumps(self.state(), separators=(",", ":"))
+        envelope = {"name": self.name, "createdAt": now_ms, "updatedAt": now_ms, "state": state}
         value = json.dumps(envelope, separators=(",", ":"))
         if len(value) > MAX_VALUE_CHARS and self.hidden:  # the charts MLflow adds are the lesser evil
             return dataclasses.replace(self, hidden=[]).tag_value(now_ms=now_ms)
@@ -144,8 +116,7 @@ class RunsView:
         return value
 
 
-# The chart view's one section (MLflow names sections by metric prefix, one chart each: here the answer's
-# charts sit side by side).
+# The chart view's one section, so that the answer's charts sit side by side.
 ANSWER_SECTION, ANSWER_SECTION_NAME = "compile-sweeps-answer", "the answer: figures, speedup, costs"
 
 
@@ -162,15 +133,13 @@ def bar_chart(metric: str) -> dict[str, object]:
 
 
 def hidden_chart(metric: str) -> dict[str, object]:
-    """A chart of `metric` MLflow does not show (and does not add again): as short as it can be, one for
-    each of a hundred metrics within the view's 20,000 characters."""
+    """A chart of `metric` MLflow does not show (and does not add again), as short as it can be."""
     return {"uuid": f"hidden-{metric}", "type": "BAR", "metricKey": metric, "deleted": True}
 
 
 def curve_charts(unit: str = "step") -> list[dict[str, object]]:
-    """Compiled and eager per-unit times on one line chart (each run a line per variant), under the
-    compiled curve's own chart id so that MLflow does not add it alone; the eager curve's own chart is
-    left out (deleted) for the same reason."""
+    """Compiled and eager per-unit times on one line chart, under the compiled curve's own chart id so
+    that MLflow does not add it alone; the eager curve's own chart is deleted for the same reason."""
     compiled, eager = CURVES
     return [
         {
@@ -193,9 +162,8 @@ def curve_charts(unit: str = "step") -> list[dict[str, object]]:
 
 
 def figure_metrics(objective: Objective, logged: set[str] | None) -> list[str]:
-    """The figures a row is judged and read by, first the objective's: a rate's latency after it; a
-    call's latency with its tail and the throughput of calls back to back; a generation's tokens/s and
-    time to first token."""
+    """The figures a row is judged and read by, the objective's first, then what goes with it (a rate's
+    latency, a call's tail and throughput, a generation's tokens/s and time to first token)."""
     metrics = [objective.metric]
     if objective.inverse_of is not None:
         metrics.append(objective_named(objective.inverse_of).metric)
@@ -213,12 +181,9 @@ def columns_for(
     logged: set[str] | None = None,
     tags: set[str] | None = None,
 ) -> list[str]:
-    """The verdict (each job's: the winner marked), the figures rounded with their 95% intervals (the
-    objective's first: `step p50 ms`, or a call's `latency p50 ms` and `latency p99 ms` with `samples/s`),
-    the speedup over the paired eager copy with its interval, then what it costs: compile time and peak
-    memory; the `noisy` flag last. The runs' tags that show the figures rounded
-    (pipeline/job/outcome.py `shown_tags`), in the jobs' own words; before the sweep has run (`tags`
-    None) every candidate, both memory figures included; afterwards only what some run has."""
+    """The tag columns: each job's verdict, its figures rounded with their intervals (`shown_tags`), the
+    speedup, compile time and memory, the `noisy` flag last; once the sweep has run (`tags` given),
+    only those some run has."""
     metrics = [*figure_metrics(objective, logged), SPEEDUP, COMPILE, *MEMORY]
     latency_jobs = objective.metric.startswith("latency/") or (logged is not None and LATENCY_TAIL in logged)
     context = {"latency/p50_ms": 1.0} if latency_jobs else None
@@ -226,7 +191,7 @@ def columns_for(
     names = [VERDICT_TAG, *dict.fromkeys(shown), *LAST_TAGS]
     if tags is not None:
         names = [n for n in names if n in tags]
-    return [tag_column(n) for n in names]
+    return [f"tags.`{n}`" for n in names]
 
 
 def charts_for(objective: Objective, *, logged: set[str] | None = None) -> list[str]:
@@ -241,8 +206,7 @@ def charts_for(objective: Objective, *, logged: set[str] | None = None) -> list[
 
 
 def column_width(column: str) -> int:
-    """Pixels for the whole header (MLflow cuts headers, never wraps them) and the value it shows (a
-    figure with its interval, or a figure alone)."""
+    """Pixels for the whole header (MLflow cuts headers, never wraps them) and the value it shows."""
     if column in WIDTHS:
         return WIDTHS[column]
     name = column.split("`")[1] if "`" in column else column
@@ -252,8 +216,8 @@ def column_width(column: str) -> int:
 
 
 def name_width_for(names: list[str]) -> int:
-    """Pixels for the longest of the runs' names whole (where names of one sweep differ: at their end),
-    between the default and a cap that leaves the figures on a laptop's screen."""
+    """Pixels for the longest run name whole, between the default and a cap that leaves the figures on
+    a laptop's screen."""
     if not names:
         return WIDTHS[RUN_NAME]
     longest = max(len(name) for name in names)
@@ -287,9 +251,8 @@ def sweep_view(
 
 
 def view_id_for(sweep_id: str) -> str:
-    """A tag-key-safe id (letters, digits, `-`, `_`), one per sweep id and never another's: ASCII
-    letters, digits and `-` stay, `_` becomes `__` and any other character `_<its code in hex>_`
-    (`hx.1` -> `sweep-hx_2e_1`, `hx_1` -> `sweep-hx__1`)."""
+    """A tag-key-safe id, one per sweep id and never another's: `_` becomes `__` and any character but
+    ASCII letters, digits and `-` becomes `_<its code in hex>_` (`hx.1` -> `sweep-hx_2e_1`)."""
     return SWEEP_VIEW_PREFIX + "".join(
         c if c.isascii() and (c.isalnum() or c == "-") else "__" if c == "_" else f"_{ord(c):x}_"
         for c in sweep_id
@@ -338,10 +301,9 @@ def publish_sweep_view(
     unit: str | None = None,
     summary: Summary | None = None,
 ) -> str:
-    """The sweep's view, saved; with the sweep's runs given, only the columns that some run has (the
-    parent's verdict included: it is looked up here, as `runs` may be its jobs only), and the names'
-    column as wide as their longest. With the sweep's summary, each job's row says the verdict first
-    (`mark_runs`), and the experiment's description leads with the answer (`describe_answer`)."""
+    """The sweep's view, saved; with its runs given, only the columns some run (or the parent) has; with
+    its summary, each job's row marked (`mark_runs`) and the experiment's description leading with the
+    answer (`describe_answer`)."""
     logged = tags = None
     names: list[str] = []
     if runs is not None:
@@ -371,12 +333,11 @@ def publish_sweep_view(
 
 
 def row_verdicts(summary: Summary) -> dict[str, str]:
-    """Each job's run id -> what the verdict says of it: `★ fastest`, `= tie`, `best, inconclusive` (the
-    best figure, which the data could not separate from others: `inconclusive`), `slower`, or why it
-    has no figure (`FAILED`); a suite's model by its outcome against its own eager copy."""
+    """Each job's run id -> what the verdict says of it: `★ fastest`, `= tie`, `best, inconclusive`,
+    `inconclusive`, `slower`, or why it has no figure (`FAILED`); a suite's model by its outcome."""
     verdict = summary.verdict
     suite = {o.run_name: o.outcome for o in summary.suite.outcomes} if summary.suite is not None else {}
-    pooled = {id(row): c.name for c in summary.configurations for row in c.rows}
+    pooled = _pooled_names(summary)
     best = next((pooled.get(id(row)) for row in answer_rows(summary)), None)
     words = {}
     for row in summary.rows:
@@ -404,16 +365,13 @@ def mark_runs(tracker: Tracker, summary: Summary) -> None:
         tracker.set_tags(run_id, {VERDICT_TAG: word})
 
 
-# The experiment's description (markdown, above every page of the experiment and in the home page's
-# list) leads with the latest sweep's answer; what this project wrote last is kept beside it, so that a
-# description a user wrote is never replaced.
+# What this project last wrote as the experiment's description: a description a user wrote is never replaced.
 ANSWER_TAG = "compile_sweeps.description"
 
 
 def distinct_name(summary: Summary, row: Row) -> str:
-    """A configuration by what sets it apart from the sweep's others (`default`, `amp·max-autotune`,
-    `batch_size=32`): the identity values that differ among the jobs, a value only eager jobs lack (their
-    backend) aside; its run name where nothing does."""
+    """A configuration by the identity values that set it apart from the sweep's others (`amp·max-autotune`,
+    `batch_size=32`), a value only eager jobs lack aside; its run name where nothing does."""
     keys = identity_columns(summary, compact=True)
     labels = dict(zip(keys, column_labels(keys), strict=True))
     missing = (DASH, "-")
@@ -428,11 +386,10 @@ def distinct_name(summary: Summary, row: Row) -> str:
 
 def answer_rows(summary: Summary) -> list[Row]:
     """The jobs the answer is about, best first: the fastest configuration's where the verdict names one
-    (it may rank second by its own figure: a compiled job slower than its paired eager copy loses to
-    the eager job), else those it could not tell apart, else every job with a figure."""
+    (not always the best by its own figure), else those it could not tell apart, else every job with one."""
     ranked = [r for r in sorted_rows(summary) if r.passing and summary.objective.metric in r.metrics]
     verdict = summary.verdict
-    pooled = {id(row): c.name for c in summary.configurations for row in c.rows}
+    pooled = _pooled_names(summary)
     if verdict is not None and verdict.kind == "fastest":
         return [r for r in ranked if pooled.get(id(r)) == verdict.fastest]
     if verdict is not None and verdict.tied:
@@ -440,10 +397,12 @@ def answer_rows(summary: Summary) -> list[Row]:
     return ranked
 
 
+def _pooled_names(summary: Summary) -> dict[int, str]:
+    return {id(row): c.name for c in summary.configurations for row in c.rows}
+
+
 def answer_line(summary: Summary) -> str:
-    """The sweep's answer in one line of plain words, short enough for the first line of MLflow's
-    description banner (about 110 characters at 1440 px beside its assistant panel): the verdict, the
-    best configuration, its figure with its interval, its speedup and its compile time (`inconclusive;
+    """The sweep's answer in one line, short enough for MLflow's description banner (`inconclusive;
     best default: step 184 ms [101, 259], 1.13x vs eager [undetermined], compile 64.7 s`)."""
     verdict = summary.verdict
     kind = verdict.kind if verdict is not None else "suite"
@@ -467,8 +426,8 @@ def answer_line(summary: Summary) -> str:
 
 
 def describe_answer(tracker: Tracker, summary: Summary, *, label: str, url: str) -> None:
-    """The experiment's description, first line the latest sweep's answer, then where to read more;
-    left alone where a user wrote their own (it is not what this project wrote last)."""
+    """The experiment's description: the latest sweep's answer, then where to read more; left alone
+    where a user wrote their own."""
     tags = tracker.experiment_tags()
     current = tags.get(DESCRIPTION_TAG)
     if current is not None and current not in (
