@@ -1,10 +1,6 @@
-"""The :class:`Tracker`: one MLflow client for one tracking URI and experiment. Callers get the
-project's own records (:class:`RunRecord`), never MLflow's objects.
-
-Runs are handled through an explicit `MlflowClient` (never mlflow's global "active run"), so one
-process can own many runs one after another (Hydra's basic launcher) and a crash of a worker never
-leaves a run half-logged: the parent logs from the result file.
-"""
+"""The :class:`Tracker`: one MLflow client for one tracking URI and experiment, returning the project's
+own records (:class:`RunRecord`). An explicit `MlflowClient`, never mlflow's global "active run", so one
+process can own many runs one after another."""
 
 from __future__ import annotations
 
@@ -29,17 +25,14 @@ from pipeline.tracking.payload import TAG_LIMIT, RunPayload, redacted_copy
 from pipeline.tracking.queries import SweepQueries
 from pipeline.tracking.store import default_artifact_location, mlflow_client
 
-# The experiment's type in MLflow 3's UI: `custom_model_development` ("Machine learning": runs, not
-# traces). MLflow 3.0-3.x opened an experiment on the page its type named; 3.17 derives the type from
-# the browser's workflow switch (the sidebar's "GenAI | Model training", remembered per browser, GenAI
-# at first) and only writes this tag, so the description says how to reach the runs table.
+# The experiment's type in MLflow 3's UI ("Machine learning": runs, not traces). Newer MLflow opens the
+# page the browser's workflow switch names (GenAI at first), so the description says how to reach the runs.
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 DESCRIPTION_TAG = "mlflow.note.content"
 
 
 def experiment_description(experiment_id: str) -> str:
-    """The experiment's description (markdown), shown above every page of the experiment, collapsed to
-    its first line: how to reach the runs table first."""
+    """The experiment's description (markdown), collapsed to its first line: how to reach the runs table."""
     runs = f"#/experiments/{experiment_id}/runs?workflowType=machine_learning"
     return (
         f"**Runs: [open the runs table]({runs})**, or choose **Model training** at the top of the sidebar "
@@ -79,9 +72,8 @@ class Tracker(SweepQueries):
         *,
         read_only: bool = False,
     ):
-        """`read_only`: for commands that only read (`report --list`, `--sweep`): the store must exist and
-        is opened for reading (a read-only filesystem will do), nothing is probed for writing, set up or
-        created, not even the experiment."""
+        """`read_only`: for commands that only read: the store must exist, and nothing is probed for
+        writing, set up or created, not even the experiment."""
         self.uri, self.experiment_name, self.read_only = tracking_uri, experiment, read_only
         self.artifact_location = artifact_location or default_artifact_location(tracking_uri)
         check_reachable(tracking_uri, read_only=read_only)
@@ -95,11 +87,9 @@ class Tracker(SweepQueries):
 
     @property
     def experiment_id(self) -> str:
-        """Get or create the experiment (created once, by the sweep callback, before any job runs),
-        with its type and description (`describe_experiment`)."""
+        """Get or create the experiment, with its type and description (`describe_experiment`)."""
         if self._experiment_id is None:
             exp = self._client.get_experiment_by_name(self.experiment_name)
-            tags: dict[str, str] = {}
             if exp is None and self.read_only:
                 raise NoExperiment(f"experiment {self.experiment_name!r} is not in {redact_uri(self.uri)}")
             if exp is None:
@@ -111,16 +101,15 @@ class Tracker(SweepQueries):
                     exp = self._client.get_experiment_by_name(self.experiment_name)
                     if exp is None:
                         raise
-                    self._experiment_id, tags = exp.experiment_id, dict(exp.tags)
-            else:
+            tags: dict[str, str] = {}
+            if exp is not None:
                 self._experiment_id, tags = exp.experiment_id, dict(exp.tags)
             if not self.read_only:
                 self.describe_experiment(tags)
         return self._experiment_id
 
     def describe_experiment(self, tags: dict[str, str]) -> None:
-        """The experiment's type (runs, not traces) and description, where it has none: a user's own
-        stay. One request for an experiment that has both (the common case: none)."""
+        """The experiment's type and description, where it has none: a user's own stay."""
         assert self._experiment_id is not None
         key, kind = EXPERIMENT_KIND
         wanted = {key: kind, DESCRIPTION_TAG: experiment_description(self._experiment_id)}
@@ -130,9 +119,8 @@ class Tracker(SweepQueries):
                     self._client.set_experiment_tag(self._experiment_id, name, value)
 
     def runs_url(self, view_id: str | None = None) -> str:
-        """Where the UI shows this experiment's runs table (MLflow 3 opens experiments on its GenAI
-        view otherwise), in a saved view when given one. A sqlite store needs `make ui` first (with
-        UI_STORE for a store other than the project's outputs/mlflow.db)."""
+        """Where the UI shows this experiment's runs table, in a saved view when given one (a sqlite store
+        needs `make ui` first)."""
         query = f"viewStateShareKey={view_id}&" if view_id else ""
         path = f"#/experiments/{self.experiment_id}/runs?{query}workflowType=machine_learning"
         if self.uri.startswith(("http://", "https://")):
@@ -142,8 +130,7 @@ class Tracker(SweepQueries):
         return f"http://127.0.0.1:5000/{path} (after `{ui}`)"
 
     def experiment_tags(self) -> dict[str, str]:
-        experiment = self._client.get_experiment(self.experiment_id)
-        return dict(experiment.tags)
+        return dict(self._client.get_experiment(self.experiment_id).tags)
 
     def set_experiment_tag(self, key: str, value: str) -> None:
         self._client.set_experiment_tag(self.experiment_id, key, value)
@@ -214,7 +201,7 @@ class Tracker(SweepQueries):
         secrets: Iterable[str] = (),
     ) -> None:
         """Files (those that exist) and whole folders, under `artifact_path`. Text files go up as
-        redacted copies (`secrets`: values to mask wherever they appear, e.g. in a traceback)."""
+        redacted copies (`secrets`: values to mask wherever they appear)."""
         secrets = list(secrets)
         with tempfile.TemporaryDirectory(prefix="pipeline-artifacts-") as scratch:
             for path in paths:
@@ -225,9 +212,8 @@ class Tracker(SweepQueries):
                     self._client.log_artifact(run_id, str(upload), artifact_path)
 
     def log_payload(self, run_id: str, payload: RunPayload, *, completing: bool = False) -> None:
-        """Everything a job produced: params, metrics, curves, tags, artifacts; then its final status.
-        `completing`: the run may hold part of it already (an earlier attempt failed midway); metrics
-        and curve points it has are not logged again, so no history is doubled."""
+        """Everything a job produced, then its final status. `completing`: the run may hold part of it
+        already (an earlier attempt failed midway); what it has is not logged again."""
         self.log_params(run_id, payload.params)
         metrics, series = payload.metrics, payload.series
         if completing:
@@ -242,12 +228,8 @@ class Tracker(SweepQueries):
 
     @contextlib.contextmanager
     def system_metrics(self, run_id: str, *, interval_s: float = 10.0) -> Iterator[None]:
-        """MLflow's own system metrics of this machine into the run while the block runs (`system/*`:
-        CPU and memory utilization, disk, network; per GPU its utilization, memory and power through
-        NVML), one sample every `interval_s`, by MLflow's SystemMetricsMonitor on a thread of this
-        process (a job's parent, which idles while its worker measures). It needs psutil. A sample costs
-        tens of ms of CPU, which a step time timed in another process does not show. A monitor that
-        cannot start says so in a warning and leaves the job alone."""
+        """MLflow's system metrics (`system/*`) into the run while the block runs, one sample every
+        `interval_s`, on a thread of this process (a job's parent); one that cannot start only warns."""
         if not os.environ.get("MLFLOW_LOGGING_LEVEL"):  # its start and stop INFO lines: not the job's
             logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
         try:
@@ -293,8 +275,6 @@ class Tracker(SweepQueries):
 
     def read_json_artifact(self, run_id: str, path: str) -> dict[str, Any] | None:
         """A JSON artifact of a run (e.g. run_info.json), or None when it is not there."""
-        import tempfile
-
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 local = self._client.download_artifacts(run_id, path, tmp)
@@ -333,15 +313,13 @@ def _record(run: Any) -> RunRecord:
     )
 
 
-# MLflow's INFO lines as it sets up or migrates a sqlite store ("Creating initial MLflow database tables...",
-# "Updating database tables"): nothing a user acts on, printed by every job that opens a new store.
+# MLflow's INFO lines as it sets up or migrates a sqlite store: nothing a user acts on.
 STORE_SETUP_LOGGERS = ("mlflow.store.db.utils", "alembic.runtime.migration")
 
 
 @contextlib.contextmanager
 def quiet_store_setup() -> Iterator[None]:
-    """MLflow's store set-up without its INFO lines (warnings and errors still show); as they are when
-    the user sets MLFLOW_LOGGING_LEVEL."""
+    """MLflow's store set-up without its INFO lines, unless the user sets MLFLOW_LOGGING_LEVEL."""
     if os.environ.get("MLFLOW_LOGGING_LEVEL"):
         yield
         return
