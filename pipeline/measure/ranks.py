@@ -1,14 +1,7 @@
-"""A distributed job's figures across its ranks: every rank times its own steps; before the timed rounds
-and after each look the ranks meet at a barrier (`align_ranks`), and after the measured loop the per-step times are gathered
-(one `all_gather` of a tensor): the job's step times are its slowest rank's own series (the rank whose
-median step is the largest sets the pace). Each rank's own median, peak memory, compile time and graph
-counts are gathered too, for their maximum and spread (`ParallelFigures`).
-
-Why a rank's own series and not each step's maximum over ranks: ranks coupled by collectives run at one
-pace, but a delay on one rank shows in its lap of step i and in its peer's lap of step i+1 (the peer
-waits at its next collective); each step's maximum counts such a delay twice. On a 2-rank CPU job whose
-ranks each took 35.1 ms a step on average, the per-step maxima averaged 37.6 ms (+7%).
-"""
+"""A distributed job's figures across its ranks: each rank times its own steps, and the job's step times
+are its slowest rank's own series (a per-step maximum over ranks would count a delay twice: once on the
+late rank, once on the peer waiting for it at the next collective). Each rank's own median, memory,
+compile time and graph counts are gathered for their maximum and spread (`ParallelFigures`)."""
 
 from __future__ import annotations
 
@@ -79,9 +72,8 @@ def agree(value: Any, device: torch.device, *, broadcast: bool = False) -> Any:
 
 
 def agreed_looks(first: int, most: int, device: torch.device) -> Looks:
-    """One plan of looks on every rank: rank 0's. Each rank plans from its own unit times, so plans can
-    differ in length; only rank 0 looks and the others follow its answers, so a rank whose plan was shorter
-    would step past its last look."""
+    """One plan of looks on every rank: rank 0's, whose answers the others follow (plans made from each
+    rank's own unit times can differ in length)."""
     return agree(Looks.plan(first, most), device, broadcast=True)
 
 
@@ -95,10 +87,9 @@ def slowest_rank_steps(variant: Variant, device: torch.device) -> float:
 
 
 def align_ranks(device: torch.device) -> None:
-    """Every rank waits here for the others, its device idle: the timed rounds that follow start on all
-    ranks together, so that a first step does not time a peer's host work before them (its warm-up's end,
-    a look's read-back) as a wait in a collective. Called before the rounds and after each look, never
-    between rounds (a sync there would drain the device every round)."""
+    """Every rank waits here for the others, its device idle, so that the timed rounds start together and a
+    first step does not time a peer's host work as a wait in a collective. Before the rounds and after each
+    look, never between rounds (a sync there would drain the device every round)."""
     if not dist.is_initialized():
         return
     if dist.get_backend() == "nccl":
