@@ -1,14 +1,7 @@
 """The machine's own collective bandwidth: all-reduce, all-gather and reduce-scatter over message sizes,
-timed as nccl-tests times them (a few warm-up calls, then calls back to back between two events; the
-slowest rank's time), each size's bus bandwidth by nccl-tests' definition (:func:`pipeline.diagnose.comm.busbw_gbps`).
-
-A distributed job's ranks run it once per machine, right after joining their process group and before
-anything else is on the device (`ensure`); it is kept in `$PIPELINE_CACHE_DIR/comm_probe/` (the machine's
-cache, beside the config checks that passed), keyed by the host, its GPUs and driver, the ranks, the
-backend and the torch and NCCL versions, and copied into the job's `comm/probe.json`. A job's achieved
-bus bandwidth (`comm/busbw_gbps`, from its profiled steps) is read against it at the same sizes.
-`benchmarks/comm_probe.py` runs it on its own and prints the table.
-"""
+timed as nccl-tests times them, each size's bus bandwidth by nccl-tests' definition. A distributed job's
+ranks run it once per machine (`ensure`), cached in `$PIPELINE_CACHE_DIR/comm_probe/` keyed by the host,
+GPUs, driver, ranks, backend and versions, and copied into the job's `comm/probe.json`."""
 
 from __future__ import annotations
 
@@ -113,7 +106,7 @@ def size_words(size: float) -> str:
 
 
 def cache_dir() -> Path:
-    """The machine's cache (pipeline.config.known_good's): `$PIPELINE_CACHE_DIR`, else
+    """Under the machine's cache (pipeline.config.known_good's): `$PIPELINE_CACHE_DIR`, else
     `$XDG_CACHE_HOME/compile-sweeps` or `~/.cache/compile-sweeps`."""
     root = os.environ.get("PIPELINE_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "compile-sweeps"
@@ -170,9 +163,8 @@ def _driver_version() -> str | None:
 
 
 def ensure(device: Any, job_copy: Path | None = None, *, force: bool = False) -> Probe | None:
-    """This machine's probe, from the cache or measured now by every rank (all ranks call it at the same
-    point: rank 0 decides and tells the others). Rank 0 writes the cache and `job_copy`; a rank that
-    measured nothing reads rank 0's copy (None if there is none)."""
+    """This machine's probe, from the cache or measured now by every rank (rank 0 decides and tells the
+    others, and writes the cache and `job_copy`; a rank that measured nothing reads rank 0's copy)."""
     import torch
     import torch.distributed as dist
 
@@ -231,8 +223,7 @@ def run(device: Any, machine: dict[str, Any], sizes: tuple[int, ...] | None = No
 
 
 def _time_collective(kind: str, numel: int, device: Any, *, iters: int, warmup: int = 5) -> float:
-    """Seconds per call of `kind` on a buffer of `numel` float32 (an all-gather's output, a
-    reduce-scatter's input), the slowest rank's."""
+    """Seconds per call of `kind` on `numel` float32 (an all-gather's output), the slowest rank's."""
     import torch
     import torch.distributed as dist
 
