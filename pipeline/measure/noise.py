@@ -1,23 +1,16 @@
-"""Is a measurement to be trusted to a few percent? The spread of its steady-state steps, how far its
-timed rounds drifted apart (and the paired eager copy's), the host's CPU steal while they ran, and how
-far the host's own CPU speed moved (pipeline/measure/host.py).
-
-A launch-bound compiled step waits on the host launching its kernels, so its time is the host's Python
-time, which on some VMs switches between full and half speed (benchmarks/RESULTS.md) while the
-device-bound eager copy holds steady. The note says so when the rounds or the host check show it, so the
-figure is read as the host's, not the instrument's."""
+"""Is a measurement to be trusted to a few percent? Its steps' spread, its timed rounds' drift beside the
+paired eager copy's, the host's CPU steal and speed, and whether its threads waited for a CPU. A
+launch-bound step follows the host's speed, so the note says when a figure is the host's."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# A multi-threaded job whose threads waited for a CPU more than this share of the time they wanted one
-# shared its cores with other processes: its threads wait on each other, so its steps can stall many
-# times over while the figures look quiet. Quiet jobs wait a few percent (benchmarks/RESULTS.md).
+# Threads waiting for a CPU over this share of the time they wanted one: a multi-threaded job's steps can
+# then stall many times over while looking quiet (quiet jobs wait a few percent).
 CONTENDED_WAIT_PCT = 10.0
-# ...unless other processes hardly used its CPUs (their busy time less its own threads' and
-# descendants'): then its own processes held them (DataLoader workers on few cores), a cost of its
-# configuration that separate jobs may compare.
+# ...unless other processes used under this share of its CPUs: its own processes held them, a cost of
+# its configuration that separate jobs may compare.
 OTHERS_CPU_PCT = 10.0
 
 
@@ -28,8 +21,7 @@ def waited(cpu_wait_pct: float | None) -> bool:
 
 def crowded(cpu_others_pct: float | None) -> bool:
     """Other processes kept the worker's CPUs busy beyond OTHERS_CPU_PCT of their time while it measured:
-    they can slow every step of a job alike (a busy sibling hyperthread, a shared cache) without its
-    threads waiting for a CPU, so neither its steps' own spread nor its CPU wait shows it."""
+    they can slow every step alike (a busy sibling hyperthread, a shared cache) with no wait for a CPU."""
     return cpu_others_pct is not None and cpu_others_pct > OTHERS_CPU_PCT
 
 
@@ -43,12 +35,8 @@ class Noise:
     host_spread_pct: float | None = None  # the host check's p10-p90 spread (pipeline/measure/host.py)
     cpu_wait_pct: float | None = None  # the worker's threads: time waiting for a CPU / time wanting one
     cuda: bool = True  # the step's device is a GPU (CUDA graphs can take the host out of its step)
-    compute_threads: int = (
-        1  # threads the unit's own work runs on (torch's intra-op threads on a CPU; 1 on a GPU)
-    )
-    others_cpu_pct: float | None = (
-        None  # other processes' share of the worker's CPUs' time (its own threads and children not counted)
-    )
+    compute_threads: int = 1  # threads the unit's own work runs on (torch's intra-op threads; 1 on a GPU)
+    others_cpu_pct: float | None = None  # other processes' share of the worker's CPUs' time
 
     @property
     def noisy(self) -> bool:
@@ -56,9 +44,7 @@ class Noise:
 
     @property
     def contended(self) -> bool:
-        """Other processes held the cores its several compute threads wanted: a whole job can stall. A
-        wait its own processes explain (its DataLoader workers on the same cores, others' use of them under
-        OTHERS_CPU_PCT) is part of the configuration's cost, not interference."""
+        """Other processes held the cores its several compute threads wanted: a whole job can stall."""
         return (
             waited(self.cpu_wait_pct)
             and self.compute_threads > 1
@@ -67,8 +53,7 @@ class Noise:
 
     @property
     def self_contended(self) -> bool:
-        """Its threads waited beyond the limit while other processes hardly used its CPUs: its own
-        processes (loader workers, more threads than cores) held them."""
+        """Its threads waited beyond the limit while other processes hardly used its CPUs."""
         return (
             waited(self.cpu_wait_pct) and self.others_cpu_pct is not None and not crowded(self.others_cpu_pct)
         )
@@ -81,10 +66,8 @@ class Noise:
 
     @property
     def speedup_follows_host(self) -> bool:
-        """On a GPU, a host-bound compiled step beside a device-bound eager copy: the paired speedup is the
-        host's speed over the device's, so it holds for this process's host speed, which can differ from the
-        next process's; verdicts widen such a speedup by its steps' spread (objective.paired_speedup,
-        docs/verdicts.md). On a CPU both variants run on the host, and the pairing cancels its speed."""
+        """On a GPU, a host-bound compiled step beside a device-bound eager copy: the paired speedup holds for
+        this process's host speed only (objective.paired_speedup). On a CPU the pairing cancels it."""
         return self.host_bound and self.cuda
 
     @property
