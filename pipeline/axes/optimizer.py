@@ -16,9 +16,7 @@ def build_optimizer(
     """The optimizer from `trainer.optimizer`. With `tensor_lr` the learning rate is a tensor, so a
     compiled step does not guard on (and recompile for) its value."""
     kwargs = dict(cfg.kwargs)
-    for key in ("fused", "foreach"):
-        if getattr(cfg, key) is not None:
-            kwargs[key] = getattr(cfg, key)
+    kwargs.update({key: getattr(cfg, key) for key in ("fused", "foreach") if getattr(cfg, key) is not None})
     lr: float | torch.Tensor = cfg.lr
     if tensor_lr:
         lr = torch.tensor(lr, device=device if kwargs.get("fused") or device.type == "cuda" else "cpu")

@@ -1,15 +1,6 @@
-"""Distributed data parallelism for training variants (`parallel=ddp|fsdp`): the process group that
-torchrun's environment describes, DDP or FSDP2 wrapping of a fresh model, and Dynamo's DDP setting.
-
-- `ddp`: `DistributedDataParallel(bucket_cap_mb=...)`; `parallel.optimize_ddp` sets
-  `torch._dynamo.config.optimize_ddp` (`on`: DDPOptimizer splits compiled graphs at bucket
-  boundaries; `off`: one graph; `compiled_autograd`: `python_reducer` with compiled autograd, for a
-  compiled step: compile.scope=step).
-- `fsdp`: FSDP2 `fully_shard` on each repeated block (what `compile.scope=regional` compiles), then on
-  the root, with a `MixedPrecisionPolicy` when `parallel.param_dtype`/`reduce_dtype` say so.
-
-`apply_compile` (pipeline.axes.compile) then compiles the wrapped model as it would any model.
-"""
+"""Distributed data parallelism for training variants (`parallel=ddp|fsdp`): the process group torchrun's
+environment describes, Dynamo's DDP setting (`parallel.optimize_ddp`), and DDP or FSDP2 wrapping of a fresh
+model (FSDP2 shards each repeated block, then the root); apply_compile then compiles it as any model."""
 
 from __future__ import annotations
 
@@ -62,12 +53,11 @@ def is_peer_failure(exc: BaseException) -> bool:
 
 def init_process_group(device: torch.device) -> str:
     """Join the job's process group (NCCL on GPUs, gloo on the CPU); returns the backend."""
-    backend = "nccl" if device.type == "cuda" else "gloo"
     if device.type == "cuda":
-        dist.init_process_group(backend, device_id=device)
-    else:
-        dist.init_process_group(backend)
-    return backend
+        dist.init_process_group("nccl", device_id=device)
+        return "nccl"
+    dist.init_process_group("gloo")
+    return "gloo"
 
 
 def configure_dynamo(par: ParallelConfig) -> None:

@@ -1,4 +1,4 @@
-"""The precision axis (`precision=`): autocast dtype, weight dtype, TF32 switches and the grad scaler, from one config node."""
+"""The precision axis (`precision=`): autocast and weight dtypes, TF32 and the grad scaler, from one node."""
 
 from __future__ import annotations
 
@@ -32,9 +32,8 @@ class Precision:
         )
 
     def convert(self, model: torch.nn.Module) -> torch.nn.Module:
-        """With float8 (precision=fp8): the model's linear layers swapped for torchao's float8 training
-        layers, where their sizes allow (multiples of 16); otherwise the model as it is. The config
-        checks refused fp8 where torchao or a float8-capable GPU is missing."""
+        """With float8 (precision=fp8): the model's linear layers whose sizes allow it swapped for torchao's
+        float8 training layers (the config checks refused fp8 without torchao or a float8-capable GPU)."""
         if not self.float8:
             return model
         from torchao.float8 import convert_to_float8_training  # the checks made sure it is installed

@@ -1,8 +1,6 @@
-"""Building a scenario's variant: one function applies the axes in one fixed order, as torchtitan's
-`parallelize_*` composes its own (model -> dtype -> mode -> precision -> parallel -> optimizer -> compile,
-the compile call timed), from the ingredients a scenario names in its :class:`Recipe`: what it makes of
-the model, its step, and the timed unit around the compiled step. A scenario never applies an axis itself
-(`tests/test_layout.py` checks it)."""
+"""Building a scenario's variant: one function applies the axes in one fixed order (model -> dtype -> mode ->
+precision -> parallel -> optimizer -> compile, the compile call timed) to the ingredients a scenario names in
+its :class:`Recipe`. A scenario never applies an axis itself (`tests/test_layout.py` checks it)."""
 
 from __future__ import annotations
 
@@ -32,7 +30,7 @@ def _same(model: nn.Module) -> nn.Module:
 class Recipe:
     """What a scenario's variant is made of."""
 
-    # (the model as built and placed, its optimizer or None, the compile settings) -> apply_compile's make_step
+    # (the placed model, its optimizer or None, the compile settings) -> apply_compile's make_step
     step: Callable[[nn.Module, torch.optim.Optimizer | None, CompileConfig], MakeStep]
     # (name, the compiled step, the model, the compile call's seconds) -> the timed variant
     unit: Callable[[str, Compiled, nn.Module, float], Variant]
@@ -45,14 +43,13 @@ class Recipe:
 
 
 def placed_model(scenario: Scenario, recipe: Recipe) -> nn.Module:
-    """The model axes before compilation: built from the job's seed on the device (every call gives the
-    same weights, so paired variants start equal), adapted by the scenario, in the precision's weight dtype,
-    in train mode converted by the precision (float8 training) when the scenario trains (its config's
-    `trains`), else in eval mode without gradients."""
+    """The model before compilation: built from the job's seed (paired variants start equal), adapted by the
+    scenario, in the weights' dtype; in train mode converted by the precision (float8) when the scenario
+    trains, else in eval mode without gradients."""
     precision, device = scenario.precision, scenario.device
     model = recipe.adapt(scenario.fresh_model(dtype=precision.param_dtype if recipe.build_in_dtype else None))
     model = model.to(device=device, dtype=precision.param_dtype)
-    if scenario.cfg.scenario.trains:  # the scenario's config says whether it trains
+    if scenario.cfg.scenario.trains:
         return precision.convert(model.train())
     return model.eval().requires_grad_(False)
 
@@ -60,9 +57,8 @@ def placed_model(scenario: Scenario, recipe: Recipe) -> nn.Module:
 def build_variant(
     scenario: Scenario, name: str, settings: CompileConfig, recipe: Recipe
 ) -> tuple[Variant, Compiled]:
-    """The variant `name` under `settings`: the model placed (placed_model), and for a scenario that trains
-    wrapped for its parallel strategy with its optimizer; the scenario's step compiled (the torch.compile call's time is the variant's
-    `setup_s`), and the scenario's timed unit around it."""
+    """The variant `name` under `settings`: the placed model (wrapped for its parallel strategy, with its
+    optimizer, when the scenario trains), its step compiled (the call's time is `setup_s`) inside its unit."""
     model = placed_model(scenario, recipe)
     optimizer = None
     if scenario.cfg.scenario.trains:
