@@ -1,38 +1,13 @@
-"""The sweep's verdict: which configuration is fastest, or that the data cannot say. Torch-free.
-
-The rule (docs/verdicts.md says why it is sound, with the tables):
-
-* Each configuration is an :class:`Estimate`: its objective (median step time, or throughput when
-  batch sizes or sequence lengths differ) with a 95% interval honest for autocorrelated steps, heavy
-  tails and steps from several regimes (pipeline/measure/stats.py), pooled over repeats.
-* Noise widens, it does not veto. The host's interference only slows steps, and it can slow a whole
-  job: a noisy job's figure may be better than its interval says, down to its `reach` (its interval's
-  best end divided by its slowdown, p90 / p10 of its steps: pipeline/sweep/summary.py); so may a job whose
-  threads waited for a CPU, or whose CPUs other processes kept busy (`step/cpu_others_pct` over 10%).
-  That allowance is added to the interval on the side where the configuration could be better.
-* Two configurations are compared on the log scale: a beats b when the gap between their figures
-  exceeds the root-sum-square of a's interval on its worse side and b's on its better side, plus b's
-  noise allowance, *and* the smallest effect worth acting on (`sweep.min_effect_pct`, 1%). A tie
-  needs the whole interval of the gap inside that smallest effect. A compiled configuration and the
-  eager configuration it was paired with are compared on the paired speedup instead (measured in one
-  worker, in alternating rounds, so drift between the two jobs cannot fake a difference), and two
-  compiled configurations of one base configuration on their paired speedups.
-* Severe interference stops separate jobs from deciding: when any job's slowest tenth of steps took
-  more than `SEVERE_SLOWDOWN` times as long as its fastest tenth (p90 / p10), or any job was contended
-  (its several compute threads waited for a CPU more than 10% of the time they wanted one:
-  `step/cpu_contended`, pipeline/measure/noise.py), the host ran the sweep in spells of very different
-  speed, and a whole job can run in a slow one while looking quiet. Paired figures still decide.
-* A single job with fewer than `MIN_STEPS` measured steps never decides by its step times: the scale of
-  a handful of steps is itself unknown (the MAD of three steps is near zero when two nearly agree).
-* `fastest`: one configuration beats every other. Otherwise the configurations no one beats are
-  reported: `tie` when every comparison among them showed them within the smallest effect of each
-  other, `inconclusive` (rerun advised) when an interval, the noise or a rule above left one open.
-"""
+"""The sweep's verdict: which configuration is fastest (it beats every other on the log scale by more
+than the intervals, the host's noise allowance and `sweep.min_effect_pct`), a tie, or inconclusive.
+Paired speedups decide where they exist; severe interference and too few steps stop separate jobs'
+figures from deciding. docs/verdicts.md gives the rule and why it is sound. Torch-free."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 
 Z95 = 1.96
 WAYS = {
@@ -75,20 +50,13 @@ class Estimate:
     reach: float | None = None
     slowdown: float | None = None  # the largest p90 / p10 of the configuration's jobs' steps
     slowdown_job: str | None = None  # the job it belongs to
-    contended_job: str | None = (
-        None  # a job whose compute threads waited for CPUs others held (step/cpu_contended)
-    )
+    contended_job: str | None = None  # a job whose threads waited for CPUs others held (step/cpu_contended)
     contended_wait_pct: float | None = None  # its threads' share of wanted CPU time spent waiting
     # The paired eager baseline: the separate eager configuration's name and the speedup interval over it.
     eager_name: str | None = None
     speedup: tuple[float, float, float] | None = None  # (speedup, low, high)
     base: str | None = None  # the configuration without its compile settings (shared with its eager copy)
     steps: int | None = None  # a single job's measured steps (None: repeats pooled, between-job interval)
-
-    @property
-    def half_pct(self) -> float:
-        """Half-width of the interval, in percent of the figure."""
-        return 100 * (self.high - self.low) / 2 / self.value
 
     @property
     def log_se(self) -> float:
@@ -233,11 +201,10 @@ def severe_what(e: Estimate, rule: Rule) -> str:
 
 def decide(estimates: list[Estimate], rule: Rule, objective: str) -> Verdict:
     """The verdict over the passing configurations (see the module's docstring)."""
+    verdict = partial(Verdict, objective=objective)
     if len(estimates) < 2:
         names = [e.name for e in estimates]
-        return Verdict(
-            kind=INCONCLUSIVE, objective=objective, tied=names, reason="fewer than two passing configurations"
-        )
+        return verdict(kind=INCONCLUSIVE, tied=names, reason="fewer than two passing configurations")
     severe = severe_job(estimates, rule)
     results = {
         (a.name, b.name): compare(a, b, rule, severe=severe is not None)
@@ -248,45 +215,25 @@ def decide(estimates: list[Estimate], rule: Rule, objective: str) -> Verdict:
     unbeaten = [e.name for e in estimates if e.name not in beaten]
     if len(unbeaten) == 1 and _beats_all(unbeaten[0], estimates, results):
         ways = sorted({WAYS[c.reason] for pair, c in results.items() if unbeaten[0] in pair})
-        return Verdict(
-            kind=FASTEST,
-            objective=objective,
-            fastest=unbeaten[0],
-            reason="separated by " + " and ".join(ways),
-        )
+        return verdict(kind=FASTEST, fastest=unbeaten[0], reason="separated by " + " and ".join(ways))
     contenders = unbeaten or [e.name for e in estimates]
     undecided = [
         c.reason for (x, y), c in results.items() if c.better is None and x in contenders and y in contenders
     ]
     if not unbeaten:
-        return Verdict(
-            kind=INCONCLUSIVE,
-            objective=objective,
-            tied=contenders,
-            reason="the comparisons contradict each other",
-        )
+        return verdict(kind=INCONCLUSIVE, tied=contenders, reason="the comparisons contradict each other")
     if any(reason in UNDECIDED for reason in undecided):
         why = next(text for reason, text in UNDECIDED.items() if reason in undecided)
         why = why.format(min_steps=rule.min_steps, what=severe_what(severe, rule) if severe else "")
-        return Verdict(
-            kind=INCONCLUSIVE,
-            objective=objective,
-            tied=contenders,
-            reason=why if "severe" in undecided else f"{why}: they cannot be told apart",
-        )
-    return Verdict(
-        kind=TIE,
-        objective=objective,
-        tied=contenders,
-        reason=f"within {rule.min_effect_pct:g}% of each other, measured precisely enough to say so",
-    )
+        reason = why if "severe" in undecided else f"{why}: they cannot be told apart"
+        return verdict(kind=INCONCLUSIVE, tied=contenders, reason=reason)
+    reason = f"within {rule.min_effect_pct:g}% of each other, measured precisely enough to say so"
+    return verdict(kind=TIE, tied=contenders, reason=reason)
 
 
 def _beats_all(name: str, estimates: list[Estimate], results: dict[tuple[str, str], Comparison]) -> bool:
-    for e in estimates:
-        if e.name == name:
-            continue
-        c = results.get((name, e.name)) or results[(e.name, name)]
-        if c.better != name:
-            return False
-    return True
+    return all(
+        (results.get((name, e.name)) or results[(e.name, name)]).better == name
+        for e in estimates
+        if e.name != name
+    )
