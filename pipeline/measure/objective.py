@@ -1,12 +1,5 @@
 """What a job is judged on, defined once (torch-free): the work one unit of it does (:class:`Work`, stated
-by the worker's result) and the figure configurations are ranked by (:class:`Objective`).
-
-The rule (`choose`), used alike by the summary, the verdict, the plots and the sweep's view in the UI:
-`sweep.objective` when the sweep names one; else, while every job does the same work per unit (same
-samples and tokens per unit) and its scenario names the same default, that default (a training step's
-or a call's median time); else throughput, which compares jobs that do different work per unit
-(tokens/s when every job counts tokens, samples/s otherwise). Nothing here knows a scenario by name.
-"""
+by the worker) and the figure a sweep ranks configurations by (:class:`Objective`, chosen by `choose`)."""
 
 from __future__ import annotations
 
@@ -93,11 +86,9 @@ class Objective:
 
 
 def paired_speedup(metrics: Mapping[str, float]) -> tuple[float, float, float]:
-    """A compiled job's paired speedup over its eager copy as verdicts judge it: (speedup, low, high), its 95%
-    interval (its rounds' range for runs that logged none). A speedup that follows the host
-    (`step/host_bound`: on a GPU, a host-bound compiled step beside a device-bound eager copy) holds for its
-    own process's host speed only; another process's host may run anywhere among the speeds its steps saw,
-    so the interval is widened to speedup x p50/p90 .. x p50/p10 of its compiled steps (docs/verdicts.md)."""
+    """A compiled job's paired speedup as verdicts judge it: (speedup, low, high), its 95% interval (its
+    rounds' range for runs that logged none). One that follows the host (`step/host_bound`) holds for its
+    own host speed only, so its interval widens to speedup x p50/p90 .. x p50/p10 of its steps."""
     s, low, high = estimate(metrics, SPEEDUP)
     if low is None or high is None:
         low, high = metrics.get("speedup/round_min", s), metrics.get("speedup/round_max", s)
@@ -115,26 +106,20 @@ def higher_is_better(metric: str) -> bool:
     return better == HIGHER
 
 
-def _latency(metric: str, label: str) -> Objective:
+def _objective(metric: str, label: str, inverse_of: str | None = None) -> Objective:
     return Objective(
-        metric=metric, label=label, higher_is_better=higher_is_better(metric), interval=interval_of(metric)
+        metric=metric,
+        label=label,
+        higher_is_better=higher_is_better(metric),
+        interval=interval_of(metric),
+        inverse_of=inverse_of,
     )
 
 
-STEP_TIME = _latency(STEP_P50, "median step time, ms (lower is better)")
-LATENCY = _latency("latency/p50_ms", "median latency of one call (synchronized), ms (lower is better)")
-SAMPLES = Objective(
-    metric=SAMPLES_PER_S,
-    label="throughput, samples/s (higher is better)",
-    higher_is_better=higher_is_better(SAMPLES_PER_S),
-    inverse_of=STEP_P50,
-)
-TOKENS = Objective(
-    metric=TOKENS_PER_S,
-    label="throughput, tokens/s (higher is better)",
-    higher_is_better=higher_is_better(TOKENS_PER_S),
-    inverse_of=STEP_P50,
-)
+STEP_TIME = _objective(STEP_P50, "median step time, ms (lower is better)")
+LATENCY = _objective("latency/p50_ms", "median latency of one call (synchronized), ms (lower is better)")
+SAMPLES = _objective(SAMPLES_PER_S, "throughput, samples/s (higher is better)", inverse_of=STEP_P50)
+TOKENS = _objective(TOKENS_PER_S, "throughput, tokens/s (higher is better)", inverse_of=STEP_P50)
 OBJECTIVES = {o.metric: o for o in (STEP_TIME, LATENCY, SAMPLES, TOKENS)}
 
 
@@ -152,7 +137,9 @@ def objective_named(metric: str) -> Objective:
 
 
 def choose(works: Iterable[Work | None], configured: str | None = None) -> Objective:
-    """The objective of a sweep whose jobs state these works (the module's docstring)."""
+    """The objective of a sweep whose jobs state these works: `sweep.objective` when it names one; else,
+    while every job does the same work per unit, their scenario's default (if they share one; else the
+    median step time); else throughput (tokens/s when every job counts tokens, samples/s otherwise)."""
     if configured:
         return objective_named(configured)
     known = [w for w in works if w is not None]
