@@ -1,13 +1,6 @@
-"""The process-wide settings that change how a unit of work runs, as a snapshot: torch's backend flags
-(TF32 and reduced-precision matmuls, cuDNN's benchmark and determinism, attention kernels), threads,
-the default dtype, grad mode, the compiler's configuration where it differs from its defaults, the
-garbage collector, and the environment variables torch and its libraries read.
-
-The worker takes one when it starts and one while its units are measured; what differs (and every
-such environment variable it was given) is recorded in the run (`run_info.json`: `settings_changed`),
-so no flag set anywhere in the worker, by the pipeline or by a library, changes a figure unseen.
-`tests/test_job.py` compares a job's measured-time snapshot with a fresh interpreter's.
-"""
+"""The process-wide settings that change how a unit of work runs (torch's backend flags, threads, dtype,
+grad mode, compiler config, the garbage collector, torch's environment variables), as a snapshot: the
+worker records what differs between its start and its measurement (`run_info.json`: `settings_changed`)."""
 
 from __future__ import annotations
 
@@ -35,7 +28,7 @@ ENV_PREFIXES = (
 
 def _flags() -> dict[str, Callable[[], object]]:
     b = torch.backends
-    flags: dict[str, Callable[[], object]] = {
+    return {
         "float32_matmul_precision": torch.get_float32_matmul_precision,
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
         "num_threads": torch.get_num_threads,
@@ -61,17 +54,14 @@ def _flags() -> dict[str, Callable[[], object]]:
         "gc.enabled": gc.isenabled,
         "gc.threshold": gc.get_threshold,
         "switch_interval_s": sys.getswitchinterval,
+        # torch >= 2.9 (absent ones read as None)
+        "fp32_precision": lambda: b.fp32_precision,
+        "cuda.matmul.fp32_precision": lambda: b.cuda.matmul.fp32_precision,
+        "cudnn.conv.fp32_precision": lambda: b.cudnn.conv.fp32_precision,
+        "cudnn.rnn.fp32_precision": lambda: b.cudnn.rnn.fp32_precision,
+        "mkldnn.matmul.fp32_precision": lambda: b.mkldnn.matmul.fp32_precision,
+        "mkldnn.conv.fp32_precision": lambda: b.mkldnn.conv.fp32_precision,
     }
-    for name, getter in (
-        ("fp32_precision", lambda: b.fp32_precision),
-        ("cuda.matmul.fp32_precision", lambda: b.cuda.matmul.fp32_precision),
-        ("cudnn.conv.fp32_precision", lambda: b.cudnn.conv.fp32_precision),
-        ("cudnn.rnn.fp32_precision", lambda: b.cudnn.rnn.fp32_precision),
-        ("mkldnn.matmul.fp32_precision", lambda: b.mkldnn.matmul.fp32_precision),
-        ("mkldnn.conv.fp32_precision", lambda: b.mkldnn.conv.fp32_precision),
-    ):
-        flags[name] = getter  # torch >= 2.9 (absent ones read as None)
-    return flags
 
 
 def _compiler_config() -> dict[str, str]:
