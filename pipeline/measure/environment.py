@@ -1,6 +1,5 @@
-"""What a reader needs to reproduce or compare the figures: GPU, driver, library versions, commit,
-host. Never the whole process environment. Also the device libraries' one-time set-up, done before
-anything is timed."""
+"""What a reader needs to reproduce or compare the figures (never the whole process environment), and the
+device libraries' one-time set-up before anything is timed."""
 
 from __future__ import annotations
 
@@ -48,7 +47,7 @@ def gpu_environment(device: torch.device) -> dict[str, Any]:
 
 
 def environment(device: torch.device) -> dict[str, Any]:
-    """What a reader needs to reproduce or compare the figures. Never the whole process environment."""
+    """GPU, driver, library versions, commit and host, without the ones unknown here."""
     env: dict[str, Any] = {
         "device": str(device),
         "hostname": socket.gethostname(),

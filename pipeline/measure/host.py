@@ -1,11 +1,6 @@
-"""The host's own CPU speed, read with no torch: a fixed piece of Python work timed back to back.
-
-A launch-bound compiled step runs at the speed of the CPU that issues its kernels, and on some VMs that
-speed is not one number: a vCPU switches between full and about half speed many times a second
-(benchmarks/RESULTS.md). The job times this work before each timed round (outside the round's time), so
-its figures say how far the host itself moved while they were taken: `host/reference_spread_pct` beside
-`step/spread_pct`. Torch-free.
-"""
+"""The host's own CPU speed: a fixed piece of Python work timed in bursts before the timed rounds, so a
+job says how far the host moved while it measured (a launch-bound step runs at the host's speed, which on
+some VMs switches between full and about half). Torch-free."""
 
 from __future__ import annotations
 
@@ -36,9 +31,7 @@ class HostCheck:
     """The reference work's times (ms), gathered in short bursts over a job's timed rounds."""
 
     burst_s: float  # seconds of reference work per burst (0: off)
-    every: int = (
-        1  # a burst before every this many rounds (short rounds: fewer bursts, each of 3 calls or more)
-    )
+    every: int = 1  # a burst before every this many rounds (short rounds: fewer bursts of 3 calls or more)
     samples_ms: list[float] = field(default_factory=list)
     calls: int = 0  # sample() calls so far
 
@@ -49,7 +42,7 @@ class HostCheck:
         self.burst_s = max(per_round, MIN_BURST_S) if per_round > 0 else 0.0
 
     def sample(self) -> None:
-        """One burst (every `every` calls): the reference work back to back for `burst_s` (at least 3 calls)."""
+        """One burst every `every` calls: the reference work back to back for `burst_s` (3 calls at least)."""
         self.calls += 1
         if self.burst_s <= 0 or (self.calls - 1) % self.every:
             return
@@ -67,7 +60,7 @@ class HostCheck:
 
     @property
     def spread_pct(self) -> float | None:
-        """(p90 - p10) / p50 of the reference work: how far the host's own speed moved (a steady core: a few %)."""
+        """(p90 - p10) / p50 of the reference work: how far the host's speed moved (steady: a few %)."""
         if len(self.samples_ms) < 5:
             return None
         s = sorted(self.samples_ms)

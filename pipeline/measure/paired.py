@@ -16,9 +16,8 @@ from pipeline.measure.timing import Variant
 
 @dataclass(frozen=True, kw_only=True)
 class PairedComparison:
-    """The compiled variant against its paired eager copy on one figure: the headline laps, or the
-    latency of synchronized calls (`label`); the eager copy's statistics are logged under `eager/`
-    with the figure's prefix (`eager/p50_ms`, `eager/latency_p50_ms`)."""
+    """The compiled variant against its paired eager copy on one figure (the headline laps, or the latency
+    of synchronized calls); the eager copy's statistics are logged under `eager_prefix`."""
 
     eager: Latency
     speedup: float  # the adjacent rounds' ratios' Hodges-Lehmann estimate (pipeline/measure/sequential.py)
@@ -75,16 +74,13 @@ def compare(
     eager_prefix: str = "eager/",
     confidence: float = 0.95,
 ) -> PairedComparison:
-    """The paired speedup of a figure (the headline laps, or `label`'s): the Hodges-Lehmann estimate of the
-    adjacent rounds' ratios (eager round median / compiled round median) with its signed-rank interval at
-    `confidence` (pipeline/measure/sequential.py); memory ratio (solo reserved peaks), and loss parity when
-    `losses` (compiled, eager curves) are given."""
+    """The paired speedup of a figure (the headline laps, or `label`'s) with its interval at `confidence`,
+    the memory ratio (solo reserved peaks), and loss parity when `losses` (compiled, eager) are given."""
     logs = pair_log_ratios(main, eager, label)
     found = paired_interval(logs, confidence)
-    eager_latency = eager.latency(label, confidence)
     probe_peaks = probe.peaks if cuda and probe is not None and probe.peaks.reserved else None
     return PairedComparison(
-        eager=eager_latency,
+        eager=eager.latency(label, confidence),
         speedup=math.exp(found.estimate),
         ci95=(math.exp(found.low), math.exp(found.high)),
         round_speedups=[math.exp(x) for x in logs],

@@ -27,11 +27,8 @@ class LossParity:
 
 def loss_divergence(compiled: list[float], eager: list[float], rtol: float, parity_steps: int) -> LossParity:
     """Compare two loss curves from the same initial weights and batches. Parity is judged on the first
-    `parity_steps` steps, where a gap can only come from numerics (or a bug); later, training on rotated
-    random batches amplifies any rounding difference chaotically (Adam's first updates are nearly
-    sign(grad), so a rounding-sized gradient difference becomes a full-size update), so the step where
-    the curves first separate and the end-of-curve gap (means of the last 10% of steps) are reported
-    but not judged."""
+    `parity_steps` steps only: later, training amplifies any rounding difference chaotically (Adam's first
+    updates are nearly sign(grad)), so where the curves part and their end gap are reported, not judged."""
     n = min(parity_steps, len(compiled))
     if any(math.isnan(x) or math.isinf(x) for x in compiled + eager):
         return LossParity(max_rel=math.inf, final_rel=None, onset_step=None, ok=False)
