@@ -181,8 +181,9 @@ class Scenario:
         return build_variant(self, name, settings, self.recipe())
 
     def measuring(self) -> contextlib.AbstractContextManager[Any]:
-        """The context every unit runs in (warm-up, measurement, diagnostics alike)."""
-        return contextlib.nullcontext()
+        """The context every unit runs in (warm-up, measurement, diagnostics alike): inference_mode unless
+        the scenario trains, so compiled code sees one grad mode (a switch would recompile)."""
+        return contextlib.nullcontext() if self.cfg.scenario.trains else torch.inference_mode()
 
     def finish_report(self, report: UnitReport, measured: Measured) -> None:
         """Add the scenario's own figures (losses, output parity, ...) to the report."""

@@ -6,7 +6,6 @@ a near-tie of eager's two best logits (with random weights, fused bf16 kernels m
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import statistics
 from dataclasses import dataclass
@@ -85,7 +84,8 @@ class GenerationVariant(Variant):
         super().__init__(name, setup_s=setup_s)
         self.lm, self.compiled, self.cache = lm, compiled, cache
         self.prompt, self.new_tokens = prompt, new_tokens
-        self.cache_arg = cache_keyword(lm)
+        # transformers 5.x takes the KV cache as `cache` (the old keyword warns that it is deprecated)
+        self.cache_arg = "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
         # the unit's start, the prefill, the decode's start, each decode step
         self.marks_per_unit = new_tokens + 2
         self.tokens: torch.Tensor | None = None  # the greedy tokens of the last recorded generation
@@ -118,12 +118,6 @@ class GenerationVariant(Variant):
 
     def release(self) -> None:
         self.lm = self.compiled = self.cache = None  # type: ignore[assignment]
-
-
-def cache_keyword(lm: nn.Module) -> str:
-    """The keyword a causal LM takes its KV cache by: `cache` (transformers 5.x, where the old one warns
-    that it is deprecated) or `past_key_values`."""
-    return "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,9 +185,6 @@ class GenerateScenario(Scenario):
                 f"Token parity: the first {self.parity_tokens} greedy tokens of the compiled and the eager copy must agree."
             )
         return lines
-
-    def measuring(self) -> contextlib.AbstractContextManager[Any]:
-        return torch.inference_mode()
 
     def prepare(self) -> nn.Module:
         return NextToken()

@@ -1,12 +1,10 @@
 """The inference scenario (`scenario=inference`): forward calls in eval mode under `torch.inference_mode()`,
 a unit being one call. Compiled outputs are checked against the paired eager copy's on one batch; with
-`scenario.batch_sizes` the calls cycle those batch sizes (with `compile.dynamic=true` one graph serves all)."""
+`scenario.batch_sizes` the calls cycle those sizes (with `compile.dynamic=true` one graph serves them all)."""
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import nn
@@ -30,8 +28,7 @@ class Outputs(nn.Module):
 
 
 def inference_step_factory(*, precision: Precision, device_type: str):
-    """apply_compile's `make_step` for one forward call (inference_mode is held around every unit by
-    `measuring`, so the compiled code sees one grad mode: a switch would recompile)."""
+    """apply_compile's `make_step` for one forward call (the protocol holds inference_mode around it)."""
 
     def make_step(forward: nn.Module, *, mark_cudagraph_step: bool) -> StepFn:
         def infer(batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -89,9 +86,6 @@ class InferenceScenario(Scenario):
             "the host's clock, its launch included; the objective and speedup/vs_eager by default) and calls issued back to back "
             "(step/*, what throughput/* is made of; speedup/back_to_back_vs_eager). Output parity: compiled and eager logits on one batch."
         ]
-
-    def measuring(self) -> contextlib.AbstractContextManager[Any]:
-        return torch.inference_mode()
 
     def prepare(self) -> nn.Module:
         return Outputs()
