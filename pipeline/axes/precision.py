@@ -44,16 +44,12 @@ class Precision:
         """Set TF32 for float32 matmuls and convolutions explicitly (never torch's defaults, which
         differ between the two) and return the settings as read back from torch."""
         mode = "tf32" if self.tf32 else "ieee"
-        if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-            torch.backends.cuda.matmul.fp32_precision = mode
-            torch.backends.cudnn.conv.fp32_precision = mode
-            return {
-                "matmul_fp32_precision": str(torch.backends.cuda.matmul.fp32_precision),
-                "cudnn_conv_fp32_precision": str(torch.backends.cudnn.conv.fp32_precision),
-            }
-        torch.backends.cuda.matmul.allow_tf32 = self.tf32  # torch < 2.9
-        torch.backends.cudnn.allow_tf32 = self.tf32
-        return {"matmul_allow_tf32": str(self.tf32), "cudnn_allow_tf32": str(self.tf32)}
+        torch.backends.cuda.matmul.fp32_precision = mode
+        torch.backends.cudnn.conv.fp32_precision = mode
+        return {
+            "matmul_fp32_precision": str(torch.backends.cuda.matmul.fp32_precision),
+            "cudnn_conv_fp32_precision": str(torch.backends.cudnn.conv.fp32_precision),
+        }
 
     @contextlib.contextmanager
     def autocast(self, device_type: str) -> Iterator[None]:
