@@ -1,15 +1,6 @@
-"""The summary as text, all saying the same thing: the verdict, one row per configuration (its figure
-with the 95% interval, speedup, compile time, memory), failures and aggregates; figures rounded to what
-their intervals support (:mod:`pipeline.figures`).
-
-* the terminal ends with the answer (:func:`answer_lines`): the details first (the shared identity
-  values, aggregates, notes, failures), then the ranked table (only the identity columns that vary, the
-  winner marked, its compile time kept however narrow the terminal) and the verdict last, never wider
-  than the terminal (at most :data:`pipeline.display.TERMINAL_WIDTH` columns);
-* the parent run's description and `summary.md` lead with the verdict; `summary.md` gets the full
-  table, `summary.csv` every metric unrounded and the interval columns.
-Torch-free.
-"""
+"""The summary as text: the terminal (details first, the ranked table and the verdict last, within its
+width), the parent run's description and `summary.md` (verdict first), and `summary.csv` (every metric
+unrounded); figures rounded to what their intervals support. Torch-free."""
 
 from __future__ import annotations
 
@@ -66,9 +57,9 @@ def constant_line(summary: Summary) -> str:
         if k not in shown and configured
     ]
     header, rows = _table(summary, compact=False)
-    measures = header[len(header) - len(MEASURE_COLUMNS) :]
-    for i, name in enumerate(measures):
-        values = {row[len(header) - len(MEASURE_COLUMNS) + i] for row in rows}
+    first = len(header) - len(MEASURE_COLUMNS)
+    for i, name in enumerate(header[first:], first):
+        values = {row[i] for row in rows}
         if len(rows) > 1 and len(values) == 1 and name in CONSTANT_WHEN_EQUAL:
             same.append(f"{name}={values.pop()}")
     return "every job: " + ", ".join(same) if same else ""
@@ -93,8 +84,7 @@ def _mark(summary: Summary, row: Row) -> str:
     verdict = summary.verdict
     if verdict is None:
         return ""
-    pooled = [c for c in summary.configurations if row in c.rows]
-    name = pooled[0].name if pooled else row.name
+    name = next((c.name for c in summary.configurations if row in c.rows), row.name)
     if verdict.fastest == name:
         return "★ "
     return "= " if name in verdict.tied and verdict.kind == "tie" else ""
@@ -114,10 +104,9 @@ def _figure(summary: Summary, row: Row) -> str:
 
 
 def _speedup(row: Row) -> str:
-    m = row.metrics
     if row.speedup is None:
         return DASH
-    _, low, high = estimate(m, SPEEDUP)
+    _, low, high = estimate(row.metrics, SPEEDUP)
     if low is not None and high is not None:
         value, *interval = figure_text(row.speedup, low, high).split(" ", 1)
         return f"{value}x {interval[0]}"
@@ -182,10 +171,9 @@ def table_rows(summary: Summary) -> list[list[str]]:
 
 
 def verdict_lines(summary: Summary) -> list[str]:
-    lines = [summary.verdict.line()] if summary.verdict else []
     if summary.suite is not None:
         return summary.suite.lines()  # its failures by class included
-    return lines + failure_class_lines(summary)
+    return ([summary.verdict.line()] if summary.verdict else []) + failure_class_lines(summary)
 
 
 def failure_class_lines(summary: Summary) -> list[str]:
@@ -217,8 +205,7 @@ def aggregate_lines(summary: Summary) -> list[str]:
         )
     if a.get("sweep/jobs_with_graph_breaks"):
         lines.append(f"passing compiled jobs with graph breaks: {int(a['sweep/jobs_with_graph_breaks'])}")
-    for sc in summary.scaling:
-        lines.append(scaling_line(sc))
+    lines += map(scaling_line, summary.scaling)
     lines.extend(f"note: {n}" for n in summary.notes)
     if summary.pareto is not None:
         head, *points = front_lines(summary.pareto)
@@ -234,8 +221,8 @@ def aggregate_lines(summary: Summary) -> list[str]:
 
 
 def scaling_line(sc: Scaling) -> str:
-    """A distributed job: its scaling efficiency (where the sweep has its one-process twin), what its step
-    lost to communication, its largest rank's memory."""
+    """A distributed job: its scaling efficiency, what its step lost to communication, its largest rank's
+    memory."""
     if sc.baseline is not None and sc.efficiency is not None:
         head = (
             f"scaling efficiency of {sc.name} on {sc.world_size} processes vs {sc.baseline}: {sc.efficiency:.0%} "
@@ -274,8 +261,8 @@ def to_markdown(summary: Summary, *, compact: bool = False) -> str:
     if compact:  # a list, before MLflow's "Show more": its description ran a table's cells together
         header, rows = answer_table(summary)
         out.write("\n".join(f"- {ranked_item(header, row)}" for row in rows) + "\n\n")
-    if constant_line(summary):  # the columns every job shares, once (summary.csv holds them all)
-        out.write(constant_line(summary) + "\n\n")
+    if shared := constant_line(summary):  # the columns every job shares, once (summary.csv holds them all)
+        out.write(shared + "\n\n")
     if not compact:
         out.write(markdown_table(*table(summary, compact=True)) + "\n\n")
     out.write("\n".join(f"- {in_words(summary, line)}" for line in aggregate_lines(summary)) + "\n\n")
@@ -400,9 +387,8 @@ def verdict_words(summary: Summary) -> str:
 
 
 def answer_lines(summary: Summary, width: int) -> list[str]:
-    """The sweep's answer, the last lines on the terminal, each within `width`: the ranked table (the
-    winner marked, its figure with its interval, the speedup, the compile time) and the verdict; a suite's
-    answer per model instead. Built from the summary's fields alone, one line or one row each."""
+    """The sweep's answer, the last lines on the terminal, each within `width`: the ranked table and the
+    verdict (a suite's answer per model instead)."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -451,24 +437,19 @@ def answer_table(summary: Summary) -> tuple[list[str], list[list[str]]]:
 def detail_lines(summary: Summary) -> list[str]:
     """What comes before the answer: the identity values every job shares, the aggregates, the notes
     and the failures."""
-    shared = [constant_line(summary)] if constant_line(summary) else []
-    lines = [*shared, *failure_class_lines(summary), *aggregate_lines(summary)]
-    return [in_words(summary, line) for line in lines]
-
-
-def print_lines(lines: list[str], width: int) -> None:
-    """Plain lines, each wrapped at `width` (a continuation indented), flushed."""
-    for line in lines:
-        print("\n".join(wrapped(line, width)), flush=True)
+    lines = [constant_line(summary), *failure_class_lines(summary), *aggregate_lines(summary)]
+    return [in_words(summary, line) for line in lines if line]
 
 
 def print_details(summary: Summary) -> None:
-    print_lines(detail_lines(summary), terminal_width())
+    """The details, each line wrapped at the terminal's width (a continuation indented), flushed."""
+    width = terminal_width()
+    for line in detail_lines(summary):
+        print("\n".join(wrapped(line, width)), flush=True)
 
 
 def print_answer(summary: Summary) -> None:
-    width = terminal_width()
-    print("\n".join(answer_lines(summary, width)), flush=True)
+    print("\n".join(answer_lines(summary, terminal_width())), flush=True)
 
 
 def print_table(summary: Summary) -> None:
