@@ -199,14 +199,12 @@ class Timer:
         device: torch.device,
         progress: ProgressFn,
         measured_total: int,
-        progress_every: int = 0,
         host: HostCheck | None = None,
     ):
         self.device = device
         self.memory = Memory(device)
         self.progress = progress
         self.measured_total = measured_total  # measured units per variant by the next look (progress)
-        self.progress_every = progress_every  # 0: about 50 progress events over measured_total
         self.host = host if host is not None else HostCheck(burst_s=0.0)  # the host's speed before each round
         self.pending: list[tuple[Variant, Laps, int]] = []  # timed rounds not read yet (flush)
 
@@ -245,7 +243,7 @@ class Timer:
         if self.lead_in_units(variant):
             synchronize(self.device)
             variant.run_unit(None, record=False)
-        every = self.progress_every or max(1, self.measured_total // 50)
+        every = max(1, self.measured_total // 50)  # about 50 progress events by the next look
         laps = Laps(self.device, 1 + units * variant.marks_per_unit)
         before = cpu_ticks()
         variant.others_cpu.start(before)
