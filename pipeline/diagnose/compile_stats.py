@@ -7,8 +7,16 @@ from dataclasses import dataclass
 from typing import Any
 
 
-def _field(entry: Any, name: str) -> float:
-    return getattr(entry, name, None) or 0
+def _is_forward(entry: Any) -> bool:
+    return getattr(entry, "is_forward", True) is not False
+
+
+def _total(name: str, forward: bool | None = None) -> float:
+    """`name` summed over torch's compilation records: the forward ones, the backward ones, or all."""
+    from torch._dynamo.utils import get_compilation_metrics
+
+    entries = [e for e in get_compilation_metrics() if forward is None or forward == _is_forward(e)]
+    return sum((getattr(e, name, None) or 0 for e in entries), 0.0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,9 +36,7 @@ class CompileStats:
     def now(cls) -> CompileStats:
         from torch._dynamo.utils import counters, get_compilation_metrics
 
-        entries = get_compilation_metrics()
-        forward = [e for e in entries if getattr(e, "is_forward", True) is not False]
-        backward = [e for e in entries if getattr(e, "is_forward", True) is False]
+        forward = [e for e in get_compilation_metrics() if _is_forward(e)]
         breaks = dict(counters["graph_break"])
         return cls(
             frames_compiled=len(forward),
@@ -39,8 +45,8 @@ class CompileStats:
             unique_graphs=counters["stats"].get("unique_graphs", 0),
             backend_graphs=counters["aot_autograd"].get("total", 0),
             compiled_autograd_captures=counters["compiled_autograd"].get("captures", 0),
-            torch_compile_time_s=sum(_field(e, "entire_frame_compile_time_s") for e in forward)
-            + sum(_field(e, "backward_cumulative_compile_time_us") for e in backward) / 1e6,
+            torch_compile_time_s=_total("entire_frame_compile_time_s", True)
+            + _total("backward_cumulative_compile_time_us", False) / 1e6,
             recompile_reasons=[e.recompile_reason for e in forward if getattr(e, "recompile_reason", None)],
         )
 
@@ -62,10 +68,9 @@ class CompileDiagnosis:
     def collect(
         cls, *, after_warmup: CompileStats, logged: dict[str, Any], applies: set[str]
     ) -> CompileDiagnosis:
-        """`applies`: what this job's device, backend and settings can have (`inductor`, `aot_autograd`,
-        `triton`, `autotune`, `cudagraphs`, `compiled_autograd`); the phases and counts of the others are
-        left out rather than logged as zeros, and so is a backward's compile time where nothing compiled
-        a backward (inference, generation)."""
+        """`applies`: what this job can have (`inductor`, `aot_autograd`, `triton`, `autotune`,
+        `cudagraphs`, `compiled_autograd`); the others' phases and counts are left out rather than
+        logged as zeros, and so is the backward's compile time where nothing compiled one."""
         phases = compile_phases()
         for phase, needs in PHASE_NEEDS.items():
             if needs not in applies:
@@ -129,36 +134,24 @@ PHASE_NEEDS = {
 
 
 def compile_phases() -> dict[str, float]:
-    """Compile seconds by phase, from torch's CompilationMetrics (where this torch version has them):
-    Dynamo tracing, AOTAutograd, inductor (of which code generation and Triton compilation), autotuning
-    and CUDA-graph recording."""
-    from torch._dynamo.utils import get_compilation_metrics
-
-    def total(name: str, forward_only: bool | None = None) -> float:
-        s = 0.0
-        for e in get_compilation_metrics():
-            is_forward = getattr(e, "is_forward", True) is not False
-            if forward_only is None or forward_only == is_forward:
-                s += getattr(e, name, None) or 0
-        return s
-
-    frame = total("entire_frame_compile_time_s", True)
-    backend = total("backend_compile_time_s", True)
-    aot_us = total("aot_autograd_cumulative_compile_time_us", True)
-    inductor_fwd_us = total("inductor_cumulative_compile_time_us", True)
-    inductor_bwd_us = total("inductor_cumulative_compile_time_us", False)
+    """Compile seconds by phase, from torch's CompilationMetrics (where this torch version has them)."""
+    frame = _total("entire_frame_compile_time_s", True)
+    backend = _total("backend_compile_time_s", True)
+    aot_us = _total("aot_autograd_cumulative_compile_time_us", True)
+    inductor_fwd_us = _total("inductor_cumulative_compile_time_us", True)
+    inductor_bwd_us = _total("inductor_cumulative_compile_time_us", False)
     return {
         "compile/dynamo_s": max(0.0, frame - backend),
         "compile/aot_autograd_s": max(0.0, (aot_us - inductor_fwd_us) / 1e6),
         "compile/inductor_s": (inductor_fwd_us + inductor_bwd_us) / 1e6,
-        "compile/codegen_s": total("inductor_code_gen_cumulative_compile_time_us") / 1e6,
-        "compile/triton_s": total("triton_compile_time_us") / 1e6,
+        "compile/codegen_s": _total("inductor_code_gen_cumulative_compile_time_us") / 1e6,
+        "compile/triton_s": _total("triton_compile_time_us") / 1e6,
         "compile/autotune_s": (
-            total("compile_time_autotune_time_us") + total("runtime_triton_autotune_time_us")
+            _total("compile_time_autotune_time_us") + _total("runtime_triton_autotune_time_us")
         )
         / 1e6,
-        "compile/backward_s": total("backward_cumulative_compile_time_us", False) / 1e6,
-        "compile/cudagraph_record_s": total("runtime_cudagraphify_time_us") / 1e6,
+        "compile/backward_s": _total("backward_cumulative_compile_time_us", False) / 1e6,
+        "compile/cudagraph_record_s": _total("runtime_cudagraphify_time_us") / 1e6,
     }
 
 
@@ -166,7 +159,7 @@ def compiled_a_backward() -> bool:
     """Whether anything compiled a backward graph in this process (AOTAutograd's lazy backward)."""
     from torch._dynamo.utils import get_compilation_metrics
 
-    return any(getattr(e, "is_forward", True) is False for e in get_compilation_metrics())
+    return any(not _is_forward(e) for e in get_compilation_metrics())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,17 +170,13 @@ class CacheState:
 
     @classmethod
     def now(cls) -> CacheState:
-        """Inductor FX-graph and AOTAutograd cache hits and misses in this process. The state says what the
-        on-disk cache held when the job started, judged by the first graph that used it: `warm` (found),
-        `cold` (not found; later graphs of the same job may hit what it wrote), `unused` (no inductor)."""
+        """Inductor FX-graph and AOTAutograd cache hits and misses in this process; the state is what the
+        on-disk cache held at the start, judged by the first graph that used it (`warm`, `cold`, `unused`)."""
         from torch._dynamo.utils import counters, get_compilation_metrics
 
-        hits = counters["inductor"].get("fxgraph_cache_hit", 0) + counters["aot_autograd"].get(
-            "autograd_cache_hit", 0
-        )
-        misses = counters["inductor"].get("fxgraph_cache_miss", 0) + counters["aot_autograd"].get(
-            "autograd_cache_miss", 0
-        )
+        inductor, aot = counters["inductor"], counters["aot_autograd"]
+        hits = inductor.get("fxgraph_cache_hit", 0) + aot.get("autograd_cache_hit", 0)
+        misses = inductor.get("fxgraph_cache_miss", 0) + aot.get("autograd_cache_miss", 0)
         first = next(
             (
                 e
