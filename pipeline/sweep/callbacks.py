@@ -5,7 +5,6 @@ Hydra turns other exceptions in a callback into warnings, so every refusal is a 
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import logging
 import re
@@ -64,6 +63,7 @@ from pipeline.sweep.state import (
     resume_command,
     swept,
     swept_keys,
+    task_config,
     the_work,
 )
 from pipeline.sweep.view import publish_sweep_view
@@ -85,17 +85,15 @@ class SweepCallback(Callback):
         quiet_framework_logs(verbose=is_verbose(config))
         for key in ("id", "resume"):
             if config.sweep.get(key):
-                raise SweepStopped(
-                    f"config error: sweep.{key}={config.sweep[key]!r} is not allowed: it only means something in a sweep (add -m)",
-                    EXIT_BAD_INPUT,
+                raise _bad_input(
+                    f"sweep.{key}={config.sweep[key]!r} is not allowed: it only means something in a sweep (add -m)",
                 )
         axes = swept(config.hydra)
         if config.sweep.get("name") or axes:
             named = f"sweep={config.sweep.name}" if config.sweep.get("name") else "hydra.sweeper.params"
-            raise SweepStopped(
-                f"config error: {named} is a sweep ({', '.join(axis_keys(axes)) or 'its jobs'} vary): "
+            raise _bad_input(
+                f"{named} is a sweep ({', '.join(axis_keys(axes)) or 'its jobs'} vary): "
                 f"add -m to run it (`{multirun_command()}`)",
-                EXIT_BAD_INPUT,
             )
         try:  # bad input makes no run folder
             job = validate(task_config(config))
@@ -184,12 +182,9 @@ def multirun_command() -> str:
     return shlex.join([*words[:entry], "-m", *words[entry:]])
 
 
-def task_config(config: DictConfig) -> DictConfig:
-    """The job's config as its task function gets it: without the `hydra` node."""
-    task = copy.deepcopy(config)
-    with open_dict(task):
-        del task["hydra"]
-    return task
+def _bad_input(line: str) -> SweepStopped:
+    """Bad input, refused in one line before anything starts (exit code 2)."""
+    return SweepStopped(f"config error: {line}", EXIT_BAD_INPUT)
 
 
 def config_error_lines(errors: list[ConfigError]) -> str:
@@ -211,7 +206,7 @@ def check_planned_jobs(config: DictConfig) -> list[str]:
         try:
             composed = composed_job(config, overrides)
         except Exception as err:  # the job's config does not compose
-            raise SweepStopped(f"config error: {describe_compose_error(err)}", EXIT_BAD_INPUT) from err
+            raise _bad_input(describe_compose_error(err)) from err
         modes.append(str(OmegaConf.select(composed, "compile.mode", default="")))
         if runnable:
             continue  # a job that can run: the sweep starts, its bad jobs fail alone
@@ -351,9 +346,7 @@ def start_sweep(config: DictConfig) -> SweepContext:
         tracker.close_run(
             parent_id, FAILED, error_type="SweepFailed", message=f"could not write sweep.json: {err}"
         )
-        raise SweepStopped(
-            f"config error: hydra.sweep.dir={str(sweep_dir)!r}: {err}", EXIT_BAD_INPUT
-        ) from err
+        raise _bad_input(f"hydra.sweep.dir={str(sweep_dir)!r}: {err}") from err
     print(
         f"sweep {sweep_id}: {sweep.total_jobs or '?'} jobs, parent run {parent_id}, output {sweep_dir}",
         flush=True,
@@ -375,9 +368,8 @@ def writable_dir(key: str, path: Any) -> Path:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
             pass
     except OSError as err:
-        raise SweepStopped(
-            f"config error: {key}={str(path)!r} is not writable ({err.strerror or err}): pick a folder this user can write",
-            EXIT_BAD_INPUT,
+        raise _bad_input(
+            f"{key}={str(path)!r} is not writable ({err.strerror or err}): pick a folder this user can write",
         ) from err
     return folder
 
@@ -400,11 +392,10 @@ def _refuse_resuming_another_sweep(config: DictConfig, parent: RunRecord, sweep_
         return
     command = resume_command(parent.tags.get("command", ""), sweep_id)
     varied = f"sweep={name}" if name and not missing else ", ".join(missing)
-    raise SweepStopped(
-        f"config error: sweep.resume=true runs the jobs this command plans, and sweep {sweep_id} varied {varied}, "
+    raise _bad_input(
+        f"sweep.resume=true runs the jobs this command plans, and sweep {sweep_id} varied {varied}, "
         "which this command does not: resume it with its own command"
         + (f": `{command}`" if command else ", adding sweep.id and sweep.resume=true"),
-        EXIT_BAD_INPUT,
     )
 
 
@@ -426,11 +417,10 @@ def _refuse_other_work(config: DictConfig, parent: RunRecord, sweep_id: str) -> 
         return
     command = resume_command(parent.tags.get("command", ""), sweep_id)
     own = f"resume it with its own command (`{command}`)" if command else "resume it with its own command"
-    raise SweepStopped(
-        f"config error: sweep.resume=true runs the jobs sweep {sweep_id} planned, as planned, and this command "
+    raise _bad_input(
+        f"sweep.resume=true runs the jobs sweep {sweep_id} planned, as planned, and this command "
         f"changes their work: {'; '.join(changed)}: {own}, or run this command as a new sweep (leave out "
         "sweep.resume=true and give another sweep.id, or none)",
-        EXIT_BAD_INPUT,
     )
 
 
@@ -456,10 +446,9 @@ def _refuse_reused_folder(sweep_dir: Path, sweep_id: str) -> None:
     if earlier is not None and earlier.sweep_id != sweep_id and _still_open(earlier):
         again = resume_command(earlier.command, earlier.sweep_id)
         resume = f"`{again}`" if again else f"sweep.id={hydra_value(earlier.sweep_id)} sweep.resume=true"
-        raise SweepStopped(
-            f"config error: hydra.sweep.dir={str(sweep_dir)!r} holds sweep {earlier.sweep_id}, whose parent run is still RUNNING: "
+        raise _bad_input(
+            f"hydra.sweep.dir={str(sweep_dir)!r} holds sweep {earlier.sweep_id}, whose parent run is still RUNNING: "
             f"finish it first (`{sync_command([sweep_dir])}`), resume it ({resume}), or pick another folder",
-            EXIT_BAD_INPUT,
         )
 
 
@@ -467,7 +456,7 @@ def _refuse_unsynced(key: str, folder: Path) -> None:
     """A reused folder that keeps job results MLflow lacks is refused (they would be overwritten)."""
     kept = unsynced_results(folder)
     if kept:
-        raise SweepStopped(f"config error: {refuse_overwrite(key, folder, kept)}", EXIT_BAD_INPUT)
+        raise _bad_input(refuse_overwrite(key, folder, kept))
 
 
 def _still_open(sweep: SweepContext) -> bool:
@@ -671,10 +660,9 @@ def refuse_gpu_launcher_without_gpus(config: DictConfig) -> None:
     except Exception as err:
         found, why = 0, type(err).__name__
     if not found:
-        raise SweepStopped(
-            f"config error: hydra/launcher=local_gpus gives each job one of this machine's GPUs, and NVML finds none "
+        raise _bad_input(
+            f"hydra/launcher=local_gpus gives each job one of this machine's GPUs, and NVML finds none "
             f"here ({why}): leave it out to run the jobs one at a time, or name GPUs with gpu_pool=[0,1]",
-            EXIT_BAD_INPUT,
         )
 
 
@@ -686,21 +674,19 @@ def refuse_slurm_without_slurm(config: DictConfig) -> None:
     """hydra/launcher=slurm where there is no sbatch: refused before the parent run opens (not
     submitit's traceback)."""
     if uses_slurm(config) and shutil.which("sbatch") is None:
-        raise SweepStopped(
-            "config error: hydra/launcher=slurm submits the jobs to SLURM, and there is no SLURM here (no sbatch "
+        raise _bad_input(
+            "hydra/launcher=slurm submits the jobs to SLURM, and there is no SLURM here (no sbatch "
             "on PATH): leave hydra/launcher out to run them on this machine, one at a time, or start a test "
             "cluster with `make slurm-up`",
-            EXIT_BAD_INPUT,
         )
 
 
 def refuse_overlap_one_job_at_a_time(config: DictConfig) -> None:
     """benchmark.overlap with a launcher that runs jobs one at a time would do nothing: refused."""
     if OmegaConf.select(config, "benchmark.overlap", default=False) is True and not uses_local_gpus(config):
-        raise SweepStopped(
-            "config error: benchmark.overlap=true compiles the next job while one measures, which needs jobs that "
+        raise _bad_input(
+            "benchmark.overlap=true compiles the next job while one measures, which needs jobs that "
             "run at once: add hydra/launcher=local_gpus (each GPU then takes benchmark.overlap_jobs jobs), or leave benchmark.overlap=false",
-            EXIT_BAD_INPUT,
         )
 
 
@@ -727,7 +713,7 @@ def leave_out_what_cannot_run_here(config: DictConfig) -> None:
             continue
         kept = [c for c in choices if c not in refused]
         if not kept:
-            raise SweepStopped(f"config error: {next(iter(refused.values()))}", EXIT_BAD_INPUT)
+            raise _bad_input(next(iter(refused.values())))
         for choice, why in refused.items():
             print(f"search: {key}={choice} left out of the search space: {why}", flush=True)
         _set_space(config, key, f"choice({', '.join(kept)})")

@@ -1,6 +1,5 @@
-"""What the sweep knows of itself from Hydra: its axes (`swept`), how many jobs it launches
-(`count_jobs`), and `SweepStopped`, the one-line refusal with its exit code. What the jobs know of their
-sweep is :mod:`pipeline.sweep_context` (sweep.json)."""
+"""What the sweep knows of itself from Hydra: its axes (`swept`), its planned jobs (`planned_jobs`), and
+`SweepStopped`, the one-line refusal with its exit code. What the jobs know of it is sweep.json."""
 
 from __future__ import annotations
 
@@ -18,9 +17,8 @@ from pipeline.status import EXIT_FAILED
 
 
 class SweepStopped(SystemExit):
-    """A sweep (or a single run) refused or stopped, said in one line with its exit code. A SystemExit:
-    Hydra turns any other exception in a callback into a warning and goes on (a sweep without its
-    parent run), and `pipeline.run` prints the line."""
+    """A sweep (or a single run) refused or stopped, in one line with its exit code: a SystemExit, since
+    Hydra turns any other exception in a callback into a warning; `pipeline.run` prints the line."""
 
     def __init__(self, line: str, code: int = EXIT_FAILED):
         super().__init__(code)
@@ -33,20 +31,13 @@ _KEY = re.compile(r"^[+~]?[A-Za-z_][\w.@/-]*=")  # `key=` at the start of an axi
 
 
 def swept_keys(hydra_cfg: Any) -> list[str]:
-    """The keys the sweep varies (`compile.mode`, `trainer.seed`, `+model.kwargs.depth` as
-    `model.kwargs.depth`, a config group packaged elsewhere by its package: `inductor` as
-    `compile.options`)."""
+    """The keys the sweep varies, as axis_key names them (`compile.mode`, `inductor` as `compile.options`)."""
     return axis_keys(swept(hydra_cfg))
 
 
 def axis_keys(axes: list[str]) -> list[str]:
     """The keys of axes written `key=values` (values may hold spaces and commas: `choice(a, b)`)."""
-    keys: list[str] = []
-    for axis in axes:
-        key = axis_key(axis.split("=", 1)[0])
-        if key not in keys:
-            keys.append(key)
-    return keys
+    return list(dict.fromkeys(axis_key(axis.split("=", 1)[0]) for axis in axes))
 
 
 def axis_key(key: str) -> str:
@@ -75,9 +66,8 @@ def axes_tag(hydra_cfg: Any) -> str:
 
 
 def axes_from_tag(tag: str) -> list[str]:
-    """The axes in a `sweep_axes` tag: a JSON list, or (an old sweep's tag) the axes joined with
-    spaces, which split `choice(a, b)` values: only the words that start an axis (`key=`) are kept, with
-    what follows up to the next one."""
+    """The axes in a `sweep_axes` tag: a JSON list, or (an old sweep's tag) the axes joined with spaces,
+    each word that does not start an axis (`key=`) joined back to the one before."""
     tag = tag.strip()
     if tag.startswith("["):
         try:
@@ -126,9 +116,8 @@ NOT_THE_WORK_PREFIXES = ("hydra.", "hydra/", "mlflow.")
 
 
 def the_work(overrides: list[str]) -> dict[str, str]:
-    """The command-line overrides that decide the jobs a sweep runs and what each does, as `key: value`
-    read the way Hydra reads them: a sweep's values in order (`eager,default` is `default,eager`: the
-    same jobs), `+key` as `key`, `~key` as removed; the last of a repeated key wins, as in Hydra."""
+    """The command-line overrides that decide the sweep's jobs, as `key: value` read as Hydra reads them:
+    a sweep's values sorted (the same jobs), `+key` as `key`, `~key` as removed, the last repeat wins."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import OverrideType, ValueType
 
@@ -168,8 +157,8 @@ _YAML_WORDS = {"true", "false", "null", "nan", "inf", "yes", "no", "on", "off", 
 
 
 def hydra_value(text: str) -> str:
-    """`text` as the value of a Hydra override that Hydra reads back as this very string: as it is where
-    it is a plain word, else in Hydra's own single quotes (`'c;id>pwned'`, `'o\\'brien'`)."""
+    """`text` as a Hydra override value that Hydra reads back as this very string: a plain word as it
+    is, else in Hydra's single quotes (`'c;id>pwned'`, `'o\\'brien'`)."""
     from hydra.core.override_parser.types import Quote, QuotedString
 
     if _PLAIN_VALUE.fullmatch(text) and text.lower() not in _YAML_WORDS:
@@ -178,8 +167,7 @@ def hydra_value(text: str) -> str:
 
 
 def resume_command(command: str, sweep_id: str) -> str:
-    """The command that resumes a sweep, shell-quoted: its own command (a parent run's `command` tag or
-    sweep.json's: shell-quoted words, read back with `shlex.split`, never split on spaces) with
+    """The sweep's own shell-quoted command (a parent run's `command` tag or sweep.json's) with
     `sweep.id=<id> sweep.resume=true` in place of its own; '' where there is no command to read."""
     try:
         words = shlex.split(command)
@@ -220,8 +208,7 @@ _COMPOSED: dict[tuple[int, tuple[str, ...]], tuple[Any, Any]] = {}
 
 def composed_job(config: Any, overrides: list[str]) -> Any:
     """A planned job's config as its launcher will compose it (with its `hydra` node), composed once per
-    sweep process: the sweep's start checks, sizes and notes every job, and each composition costs about
-    0.3 s of CPU. The caller must not change it (task_config copies it). Raises what composing raises."""
+    process (about 0.3 s of CPU each); the caller must not change it. Raises what composing raises."""
     from hydra.core.global_hydra import GlobalHydra
 
     key = (id(config), tuple(overrides))
@@ -233,9 +220,18 @@ def composed_job(config: Any, overrides: list[str]) -> Any:
     return composed
 
 
+def task_config(config: Any) -> Any:
+    """The job's config as its task function gets it: without the `hydra` node."""
+    from omegaconf import open_dict
+
+    task = copy.deepcopy(config)
+    with open_dict(task):
+        del task["hydra"]
+    return task
+
+
 def planned_objective(config: Any) -> Objective:
-    """The objective the summary will rank by, from the work each planned job will state (its config,
-    composed as the sweeper will compose it): what the sweep's view is sorted by before any job ran."""
+    """The objective the summary will rank by, from the work each planned job will state."""
     configured = config.sweep.get("objective")
     if configured:
         return choose([], configured)
@@ -245,7 +241,6 @@ def planned_objective(config: Any) -> Objective:
 def planned_work(config: Any) -> list[Work | None]:
     """Each planned job's work per unit (None for a job whose config does not compose or check)."""
     from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import open_dict
 
     from pipeline.config.schema import to_config
     from pipeline.job.preflight import with_ranks
@@ -256,10 +251,7 @@ def planned_work(config: Any) -> list[Work | None]:
     works: list[Work | None] = []
     for overrides in jobs:
         try:
-            composed = copy.deepcopy(composed_job(config, overrides))
-            with open_dict(composed):
-                del composed["hydra"]
-            job = with_ranks(to_config(composed))
+            job = with_ranks(to_config(task_config(composed_job(config, overrides))))
             works.append(job.scenario.work(job))
         except Exception:
             works.append(None)
@@ -282,9 +274,8 @@ class PlannedJob:
 
 
 def plan_lines(overrides: list[str], tracking_uri: str | None = None) -> list[str]:
-    """`report --plan`: the jobs `python -m pipeline.run -m <overrides>` would run, composed as its
-    sweeper composes them, each with the median wall time of earlier finished runs of the same
-    configuration in the store (else unknown), and the total; nothing runs, nothing is written."""
+    """`report --plan`: the jobs `python -m pipeline.run -m <overrides>` would run, each with the median
+    wall time of earlier finished runs of its configuration (else unknown), and the total; nothing runs."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
@@ -335,11 +326,9 @@ def _compose_jobs(
             with open_dict(composed):
                 del composed["hydra"]
             job = checked(composed)
-        except ConfigError as err:
-            planned.append(PlannedJob(num=num, name=" ".join(overrides), error=printable(str(err))))
-            continue
         except Exception as err:
-            planned.append(PlannedJob(num=num, name=" ".join(overrides), error=describe_compose_error(err)))
+            error = printable(str(err)) if isinstance(err, ConfigError) else describe_compose_error(err)
+            planned.append(PlannedJob(num=num, name=" ".join(overrides), error=error))
             continue
         if store is None:
             store = _store(tracking_uri or job.mlflow.tracking_uri, job.mlflow.experiment)
@@ -387,8 +376,7 @@ def _plan_text(command: str, planned: list[PlannedJob], config: Any) -> list[str
         total += f", plus {unknown} job(s) never run here (unknown)"
     if bad and len(bad) == len(planned):
         total = f"none: no job has a valid config, so {REFUSED_PLAN}"
-    launcher = str(config.hydra.launcher.get("_target_", "")).rsplit(".", 1)[-1]
-    if "BasicLauncher" in launcher:
+    if "BasicLauncher" in str(config.hydra.launcher.get("_target_", "")):
         total += "; one job at a time (Hydra's basic launcher)"
     lines.append(f"estimate: {total}")
     return lines
