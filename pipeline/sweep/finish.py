@@ -41,22 +41,17 @@ def build_summary(tracker: Tracker, sweep_id: str) -> Summary:
     rows = [row_from_run(run, varied) for run in runs]
     for row, key in zip(rows, job_keys(runs), strict=True):
         row.config_hash = key
-    kind = tags.get("sweep_kind") or _kind_of_jobs(tracker, sweep_id)
+    # a parent from before the `sweep_kind` tag: the kind its jobs logged
+    kind = tags.get("sweep_kind") or kind_of_jobs(run.params.get("sweep.kind") for run in runs)
     return summarize(
         sweep_id, rows, varied=varied, rule=rule, configured=tags.get("sweep_objective"), kind=kind
     )
 
 
-def _kind_of_jobs(tracker: Tracker, sweep_id: str) -> str:
-    """`sweep.kind` as the sweep's jobs logged it (a parent from before the tag existed)."""
-    return kind_of_jobs(run.params.get("sweep.kind") for run in tracker.sweep_children(sweep_id))
-
-
 def job_keys(runs: list[RunRecord]) -> list[str]:
-    """What tells a sweep's jobs apart in its summary, run by run (oldest first): the configuration
-    (its hash; a bad job's, its overrides), so that a resumption's run of it replaces an earlier
-    one; but within one session (one sweep folder) each job folder is a job of its own, so that a
-    search's trials, bad or sampled twice, each count."""
+    """What tells a sweep's jobs apart in its summary, run by run (oldest first): the configuration's
+    hash (a bad job's overrides), so that a resumption's run replaces an earlier one; within one sweep
+    folder each job folder counts on its own (a search's trials sampled twice)."""
     keys: list[str] = []
     folders: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
     for run in runs:
@@ -123,22 +118,14 @@ def verdict_tags(summary: Summary) -> dict[str, str]:
 
 
 def close_orphans(tracker: Tracker, sweep_id: str) -> None:
-    """Runs still RUNNING when every job of the sweep has ended belong to jobs that ended without closing
-    them: closed by the one rule `--sync` follows too (`sync.close_ended_job_run`): a job whose result is
-    on disk is not lost (FAILED, `--sync` uploads it); one that died without a result (SIGKILL, node
-    failure, the host's OOM killer) is KILLED, with the reason."""
+    """Close the runs still RUNNING once every job of the sweep has ended, by the rule `--sync` follows
+    too (`sync.close_ended_job_run`)."""
     for run in tracker.sweep_children(sweep_id):
         if run.status == RUNNING:
             job = slurm.task_name(run.tags)
             note = f"; SLURM job {job}: {slurm.state(job)}" if job else ""
             job_dir = Path(run.tags["job_dir"]) if run.tags.get("job_dir") else None
             print(f"{run.name}: {close_ended_job_run(tracker, run, job_dir, note=note)}", flush=True)
-
-
-def results_not_in_mlflow(sweep: SweepContext) -> list[Path]:
-    """This session's job results kept on disk that MLflow lacks (or that cannot be read): the summary
-    from MLflow leaves them out until `--sync` uploads them."""
-    return unsynced_results(Path(sweep.sweep_dir))
 
 
 def pending_line(sweep: SweepContext, pending: list[Path]) -> str:
@@ -152,8 +139,8 @@ def pending_line(sweep: SweepContext, pending: list[Path]) -> str:
 
 @dataclass(frozen=True)
 class SweepEnd:
-    """What closing a sweep gave: its summary, the line saying it is incomplete ('' when every planned
-    job is accounted for), and the line saying results on disk are not in MLflow yet ('' when none)."""
+    """What closing a sweep gave: its summary, and the lines saying it is incomplete and that results
+    on disk are not in MLflow yet ('' when not)."""
 
     summary: Summary
     incomplete: str = ""
@@ -161,10 +148,9 @@ class SweepEnd:
 
 
 def missing_jobs(tracker: Tracker, sweep: SweepContext) -> list[int]:
-    """The jobs this session of the sweep planned (`total_jobs` in sweep.json) that left no trace: no
-    run of the sweep from this session's folder (a bad job's, a lost job's count), no SKIPPED result
-    (a resumed job already done). A job stopped before it opened its run (a double Ctrl-C, a full
-    disk, a store gone), or never launched, is missing. Empty for a search that decides as it goes."""
+    """The jobs this session planned (sweep.json's `total_jobs`) that left no run from this session's
+    folder and no SKIPPED result: stopped before their run opened, or never launched. Empty for a
+    search."""
     if not sweep.total_jobs:
         return []
     here = os.path.realpath(sweep.sweep_dir) + os.sep
@@ -195,10 +181,8 @@ def incomplete_line(sweep: SweepContext, missing: list[int]) -> str:
 def finish_sweep(
     sweep: SweepContext, tracker: Tracker | None = None, *, wall_s: float | None = None
 ) -> SweepEnd:
-    """At multirun end: print and publish the summary, close the parent run. A sweep whose planned jobs
-    are not all accounted for (sweep.json's `total_jobs`) is never closed FINISHED: its parent ends
-    FAILED (KILLED if it was interrupted) with the jobs that are missing, and `incomplete` says so.
-    `wall_s`: the sweep's wall time when it is finished later than its last job ended."""
+    """Print and publish the summary and close the parent run: FINISHED only when every planned job is
+    accounted for and every result is in MLflow. `wall_s`: the wall time of a sweep finished late."""
     tracker = tracker or Tracker(sweep.tracking_uri, sweep.experiment)
     parent = tracker.get_run(sweep.parent_run_id)
     if parent is None:  # never write a summary of a store that is not the sweep's
@@ -212,7 +196,7 @@ def finish_sweep(
     incomplete = incomplete_line(sweep, missing) if missing else ""
     if incomplete:
         summary.notes.append(f"incomplete: {incomplete}")
-    pending_results = results_not_in_mlflow(sweep)
+    pending_results = unsynced_results(Path(sweep.sweep_dir))  # the summary from MLflow lacks them
     pending = pending_line(sweep, pending_results) if pending_results else ""
     if pending:
         summary.notes.append(f"provisional: {pending}")
@@ -225,12 +209,12 @@ def finish_sweep(
     with private_files():  # the wall time its summary says, for `report --results`
         sweep.save()
     print(f"summary: {files[0]} (.csv, {len(files) - 2} plots; in the sweep's run too)", flush=True)
+    if pending:
+        tracker.set_tags(sweep.parent_run_id, {"results_pending": ", ".join(map(str, pending_results))})
     if incomplete:
         interrupted = parent.status == KILLED
         before = parent.tags.get("error_message", "") if interrupted else ""
         tracker.set_tags(sweep.parent_run_id, {"jobs_missing": ", ".join(map(str, missing))})
-        if pending:
-            tracker.set_tags(sweep.parent_run_id, {"results_pending": ", ".join(map(str, pending_results))})
         tracker.close_run(
             sweep.parent_run_id,
             KILLED if interrupted else FAILED,
@@ -239,7 +223,6 @@ def finish_sweep(
         )
         return SweepEnd(summary, incomplete, pending)
     if pending:  # never published as final: `--sync` uploads the results and finishes the sweep
-        tracker.set_tags(sweep.parent_run_id, {"results_pending": ", ".join(map(str, pending_results))})
         tracker.close_run(sweep.parent_run_id, FAILED, error_type="ResultsNotInMlflow", message=pending)
         return SweepEnd(summary, pending=pending)
     # a resumption ran what an earlier session lacked; `--sync` uploaded what the end lacked
@@ -267,10 +250,8 @@ def abandon(sweep: SweepContext, err: Exception) -> str:
 
 
 def finish_left_sweeps(tracker: Tracker, dirs: list[Path]) -> int:
-    """`report --sync`: finish the sweeps under these folders whose end never happened (the store was
-    gone, the summary could not be written, the driver died, it was interrupted), once none of their
-    jobs still runs. A sweep whose planned jobs are not all accounted for is closed, never FINISHED,
-    and counts as not finished. Returns how many could not be finished."""
+    """`report --sync`: finish the sweeps under these folders whose end never happened, once none of
+    their jobs still runs. Returns how many could not be finished (an incomplete sweep is one)."""
     failed = 0
     for path in sorted({p for d in dirs for p in [d / SWEEP_FILE, *d.rglob(SWEEP_FILE)] if p.exists()}):
         sweep = SweepContext.load(path.parent)
@@ -318,8 +299,8 @@ def _finish_left(tracker: Tracker, sweep: SweepContext, folder: Path) -> bool:
 
 
 def resume_hint(sweep: SweepContext) -> str:
-    """How to run a sweep's missing jobs: its own command resumed, each word shell-quoted, so that pasted
-    it runs that command and nothing else, whatever the sweep's id or folder holds."""
+    """How to run a sweep's missing jobs: its own command resumed, shell-quoted so that pasted it runs
+    that command and nothing else."""
     command = resume_command(sweep.command, sweep.sweep_id)
     if not command:  # a sweep.json from before it held the command
         resume = shlex.join([f"sweep.id={hydra_value(sweep.sweep_id)}", "sweep.resume=true"])
@@ -339,8 +320,8 @@ def _wall_when_left(tracker: Tracker, sweep: SweepContext) -> float | None:
 
 
 def close_interrupted(sweep: SweepContext, reason: str, *, status: str = KILLED) -> None:
-    """Mark any child still RUNNING KILLED, and the parent run `status` (Ctrl-C or SIGTERM of the sweep:
-    KILLED; a sweep that could not go on: FAILED), with the reason and the wall time so far."""
+    """Close any child still RUNNING as KILLED and the parent as `status`, with the reason and the wall
+    time so far."""
     error_type = "Interrupted" if status == KILLED else "SweepFailed"
     try:
         tracker = Tracker(sweep.tracking_uri, sweep.experiment)
