@@ -1,16 +1,6 @@
-"""Upload job results that never reached MLflow (`python -m pipeline.report --sync [DIR ...]`).
-
-Every job keeps its result as `result.json` in its output folder, with `mlflow_synced` saying whether
-MLflow has it. When the store was unreachable at the end of a job, this finds those folders and logs
-them into the job's own run: the one the result names, else the one the job noted in its folder
-(`mlflow_run_id`) as soon as the run existed, else the newest run tagged with the folder. Only a job
-the store never heard of gets a new run (same name, tags and sweep parent). Never twice: what the run
-already holds (metrics, curve points) is not logged again, and a run the store has as FINISHED is
-never overridden by a later result. A run left RUNNING by a job that has ended is closed by one rule,
-here and at a sweep's end (`close_ended_job_run`): a job whose result is on disk is not lost (FAILED
-`ResultNotLogged`, until this uploads it); one that died without any result (killed outright) is
-KILLED `JobLost`, once nothing holds its folder's lease.
-"""
+"""Upload job results that never reached MLflow (`python -m pipeline.report --sync [DIR ...]`) into the
+job's own run (a new one only where the store never had it), never twice and never over a FINISHED
+run; and close runs left RUNNING by jobs that ended (`close_ended_job_run`, a sweep's end's rule too)."""
 
 from __future__ import annotations
 
@@ -40,11 +30,9 @@ def unsynced(dirs: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
         for path in job_files(root, RESULT):
             try:
                 result = JobResult.read(path)
-            except OSError as exc:
-                problems.append((path, f"cannot be read ({exc.strerror or exc})"))
-                continue
-            except ValueError as exc:
-                problems.append((path, str(exc)))
+            except (OSError, ValueError) as exc:
+                why = f"cannot be read ({exc.strerror or exc})" if isinstance(exc, OSError) else str(exc)
+                problems.append((path, why))
                 continue
             if result.mlflow_synced:
                 continue
@@ -58,7 +46,7 @@ def unsynced(dirs: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
 
 
 def the_jobs_run(tracker: Tracker, result: JobResult, job_dir: Path) -> RunRecord | None:
-    """The run this job opened, if the store knows it."""
+    """The run this job opened, if the store knows it: the result's, the folder's note, the folder's tag."""
     for run_id in (result.mlflow_run_id, recorded_run_id(job_dir)):
         run = tracker.get_run(run_id)
         if run is not None:
@@ -117,11 +105,7 @@ def not_in_store(tracker: Tracker, dirs: list[Path]) -> list[tuple[Path, str]]:
                 result = JobResult.read(path)
             except (OSError, ValueError):  # named by `unsynced`
                 continue
-            if (
-                result.mlflow_synced
-                and result.mlflow_run_id
-                and tracker.get_run(result.mlflow_run_id) is None
-            ):
+            if result.mlflow_synced and result.mlflow_run_id and not tracker.get_run(result.mlflow_run_id):
                 lost.append((path, result.mlflow_run_id))
     return lost
 
@@ -143,11 +127,9 @@ def sync_results(tracker: Tracker, dirs: list[Path]) -> int:
             f"no such run: this is not the store they were logged to, or it lost them; point --tracking-uri at "
             f"that store{store}"
         )
-    if not paths:
-        if not lost and not unreadable:
-            print(f"nothing to sync under {', '.join(map(str, dirs))}: every job result is in MLflow")
-        return 1 if lost or unreadable else 0
     failed = len(lost) + len(unreadable)
+    if not paths and not failed:
+        print(f"nothing to sync under {', '.join(map(str, dirs))}: every job result is in MLflow")
     for path in paths:
         try:
             run_id, done = sync_one(tracker, path)
@@ -174,13 +156,10 @@ LOST = "the job ended without recording a result (killed outright, or its node f
 
 
 def close_ended_job_run(tracker: Tracker, run: RunRecord, job_dir: Path | None, *, note: str = "") -> str:
-    """The one rule for a run left RUNNING by a job that has ended, at a sweep's end and in `--sync`: a
-    job whose result file is in its folder is not lost (the store failed it as it logged: a lock, an
-    outage): its run is closed FAILED (`ResultNotLogged`), saying that `--sync` uploads it (and then
-    completes this run); a job with no result file is closed KILLED (`JobLost`, with `note`). Returns
-    what was done, in words."""
-    kept = JobDir(job_dir).result if job_dir is not None else None
-    if job_dir is not None and kept is not None and kept.exists():
+    """The one rule for a run left RUNNING by a job that has ended: FAILED (`ResultNotLogged`) where its
+    result is on disk, for `--sync` to upload; else KILLED (`JobLost`, with `note`). Returns what was
+    done, in words."""
+    if job_dir is not None and (kept := JobDir(job_dir).result).exists():
         reason = f"the job's result is kept in {kept}, not in MLflow: `{sync_command([job_dir])}` uploads it"
         tracker.close_run(run.run_id, FAILED, error_type=RESULT_NOT_LOGGED, message=reason)
         return f"{FAILED}: {reason}"
