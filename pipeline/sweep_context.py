@@ -1,10 +1,5 @@
-"""What a job knows of its sweep, shared by the multirun callback (which writes it) and the jobs (which
-read it): torch-free and free of the sweep's own machinery.
-
-Launchers pickle callbacks and may run jobs on other machines, so jobs get the sweep's identity from a
-small file in the sweep directory (`sweep.json`: sweep id, parent run id, job count), never from a
-live object.
-"""
+"""What a job knows of its sweep: `sweep.json` in the sweep folder, written by the multirun callback and
+read by jobs that may run on other machines. Torch-free and free of the sweep's own machinery."""
 
 from __future__ import annotations
 
@@ -36,10 +31,8 @@ class SweepContext:
     started_at: float = 0.0  # when this driver started the sweep (epoch seconds)
     prior_wall_s: float = 0.0  # wall time of the sweep's earlier sessions (resumed: not the gap between)
     finished: bool = False  # the summary is published and the parent run closed
-    # the sweep's wall time its end published (`report --results` says it too)
-    ended_wall_s: float | None = None
-    # Each planned job's compile mode, by job number (eager, default, max-autotune, ...): the sweep's
-    # ETA paces the jobs left by the jobs like them that ended. Empty for a search (it plans as it goes).
+    ended_wall_s: float | None = None  # the sweep's wall time its end published
+    # each planned job's compile mode, by job number, for the ETA; empty for a search
     job_modes: list[str] = field(default_factory=list)
 
     def wall_s(self) -> float:

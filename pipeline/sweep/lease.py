@@ -1,11 +1,6 @@
-"""Who is still working on a sweep, so that resuming it never runs beside its earlier driver's jobs
-(configurations run twice, live runs closed as lost, a summary picking one of each pair).
-
-The driver (`python -m pipeline.run -m`) holds a lease on `<sweep dir>/.lease` and every job one on
-`<job dir>/.lease` while it runs: an exclusive `flock` that the kernel drops when the process dies,
-however it dies (on a shared filesystem that supports locks, from any node). A job still queued in
-SLURM holds none yet, so the launcher also notes the sweep's job arrays (`.slurm_arrays`) for squeue.
-"""
+"""Who is still working on a sweep, so that resuming it never runs beside its earlier jobs. The driver
+and every job hold a lease (an exclusive `flock` the kernel drops however the process dies) on their
+folder's `.lease`; jobs still queued in SLURM are found through the arrays noted in `.slurm_arrays`."""
 
 from __future__ import annotations
 

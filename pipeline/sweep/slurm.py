@@ -43,9 +43,8 @@ def cluster(partition: str | None = None) -> Cluster | None:
 
 
 def fit_request(params: dict[str, Any], found: Cluster | None) -> list[str]:
-    """Make a job array's request one the cluster can take, in place: no GPUs asked of a cluster
-    that declares none (sbatch refuses any: "Invalid generic resource (gres) specification"), no more
-    CPUs per task than its largest node has. Returns a line per change, for the user."""
+    """Make a job array's request one the cluster can take, in place: no GPUs of a cluster that declares
+    none (sbatch refuses any gres), no more CPUs than its largest node has. Returns a line per change."""
     if found is None:
         return []
     notes = []
@@ -66,10 +65,9 @@ def fit_request(params: dict[str, Any], found: Cluster | None) -> list[str]:
 
 
 def request_for_ranks(params: dict[str, Any], nproc: int) -> list[str]:
-    """A distributed sweep's request, in place: one task per job whose torchrun starts `nproc` ranks
-    inside the allocation, so the task asks for `nproc` GPUs of its node (gpus_per_node) and
-    `nproc` times the CPUs. `nproc` is the largest `parallel.nproc` of the sweep's jobs (one job
-    array, one request). Returns a line per change."""
+    """A distributed sweep's request, in place: one task per job, whose torchrun starts `nproc` ranks (the
+    sweep's largest), asks for `nproc` GPUs of its node and `nproc` times the CPUs. Returns a line per
+    change."""
     if nproc <= 1:
         return []
     notes = []

@@ -1,10 +1,6 @@
-"""A suite's answer (`sweep.kind=suite`: one compile configuration over many models, seed 001's question
-"does torch.compile help this model, and how often does it work?"). Per model, the compiled job against
-its own paired eager copy: faster, slower, no difference, inconclusive, or failed (by class); then the
-aggregates seed 001 and PyTorch's dashboard report (pass rate, geometric-mean speedup with a bootstrap
-interval over models, compile time, memory ratio). Models are never ranked against each other.
-Torch-free.
-"""
+"""A suite's answer (`sweep.kind=suite`): per model, the compiled job against its own paired eager copy
+(faster, slower, no difference, inconclusive or failed), then the pass rate, geometric-mean speedup,
+compile time and memory ratio over models. Models are never ranked against each other. Torch-free."""
 
 from __future__ import annotations
 
@@ -40,11 +36,9 @@ class ModelOutcome:
 def classify(
     *, model: str, run_name: str, status: str, metrics: dict[str, float], failure: str, min_effect_pct: float
 ) -> ModelOutcome:
-    """`faster` when the whole 95% interval of the paired speedup (as verdicts judge it: widened for a
-    speedup that follows the host, objective.paired_speedup) is above 1 + min_effect, `slower` when
-    it is below 1 / (1 + min_effect), `no difference` when it lies within those bounds, `inconclusive`
-    otherwise (the interval straddles a bound); `failed` for a job that did not finish or whose parity
-    failed."""
+    """By the paired speedup's 95% interval (objective.paired_speedup): `faster` above 1 + min_effect,
+    `slower` below 1 / (1 + min_effect), `no difference` within those bounds, `inconclusive` across
+    one; `failed` for a job that did not finish or whose parity failed."""
     common = {
         "model": model,
         "run_name": run_name,
