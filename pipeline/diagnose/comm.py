@@ -323,10 +323,8 @@ def comm_phrase(m: dict[str, float]) -> str | None:
 PROFILED_STEPS = 3
 
 
-def diagnose(
-    run_unit: Callable[[], None], device: Any, out_dir: Path, *, steps: int = PROFILED_STEPS
-) -> CommFigures:
-    """Profile `steps` extra units on every rank after a warm-up, read each rank's trace (kept as
+def diagnose(run_unit: Callable[[], None], device: Any, out_dir: Path) -> CommFigures:
+    """Profile PROFILED_STEPS extra units on every rank after a warm-up, read each rank's trace (kept as
     `out_dir/trace.rank<r>.json.gz`) and gather the figures; CommNotRead on every rank if one failed."""
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile
@@ -346,13 +344,13 @@ def diagnose(
     try:
         with profile(activities=activities, record_shapes=not cuda) as prof:  # gloo's sizes need the shapes
             started = time.perf_counter()
-            for _ in range(steps):
+            for _ in range(PROFILED_STEPS):
                 run_unit()
             synchronize(device)
             wall_s = time.perf_counter() - started
         events = export(prof, out_dir / f"trace.rank{rank}.json")
         trace = read_trace(events, world=world)
-        mine = rank_comm(trace, steps=steps, world=world, wall_s=wall_s, probe=probe)
+        mine = rank_comm(trace, steps=PROFILED_STEPS, world=world, wall_s=wall_s, probe=probe)
         values = [float(getattr(mine, f)) for f in fields]
         failed = ""
     except Exception as exc:  # a diagnosis, not the measurement: the job keeps its figures, and says why
@@ -362,7 +360,7 @@ def diagnose(
         raise CommNotRead(failed or "another rank's trace was not read")
     return CommFigures(
         ranks=[RankComm(**dict(zip(fields, row, strict=True))) for row in every],
-        steps=steps,
+        steps=PROFILED_STEPS,
         probe_peak_gbps=probe.peak_busbw() if probe is not None else None,
     )
 

@@ -193,7 +193,7 @@ def write(path: Path, probe: Probe) -> None:
     partial.replace(path)
 
 
-def run(device: Any, machine: dict[str, Any], sizes: tuple[int, ...] | None = None) -> Probe:
+def run(device: Any, machine: dict[str, Any]) -> Probe:
     """Time every collective of KINDS at every size (float32 buffers): 5 warm-up calls, then 20 (10 from
     64 MiB up; 5 on the CPU) back to back; the slowest rank's mean per call."""
     import torch
@@ -201,12 +201,11 @@ def run(device: Any, machine: dict[str, Any], sizes: tuple[int, ...] | None = No
 
     cuda = device.type == "cuda"
     world = dist.get_world_size()
-    if sizes is None:
-        sizes = GPU_SIZES if cuda else CPU_SIZES
-        if cuda:  # the probe's buffers (S and S / world) well inside what every rank's device has free
-            free = torch.tensor([float(torch.cuda.mem_get_info(device)[0])], device=device)
-            dist.all_reduce(free, op=dist.ReduceOp.MIN)  # one list of sizes on every rank
-            sizes = tuple(s for s in sizes if 4 * s <= free.item()) or sizes[:1]
+    sizes = GPU_SIZES if cuda else CPU_SIZES
+    if cuda:  # the probe's buffers (S and S / world) well inside what every rank's device has free
+        free = torch.tensor([float(torch.cuda.mem_get_info(device)[0])], device=device)
+        dist.all_reduce(free, op=dist.ReduceOp.MIN)  # one list of sizes on every rank
+        sizes = tuple(s for s in sizes if 4 * s <= free.item()) or sizes[:1]
     started = time.perf_counter()
     rows = []
     for kind in KINDS:
