@@ -1,8 +1,6 @@
-"""The summary as plots (PNG), one function per plot: the objective per configuration with its 95%
-interval as whiskers (winner marked, noisy jobs hatched, a legend), compile time against speedup
-(with the speedup's interval and a labelled no-gain line), peak memory, and the speedup heatmap when
-the sweep has two real axes (several modes and several precisions). An interval too wide to say
-anything (pipeline/measure/stats.py `undetermined`) gets no whiskers and says so in its label."""
+"""The summary as PNG plots, one function per plot: the objective per configuration, compile time
+against speedup, peak memory, the mode x precision speedup heatmap and the Pareto front. An interval
+too wide to say anything (`undetermined`) gets no whiskers and says so in its label."""
 
 from __future__ import annotations
 
@@ -43,11 +41,7 @@ def make_plots(summary: Summary, out_dir: Path) -> list[Path]:
         ("peak_memory.png", peak_memory_plot, [r for r in done if r.peak_gib is not None]),
         ("pareto.png", pareto_plot, done if summary.pareto is not None else []),
     ]
-    paths = []
-    for name, draw, rows in plots:
-        if rows:
-            paths.append(_save(draw(rows, summary), out_dir / name))
-    return paths
+    return [_save(draw(rows, summary), out_dir / name) for name, draw, rows in plots if rows]
 
 
 def _colors(rows: list[Row]) -> list[str]:
@@ -78,7 +72,6 @@ def step_time_plot(rows: list[Row], summary: Summary) -> Any:
         xerr=[[f[0] - f[1] for f in figures], [f[2] - f[0] for f in figures]],
         color=_colors(rows),
         capsize=4,
-        hatch=None,
     )
     for bar, row in zip(bars, rows, strict=True):
         if row.noisy:
@@ -106,8 +99,7 @@ def step_time_plot(rows: list[Row], summary: Summary) -> Any:
 
 def _label(summary: Summary, row: Row) -> str:
     """The row's name, marked ★ when it is the fastest configuration."""
-    verdict = summary.verdict
-    fastest = verdict.fastest if verdict else None
+    fastest = summary.verdict.fastest if summary.verdict else None
     pooled = next((c.name for c in summary.configurations if row in c.rows), row.name)
     return ("★ " if pooled == fastest else "") + row.name
 
@@ -118,22 +110,22 @@ def speedup_heatmap(rows: list[Row], summary: Summary) -> Any:
 
     modes = sorted({r.config["mode"] for r in rows})
     precisions = sorted({r.config["precision"] for r in rows})
-    grid = [[math.nan] * len(precisions) for _ in modes]
-    for i, mode in enumerate(modes):
-        for j, prec in enumerate(precisions):
-            cell = [r.speedup for r in rows if r.config["mode"] == mode and r.config["precision"] == prec]
-            if cell:
-                grid[i][j] = geomean(cell)  # type: ignore[arg-type]
+
+    def cell(mode: str, prec: str) -> float:
+        speedups = [r.speedup for r in rows if r.config["mode"] == mode and r.config["precision"] == prec]
+        return geomean(speedups) if speedups else math.nan  # type: ignore[arg-type]
+
+    grid = [[cell(mode, prec) for prec in precisions] for mode in modes]
     cells = [v for row in grid for v in row if v == v]
     fig, ax = plt.subplots(figsize=(3.5 + 1.3 * len(precisions), 1.8 + 0.6 * len(modes)))
     norm = TwoSlopeNorm(vcenter=1.0, vmin=min(0.5, *cells), vmax=max(1.5, *cells))
     image = ax.imshow(grid, cmap="RdYlGn", norm=norm)
     ax.set_xticks(range(len(precisions)), precisions)
     ax.set_yticks(range(len(modes)), modes)
-    for i in range(len(modes)):
-        for j in range(len(precisions)):
-            if grid[i][j] == grid[i][j]:
-                ax.text(j, i, f"{grid[i][j]:.2f}x", ha="center", va="center", fontsize=9)
+    for i, row in enumerate(grid):
+        for j, value in enumerate(row):
+            if value == value:  # not NaN: the cell has jobs
+                ax.text(j, i, f"{value:.2f}x", ha="center", va="center", fontsize=9)
     fig.colorbar(image, ax=ax, label="speedup vs eager")
     ax.set_title("Speedup vs eager: mode x precision\n(geomean over the other axes)", fontsize=10)
     return fig
