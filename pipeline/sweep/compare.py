@@ -1,17 +1,7 @@
-"""Two sweeps, configuration by configuration: the question every torch upgrade asks.
-
-    python -m pipeline.report --compare <sweep A> <sweep B>
-
-Configurations are matched by their pool hash (the whole config but the sweep's bookkeeping and the
-repeat index), falling back to the run name. For each match: the ratio B / A of the sweep's objective
-with its 95% interval (on the log scale, from both intervals), and a flag decided by the verdict's own
-rule (pipeline/sweep/verdict.py `compare`, docs/verdicts.md): `regression` or `improvement` when the
-figures stand apart by more than the smallest effect that counts (`sweep.min_effect_pct`), a noisy
-figure's interval widened by the host's slowing, `same` when they lie within that band, `undecided`
-otherwise. What changed between the sweeps' environments (torch, triton, CUDA, driver, GPU)
-is listed beside. A ratio whose interval spans more than a factor of 3 is shown as `undetermined`
-(pipeline/measure/stats.py), as the summary shows such figures. Torch-free.
-"""
+"""Two sweeps, configuration by configuration (`python -m pipeline.report --compare A B`): configurations
+matched by pool hash (else run name), each with the ratio B / A of the objective and its 95% interval,
+flagged by the verdict's own rule (`regression`, `improvement`, `same`, `undecided`), and what changed
+in the environment. Torch-free."""
 
 from __future__ import annotations
 
@@ -104,11 +94,10 @@ def compare_sweeps(a: Summary, b: Summary, rule: Rule) -> SweepComparison:
     found = SweepComparison(a=a.sweep_id, b=b.sweep_id, objective=a.objective.label, higher_is_better=higher)
     in_a, in_b = _by_key(a.configurations), _by_key(b.configurations)
     for key, config_b in in_b.items():
-        config_a = in_a.get(key)
-        if config_a is None:
+        if key in in_a:
+            found.changes.append(change(in_a[key].estimate, config_b.estimate, rule, higher_is_better=higher))
+        else:
             found.only_in_b.append(config_b.name)
-            continue
-        found.changes.append(change(config_a.estimate, config_b.estimate, rule, higher_is_better=higher))
     found.only_in_a = [c.name for key, c in in_a.items() if key not in in_b]
     found.environment = environment_changes(a, b)
     return found
@@ -119,13 +108,7 @@ def _by_key(configs: list[Configuration]) -> dict[str, Configuration]:
 
 
 def environment_changes(a: Summary, b: Summary) -> dict[str, tuple[str, str]]:
-    def env(summary: Summary) -> dict[str, str]:
-        for row in summary.rows:
-            if row.environment:
-                return row.environment
-        return {}
-
-    env_a, env_b = env(a), env(b)
+    env_a, env_b = (next((r.environment for r in s.rows if r.environment), {}) for s in (a, b))
     return {
         k: (env_a.get(k, "?"), env_b.get(k, "?")) for k in ENVIRONMENT_KEYS if env_a.get(k) != env_b.get(k)
     }
