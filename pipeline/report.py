@@ -99,8 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if refused else 0
 
     uri = args.tracking_uri or default_tracking_uri()
-    # --list, --sweep (without --publish) and --compare only read: a read-only store will do, and
-    # nothing is probed for writing, set up or created in it
+    # --list, --sweep (without --publish) and --compare only read: nothing is set up or created in the store
     read_only = bool(args.list or args.compare is not None or (args.sweep and not args.publish))
     try:
         tracker = Tracker(uri, args.experiment, read_only=read_only)
@@ -181,16 +180,10 @@ def attach_environment(tracker: Tracker, summary: Summary) -> None:
             return
 
 
-# Where `report --results` writes its summary of a sweep's folder: beside the sweep's own summary.md
-# (which its end wrote from MLflow, with the sweep's title, wall time and notes), never over it.
-
-
 def summarize_folders(root: Path, out_dir: Path | None) -> int:
-    """The summary of the job folders under `root`, read from their result files (no MLflow). Every job
-    folder whose files cannot be read (a result cut off, not JSON, of another shape; its config missing;
-    no result at all) is named in one line and left out, and the exit code is 1. A sweep's folder is
-    summarized as the sweep's end would have (its id, kind, objective, verdict settings, wall time), and
-    its files go to `summary_from_results/` beside the sweep's own summary (or `--out`)."""
+    """The summary of the job folders under `root` from their result files (no MLflow); a folder whose
+    files cannot be read is named and left out (exit code 1). A sweep's folder is judged as its end
+    would have, and its files go beside the sweep's own summary, never over it (or to `--out`)."""
     rows: list[Row] = []
     problems: list[str] = []
     for path in job_files(root, RESULT):
