@@ -60,7 +60,7 @@ class InputSpec:
     seq_len: int = doc(1024, "tokens per sequence", gt=0)
     target: str = doc(
         "class",
-        "the labels: `class` (one per image), `next_token` (causal LM), `masked_token` (15% of positions)",
+        "`class` (one per image), `next_token` (causal LM), `masked_token` (masked LM)",
         choices=TOKEN_TARGETS,
     )
 
@@ -102,9 +102,7 @@ class LossConfig(_Labelled):
     )
     temperature: float = doc(2.0, "distillation `kl` only: softmax temperature", gt=0)
     alpha: float = doc(
-        0.5,
-        "distillation `kl` only: weight of the KL term; 1-alpha goes to hard-label CE",
-        within=(0.0, 1.0),
+        0.5, "distillation `kl` only: weight of the KL term (1-alpha: hard-label CE)", within=(0.0, 1.0)
     )
     teacher: ModelConfig | None = doc(None, "distillation only: the teacher model config (any model config)")
 
@@ -305,45 +303,34 @@ class BenchmarkConfig:
         True, "also measure eager in the same worker, interleaved in rounds, for `speedup/vs_eager`"
     )
     rounds: int = doc(
-        10,
-        "timed rounds per variant before the first look; paired variants alternate (C E | E C | ...)",
-        gt=0,
+        10, "timed rounds per variant before the first look; paired ones alternate (C E | E C ...)", gt=0
     )
     round_s: float = doc(
         0.02, "seconds a timed round aims at: short enough that paired rounds see the same host speed", gt=0
     )
     budget_s: float = doc(
-        30.0,
-        "seconds of timed rounds a job may spend deciding its question, then `undecided within budget`; "
-        "0: one look after the first rounds",
-        ge=0,
+        30.0, "seconds of timed rounds a job may spend deciding; 0: one look after the first rounds", ge=0
     )
     target_pct: float = doc(
         1.0, "an interval's half-width (% of its figure) at which a job may stop measuring", gt=0
     )
     loss_rtol: float = doc(
-        0.05,
-        "loss parity tolerance: max relative gap between compiled and eager losses over the first `parity_steps`",
-        gt=0,
+        0.05, "loss parity: max relative gap of compiled and eager losses over `parity_steps` steps", gt=0
     )
     parity_steps: int = doc(
         3, "steps over which loss parity is judged (later steps on random batches diverge chaotically)", gt=0
     )
     repeat: int = doc(
-        0,
-        "repeat index: sweep `benchmark.repeat=0,1,2` for three separate jobs; the verdict pools them",
-        ge=0,
+        0, "repeat index: sweep `benchmark.repeat=0,1,2` for three jobs; the verdict pools them", ge=0
     )
     worker_start: str = doc(
         "template",
-        "how a sweep's job starts its worker: `template` forks the sweep's pre-imported template process, "
-        "`spawn` starts a fresh interpreter (a single run, or a job that cannot fork, spawns)",
+        "how a sweep's job starts its worker: `template` forks a pre-imported process, `spawn` a fresh one",
         choices=WORKER_STARTS,
     )
     overlap: bool = doc(
         False,
-        "compile the next job while this one measures: one-GPU jobs share a GPU (hydra/launcher=local_gpus), "
-        "each on its own CPU cores, a machine-wide lock letting one at a time use the device",
+        "compile the next job while this one measures: one-GPU jobs share a GPU (hydra/launcher=local_gpus)",
     )
     overlap_jobs: int = doc(
         2, "with benchmark.overlap, how many jobs share one GPU (one measures, the others compile)", ge=2
@@ -355,8 +342,7 @@ class BenchmarkConfig:
     )
     host_check_s: float = doc(
         0.3,
-        "seconds of a torch-free reference workload timed between rounds, for how far the host's CPU speed "
-        "moved (`host/reference_spread_pct`); 0: off",
+        "seconds of a reference workload timed between rounds (`host/reference_spread_pct`); 0: off",
         ge=0,
     )
 
@@ -417,36 +403,28 @@ class ParallelConfig:
 
     strategy: str = doc(
         "none",
-        "`none` (one device, no process group), `ddp` (DistributedDataParallel), `fsdp` (FSDP2 `fully_shard` "
-        "per repeated block, then the root)",
+        "`none` (one device), `ddp` (DistributedDataParallel), `fsdp` (FSDP2 `fully_shard` per block)",
         choices=PARALLEL_STRATEGIES,
     )
     nproc: int | None = doc(
-        1,
-        f"processes (GPUs) per job, ddp/fsdp only; null: one per GPU the job may use, {CPU_RANKS} on the CPU",
-        ge=1,
+        1, f"processes (GPUs) per job, ddp/fsdp only; null: one per GPU, {CPU_RANKS} on the CPU", ge=1
     )
     bucket_cap_mb: float = doc(
         25.0, "ddp: gradient bucket size in MiB (DDPOptimizer splits graphs at buckets)", gt=0
     )
     optimize_ddp: str = doc(
         "on",
-        "ddp with torch.compile: `on` (graphs split at buckets), `off` (one graph), `compiled_autograd` "
-        "(backward traced whole, the reducer in Python)",
+        "ddp with torch.compile: `on` (graphs split at buckets), `off` (one graph), `compiled_autograd`",
         choices=OPTIMIZE_DDP,
     )
     reshard_after_forward: bool = doc(
         True, "fsdp: free the gathered parameters after forward (gathered again for backward)"
     )
     param_dtype: str | None = doc(
-        None,
-        "fsdp: MixedPrecisionPolicy param_dtype (compute dtype of gathered weights); null: the weights' dtype",
-        choices=PARAM_DTYPES,
+        None, "fsdp: compute dtype of gathered weights; null: the weights' dtype", choices=PARAM_DTYPES
     )
     reduce_dtype: str | None = doc(
-        None,
-        "fsdp: MixedPrecisionPolicy reduce_dtype (gradient reduce-scatter dtype); null: param_dtype",
-        choices=PARAM_DTYPES,
+        None, "fsdp: gradient reduce-scatter dtype; null: param_dtype", choices=PARAM_DTYPES
     )
 
     @property
