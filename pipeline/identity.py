@@ -14,37 +14,15 @@ from pipeline.config.schema import Config, to_dict
 from pipeline.redaction import MASK, looks_secret
 from pipeline.scenarios import CONF, config_class, default_name
 
-IDENTITY_KEYS = (
-    "model",
-    "loss",
-    "precision",
-    "mode",
-    "backend",
-    "fullgraph",
-    "dynamic",
-    "scope",
-    "parallel",
-    "world_size",
-    "scenario",
-    "teacher",
-)
+COMPILE_KEYS = ("mode", "backend", "fullgraph", "dynamic", "scope")  # compile.<key>
+IDENTITY_KEYS = ("model", "loss", "precision", *COMPILE_KEYS, "parallel", "world_size", "scenario", "teacher")
 TABLE_KEYS = IDENTITY_KEYS[:-1]  # the summary shows the teacher in the loss column
 # Swept keys the fixed identity already covers (group choices and the compile settings).
 COVERED = {
-    "model": "model",
-    "model.id": "model",
-    "loss": "loss",
-    "loss.id": "loss",
-    "precision": "precision",
-    "precision.id": "precision",
-    "compile.mode": "mode",
-    "compile.backend": "backend",
-    "compile.fullgraph": "fullgraph",
-    "compile.dynamic": "dynamic",
-    "compile.scope": "scope",
+    **{key: key for key in ("model", "loss", "precision", "scenario", "parallel")},
+    **{f"{group}.id": group for group in ("model", "loss", "precision")},
+    **{f"compile.{key}": key for key in COMPILE_KEYS},
     "model@loss.teacher": "teacher",
-    "scenario": "scenario",
-    "parallel": "parallel",
     "parallel.strategy": "parallel",
     "parallel.nproc": "world_size",
 }
@@ -83,7 +61,7 @@ def identity_tags(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> dict
 
 
 def extra_keys(varied: list[str] | tuple[str, ...]) -> list[str]:
-    """The swept keys beyond the fixed identity, normalized (`+model.kwargs.depth` -> `model.kwargs.depth`)."""
+    """The swept keys the fixed identity lacks, normalized (`+model.kwargs.depth` -> `model.kwargs.depth`)."""
     keys = (key.lstrip("+~") for key in varied)
     return list(dict.fromkeys(k for k in keys if k not in COVERED and not k.startswith("hydra.")))
 
