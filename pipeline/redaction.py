@@ -1,12 +1,6 @@
-"""Secrets never leave the machine: the values of secret-looking keys are masked, and URIs lose their
-passwords, wherever a value is written (run names, tags, params, descriptions, artifacts, the command
-line). Three forms, by what is written:
-
-- structured data (a config, a result): :func:`redacted`, by key;
-- free text (a run name, a tag, an override, a command line, a log): :func:`redact_text` masks
-  `key=value` and `key: value` pairs whose key looks secret, and URI passwords;
-- text that may hold a secret's value without its key (a traceback, a factory's error):
-  :func:`scrub` replaces the known secret values themselves (:func:`secret_values` of the config).
+"""Secrets never leave the machine: secret-looking keys' values are masked and URIs lose their passwords
+wherever a value is written: by key in structured data (:func:`redacted`), as `key=value` pairs in free
+text (:func:`redact_text`), by value in text that may quote one without its key (:func:`scrub`).
 """
 
 from __future__ import annotations
@@ -37,10 +31,8 @@ _VALUE = re.compile(r"""'[^']*'|"[^"]*"|\{[^}]*\}|\[[^\]]*\]|[^\s,}\]·]+(?:,[^\
 _HYDRA_ESCAPE = re.compile(r"\\([\\:=,()\[\]{}' ])")
 _URI = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"]+")
 MIN_SCRUBBED_LENGTH = 4  # shorter values (`1`, `on`) would mask unrelated text
-# A word of prose that looks like a secret key when a colon or `=` follows it: `not a config key: compile
-# has mode`, Hydra's `use key=[value1,value2]`. Alone and in lower case it is the word; a key of the
-# config named so is dotted, prefixed or spelled otherwise (`model.kwargs.key`, `+key`, `api_key`, `KEY`)
-# and stays masked.
+# Prose words that look like a secret key before `:` or `=` (`not a config key: ...`); a config key so
+# named is dotted, prefixed or spelled otherwise (`model.kwargs.key`, `+key`, `api_key`) and stays masked.
 _PROSE_WORDS = {"key"}
 
 
@@ -55,15 +47,18 @@ def looks_secret(key: str) -> bool:
 
 def redact_uri(uri: str) -> str:
     """Drop a password from a URI (`postgresql://user:pw@host/db` -> `postgresql://user:***@host/db`)."""
-    try:
-        parts = urllib.parse.urlsplit(uri)
-        password = parts.password
-    except ValueError:  # not a URI after all (e.g. an unparsable port)
+    password = _password(uri)
+    if not password:
         return uri
-    if password:
-        netloc = parts.netloc.replace(f":{password}@", f":{MASK}@")
-        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
-    return uri
+    parts = urllib.parse.urlsplit(uri)
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{password}@", f":{MASK}@")))
+
+
+def _password(uri: str) -> str | None:
+    try:
+        return urllib.parse.urlsplit(uri).password
+    except ValueError:  # not a URI after all (e.g. an unparsable port)
+        return None
 
 
 def redacted(data: Any, path: str = "") -> Any:
@@ -99,22 +94,14 @@ def secret_values(data: Any, path: str = "") -> set[str]:
     what :func:`scrub` removes from text that may quote them without their key."""
     found: set[str] = set()
     if isinstance(data, dict):
-        for k, v in data.items():
-            found |= secret_values(v, f"{path}.{k}" if path else str(k))
+        found = found.union(*(secret_values(v, f"{path}.{k}" if path else str(k)) for k, v in data.items()))
     elif isinstance(data, list):
-        for v in data:
-            found |= secret_values(v, path)
+        found = found.union(*(secret_values(v, path) for v in data))
     elif isinstance(data, str | int | float) and not isinstance(data, bool):
         text = str(data)
+        found = {password for password in map(_password, _URI.findall(text)) if password}
         if path and looks_secret(path):
             found.add(text)
-        for uri in _URI.findall(text):
-            try:
-                password = urllib.parse.urlsplit(uri).password
-            except ValueError:
-                continue
-            if password:
-                found.add(password)
     return {v for v in found if len(v) >= MIN_SCRUBBED_LENGTH}
 
 
@@ -128,9 +115,8 @@ def scrub(text: str, values: Iterable[str]) -> str:
 # ----------------------------------------------------------------------------- files and logs
 @contextlib.contextmanager
 def private_files() -> Iterator[None]:
-    """Files made in the block are this user's only (0600; folders 0700): those that hold the config
-    unredacted (`sweep.json` holds the tracking URI with its password). The umask is the process's:
-    for the short, single-threaded writes of a job's parent or a sweep's driver."""
+    """Files made in the block are this user's only (0600; folders 0700), for those holding the config
+    unredacted. The umask is the process's: for short, single-threaded writes."""
     previous = os.umask(0o077)
     try:
         yield
@@ -147,8 +133,7 @@ def write_private(path: Path, text: str) -> None:
 
 
 def make_private(paths: Iterable[Path]) -> None:
-    """Files another program wrote with the config unredacted (Hydra's `.hydra/*.yaml`,
-    `multirun.yaml`): this user's only."""
+    """Files another program wrote with the config unredacted (Hydra's `.hydra/*.yaml`): this user's only."""
     for path in paths:
         with contextlib.suppress(OSError):
             path.chmod(0o600)
