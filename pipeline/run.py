@@ -1,10 +1,6 @@
-"""Entry point: `python -m pipeline.run [-m] [overrides]`.
-
-Hydra composes the config (conf/), this module checks it and hands each job to its parent
-(:mod:`pipeline.job.parent`), which spawns a fresh worker for the measurement and logs what comes back.
-It never trains and never initializes CUDA.
-Exit code: 0 when every job finished, 1 when any failed (or could not be recorded), 2 for bad input,
-130 when interrupted.
+"""Entry point: `python -m pipeline.run [-m] [overrides]`. Hydra composes the config (conf/); each job
+goes to its parent (:mod:`pipeline.job.parent`), which spawns a worker; no CUDA here. Exit code: 0 every
+job finished, 1 any failed (or could not be recorded), 2 bad input, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -41,12 +37,7 @@ from pipeline.status import (
     SKIPPED,
 )
 from pipeline.sweep import lease
-from pipeline.sweep.callbacks import (
-    SWEEP_FAILURES,
-    after_interrupt,
-    close_interrupted_sweep,
-    resume_later,
-)
+from pipeline.sweep.callbacks import SWEEP_FAILURES, after_interrupt, close_interrupted_sweep, resume_later
 from pipeline.sweep.state import SweepStopped
 from pipeline.sweep_context import SweepContext
 
@@ -89,9 +80,8 @@ def _hydra_main(cfg: DictConfig) -> str | float:
 
 
 def objective_value(outcome: str, metric: str) -> float | str:
-    """The job's value of `metric`. A job that did not finish returns its outcome (`FAILED`, ...):
-    hydra's Optuna sweeper cannot turn that into a number, so it records the trial as failed and the
-    search goes on (hydra.sweeper.max_failure_rate allows it). NaN would crash optuna's `tell`."""
+    """The job's value of `metric`; a job that did not finish returns its outcome (`FAILED`, ...), which
+    the Optuna sweeper records as a failed trial (NaN would crash optuna's `tell`)."""
     path = JobDir(Path(HydraConfig.get().runtime.output_dir)).result
     if outcome != FINISHED or not path.exists():
         return outcome
@@ -127,9 +117,7 @@ def main() -> None:
         sys.exit(EXIT_INTERRUPTED)
     except Exception as err:
         composing = isinstance(err, (HydraException, OmegaConfBaseException)) or yaml_error(err) is not None
-        if (
-            isinstance(err, OSError) and not composing
-        ):  # Hydra could not write a job's folder (full, read-only)
+        if isinstance(err, OSError) and not composing:  # Hydra could not write a job's folder
             line = f"sweep error: the sweep cannot go on: {type(err).__name__}: {err}{resume_later()}"
             close_interrupted_sweep(line, status=FAILED)
             print(redact_text(line), file=sys.stderr, flush=True)
@@ -146,15 +134,13 @@ def main() -> None:
         print(message, file=sys.stderr, flush=True)
         sys.exit(EXIT_BAD_INPUT)
     code = exit_code()
-    line = exit_line(code)
-    if line:
+    if line := exit_line(code):
         print(line, flush=True)
     sys.exit(code)
 
 
 def exit_line(code: int) -> str:
-    """After a sweep that exits 1 because jobs failed: which, in one line (a suite with a job that fails
-    on purpose, sweep=tiny_suite, exits 1 too)."""
+    """After a sweep that exits 1 because jobs failed: which, in one line."""
     failed = [f for f in SWEEP_FAILURES if not f.startswith("sweep error")]
     if code != EXIT_FAILED or not failed:
         return ""
