@@ -1,13 +1,6 @@
-"""Figures and lines as people read them (torch-free, no dependencies): figures rounded to the precision
-the measurement supports, never more than :data:`MAX_DIGITS` significant digits, and lines within the
-terminal's width. One rule for the job's last line, its run's display tags, the terminal's table,
-summary.md and the UI's answer.
-
-A figure with a 95% interval is rounded at the place of its half-width's first significant digit, with at
-least :data:`MIN_DIGITS` and at most :data:`MAX_DIGITS` significant digits (10.392 within [10.35, 10.43]
-is `10.39 [10.35, 10.43]`, 1.0613 within [1.0198, 1.0903] is `1.06 [1.02, 1.09]`, 184.18 within [101.39,
-259.15] is `184 [101, 259]`); its interval's ends at the same place. A figure without an interval (or
-one too wide to say anything) gets :data:`PLAIN_DIGITS`.
+"""Figures and lines as people read them, one rule everywhere (torch-free): a figure with a 95% interval
+is rounded at its half-width's first significant digit, within MIN_DIGITS..MAX_DIGITS significant digits
+(184.18 within [101.39, 259.15] is `184 [101, 259]`), one without gets PLAIN_DIGITS; lines fit the terminal.
 """
 
 from __future__ import annotations
@@ -42,8 +35,8 @@ def decimals_for(value: float, low: float | None = None, high: float | None = No
 
 
 def capped(value: float, decimals: int) -> int:
-    """`decimals`, fewer where `value` would show more than MAX_DIGITS significant digits (rounding
-    included: 9.9996 at three places is 10.000, five digits)."""
+    """`decimals`, fewer where `value` would show more than MAX_DIGITS significant digits (9.9996 at three
+    places is 10.000)."""
     if not math.isfinite(value) or not value:
         return decimals
     decimals = min(decimals, MAX_DIGITS - 1 - _magnitude(value))
@@ -80,8 +73,7 @@ def with_interval(value: float, low: float, high: float, *, undetermined: bool =
 
 
 def significant_digits(text: str) -> int:
-    """How many significant digits a number as written shows (`184` 3, `0.000929` 3, `1,300` 2, `10.0`
-    3): what the UI test counts on the page."""
+    """How many significant digits a number as written shows (`1,300` 2, `10.0` 3), for the UI test."""
     digits = text.replace(",", "").lstrip("+-")
     whole, _, fraction = digits.partition(".")
     if not fraction:
@@ -98,8 +90,7 @@ def unit_word(unit: str | None) -> str:
     return UNIT_WORDS.get(unit or "training step", unit or "step")
 
 
-# A sweep's explanations say "step"; a sweep of other units says its own word, in these phrases only (a
-# metric's or a config key's name, `step/noisy`, `trainer.steps`, stays as it is).
+# A sweep of other units says its own word for "step" in these phrases only (names like `step/noisy` stay).
 STEP_PHRASES = (
     ("step-time", "{u}-time"),
     ("step times", "{u} times"),
@@ -132,16 +123,15 @@ def terminal_width() -> int:
 
 
 def known_width() -> int | None:
-    """The terminal's columns where there is one to fit (a terminal, or COLUMNS set), else None: a log
-    file keeps a line whole, for grep."""
+    """The terminal's columns (a terminal, or COLUMNS set), else None: a log file keeps a line whole."""
     if os.environ.get("COLUMNS") or sys.stdout.isatty():
         return terminal_width()
     return None
 
 
 def wrapped(text: str, width: int | None = None) -> list[str]:
-    """`text` in lines of at most `width` columns (the terminal's), continuations indented; a path or
-    URL is never cut (it may run longer). Without a terminal (known_width), whole."""
+    """`text` in lines of at most `width` columns (the terminal's; whole without one), continuations
+    indented; a path or URL is never cut."""
     width = width or known_width()
     if width is None:
         return [text]
