@@ -89,13 +89,10 @@ def _describe(err: BaseException) -> str:
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and getattr(cause, "full_key", None):
         path = cause.full_key.split(".")
         parent = schema_node(path[:-1])
-        allowed = (
-            [f.name for f in fields(parent)] if isinstance(parent, type) and is_dataclass(parent) else []
-        )
+        is_section = isinstance(parent, type) and is_dataclass(parent)
+        allowed = ", ".join(f.name for f in fields(parent)) if is_section else ""
         where = ".".join(path[:-1]) or "the top level"
-        return f"{cause.full_key} is not a config key: {where} has " + (
-            ", ".join(allowed) if allowed else "no such key"
-        )
+        return f"{cause.full_key} is not a config key: {where} has {allowed or 'no such key'}"
     if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
         value = getattr(cause, "value", None)
         tp = schema_node(cause.full_key.split("."))
