@@ -1,14 +1,6 @@
-"""`check(cfg)`: the checks a config can answer on its own, torch-free, before anything starts:
-
-0. keys the schema does not have (a `+key=value` typo; open mappings such as `model.kwargs` excepted);
-1. each field's declared constraints (`choices`, `gt`, `ge`, `within`, declared with the field by
-   :func:`pipeline.config.fields.doc`), read from the field metadata, so allowed values are declared once;
-   every number finite, no control characters in a value (they would reach run names and terminals);
-2. each section's own `check` method (combinations of its fields, next to them), and the scenario's
-   `fits` (what the rest of the config must be for it).
-
-The checks that need a library or the host (a model name, a backend, GPUs) are the job's preflight
-(:mod:`pipeline.job.preflight`), which runs these first.
+"""`check(cfg)`: what a config can answer on its own, torch-free: unknown keys, each field's declared
+constraints (from its metadata), finite numbers and no control characters, then each section's `check`.
+Checks needing a library or the host are the job's preflight (:mod:`pipeline.job.preflight`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""Remember config checks that passed, so later jobs skip the library imports those checks need.
-
-Checking `compile.backend` against torch's backend list, or `model.name` against timm's or HF's model
-registries, imports torch and the model library: several seconds in every job's own process, before
-its worker starts, and on the critical path of every sweep. A check that passed is written down here,
-keyed by the versions of torch, timm and transformers, and later jobs trust it. Only passes are kept:
-a value that is not in the file is always checked for real, so a wrong value still gets its error and
-a library upgrade starts the file afresh. A user's own factory (`model._target_`) is never remembered:
-its code can change under the same name.
-
-The file lives in `$PIPELINE_CACHE_DIR` (default `$XDG_CACHE_HOME/compile-sweeps`, else
-`~/.cache/compile-sweeps`); deleting it is always safe.
+"""Config checks that passed (`compile.backend`, `model.name`), remembered by library versions so later
+jobs skip the seconds of torch and model-library imports. Only passes are kept: anything else is checked
+for real. The file is in `$PIPELINE_CACHE_DIR` (default `$XDG_CACHE_HOME/compile-sweeps`); it may be deleted.
 """
 
 from __future__ import annotations
