@@ -1,6 +1,5 @@
-"""Progress events, both ends (torch-free): a worker reports its phases as `@@progress {json}` lines on
-its stdout (:class:`Progress`), its job's parent parses them (:func:`parse_progress`) and shows them
-(:mod:`pipeline.job.progress`)."""
+"""Progress events, both ends (torch-free): a worker prints `@@progress {json}` lines (:class:`Progress`),
+its job's parent parses them (:func:`parse_progress`) and shows them (:mod:`pipeline.job.progress`)."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ PROGRESS_PREFIX = "@@progress "
 
 
 class Progress:
-    """The worker's side: progress events for the parent, at most a few per second (and always the
-    last unit of a phase)."""
+    """The worker's side: at most a few events per second, and always a phase's last unit."""
 
     def __init__(self, min_interval_s: float = 0.25):
         self.min_interval_s, self.last = min_interval_s, 0.0

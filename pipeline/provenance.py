@@ -1,6 +1,5 @@
-"""Where a result came from: the project's git commit and the command line (secrets masked); and the
-commands the project prints for pasting, each shell-quoted from its words. Plain subprocess and string
-work, so the job's parent can use it without importing torch."""
+"""Where a result came from (the git commit, the command line with secrets masked) and the commands the
+project prints for pasting, shell-quoted. Torch-free."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ def _git(*args: str) -> str:
 
 def command_args(argv: list[str] | None = None) -> list[str]:
     """The words of the command that started this process (`python -m pipeline.run` for the entry
-    point), with the values of secret-looking overrides (also inside a mapping value) and URI passwords
-    masked."""
+    point), redacted."""
     args = list(sys.argv if argv is None else argv)
     if args and args[0].endswith("pipeline/run.py"):
         args[0:1] = ["python", "-m", "pipeline.run"]
@@ -42,12 +40,10 @@ def command_args(argv: list[str] | None = None) -> list[str]:
 
 
 def command_line(argv: list[str] | None = None) -> str:
-    """`command_args`, shell-quoted: pasted into a shell, the same words again (`shlex.split` reads it
-    back), whatever they hold."""
+    """`command_args`, shell-quoted: pasted into a shell, the same words again, whatever they hold."""
     return shlex.join(command_args(argv))
 
 
 def sync_command(folders: Iterable[str | Path]) -> str:
-    """`python -m pipeline.report --sync <folders>`, shell-quoted: pasted into a shell it runs that and
-    nothing else, whatever the folders' names hold."""
+    """`python -m pipeline.report --sync <folders>`, shell-quoted, whatever the folders' names hold."""
     return shlex.join(["python", "-m", "pipeline.report", "--sync", *(str(f) for f in folders)])

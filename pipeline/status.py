@@ -12,13 +12,9 @@ NOT_SYNCED = "NOT_SYNCED"  # the result is kept on disk; MLflow could not take i
 BAD_INPUT = "BAD_INPUT"  # the config was refused before anything started
 
 # Error types the project gives a run, where more than one module names them.
-RESULT_NOT_LOGGED = (
-    "ResultNotLogged"  # the job's result is kept on disk; MLflow lacks it (`--sync` uploads it)
-)
+RESULT_NOT_LOGGED = "ResultNotLogged"  # the result is kept on disk; MLflow lacks it (`--sync` uploads it)
 JOB_LOST = "JobLost"  # the job ended without recording any result (killed outright, its node failed)
-NON_FINITE_LOSS = (
-    "NonFiniteLoss"  # the training loss became NaN or infinite: the job FAILED, its figures kept
-)
+NON_FINITE_LOSS = "NonFiniteLoss"  # the training loss became NaN or infinite: FAILED, its figures kept
 
 # Exit codes of `python -m pipeline.run`.
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130

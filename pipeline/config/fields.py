@@ -1,9 +1,5 @@
-"""A config field with its help text and its allowed values, declared once (torch-free).
-
-`doc(default, help, choices=..., gt=..., ge=..., within=...)` is a dataclass field whose metadata the
-checks (:mod:`pipeline.config.checks`) and the config reference (`make docs`) read, so a field's meaning
-and its constraints sit next to it and nowhere else.
-"""
+"""`doc(default, help, choices=..., gt=..., ge=..., within=...)`: a config field with its help text and
+its allowed values, declared once, read by :mod:`pipeline.config.checks` and `make docs` (torch-free)."""
 
 from __future__ import annotations
 
@@ -22,10 +18,8 @@ def doc(
 ) -> Any:
     """A dataclass field with its help text and its constraints (read by the checks and `make docs`).
     A dataclass type or a dict default becomes a default factory."""
-    meta: dict[str, Any] = {"help": help}
-    for key, value in (("choices", choices), ("gt", gt), ("ge", ge), ("within", within)):
-        if value is not None:
-            meta[key] = value
+    limits = {"choices": choices, "gt": gt, "ge": ge, "within": within}
+    meta = {"help": help} | {key: value for key, value in limits.items() if value is not None}
     if isinstance(default, type) and is_dataclass(default):
         return field(default_factory=default, metadata=meta)
     if isinstance(default, dict):
