@@ -23,16 +23,10 @@ class Ranks:
 
     rank: int = 0
     world_size: int = 1
-    local_rank: int = 0
 
     @classmethod
     def from_env(cls) -> Ranks:
-        env = os.environ
-        return cls(
-            rank=int(env.get("RANK", "0")),
-            world_size=int(env.get("WORLD_SIZE", "1")),
-            local_rank=int(env.get("LOCAL_RANK", "0")),
-        )
+        return cls(rank=int(os.environ.get("RANK", "0")), world_size=int(os.environ.get("WORLD_SIZE", "1")))
 
 
 # What a rank's collective raises when a peer died (gloo, NCCL): a consequence, never a job's root cause.
