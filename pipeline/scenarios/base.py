@@ -61,9 +61,7 @@ class ScenarioConfig:
                 )
         if cfg.parallel.distributed and not self.runs_distributed:
             yield ConfigError(
-                "parallel",
-                cfg.parallel.strategy,
-                f"scenario={self.name} runs on one device: parallel=none",
+                "parallel", cfg.parallel.strategy, f"scenario={self.name} runs on one device: parallel=none"
             )
 
     def resolved(self, cfg: Config) -> ScenarioConfig:

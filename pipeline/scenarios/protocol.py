@@ -156,10 +156,7 @@ class Scenario:
         self.host = HostCheck(burst_s=0.0)
         self.host.spread_over(cfg.benchmark.host_check_s, 2 * cfg.benchmark.rounds + 1)
         self.timer = Timer(
-            device=self.device,
-            progress=ctx.progress,
-            measured_total=self.measured,
-            host=self.host,
+            device=self.device, progress=ctx.progress, measured_total=self.measured, host=self.host
         )
         self.round_units = 1  # units per timed round, sized once the variants have warmed up
         self.info: dict[str, Any] = {}

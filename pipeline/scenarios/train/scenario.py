@@ -1,7 +1,6 @@
-"""The training scenario (`scenario=train`, the default): a fixed number of training steps on fake data,
-measured by the one protocol (:mod:`pipeline.scenarios.protocol`: solo memory phases, paired eager
-rounds, diagnostics); this module supplies the training step (:mod:`.step`), the loss and the loss
-curves."""
+"""The training scenario (`scenario=train`, the default): training steps on fake data, measured by the one
+protocol (:mod:`pipeline.scenarios.protocol`); this module supplies the loss, the step (:mod:`.step`) and the
+loss curves."""
 
 from __future__ import annotations
 
@@ -19,10 +18,6 @@ from pipeline.scenarios.variant import Recipe
 
 
 class TrainScenario(Scenario):
-    """One training job inside the worker: build from the config, warm up, measure, diagnose."""
-
-    timed_unit = "step"
-
     def prepare(self) -> nn.Module:
         """The loss, shared by every variant (a distillation teacher is built and initialized on the device)."""
         torch.manual_seed(self.cfg.trainer.seed + 1)
