@@ -1,6 +1,5 @@
-"""Reaching an MLflow server: its health check (one line when it does not answer), and HTTP retries
-bounded to seconds, not MLflow's minutes: a server that is gone or hung (SIGSTOPped, overloaded)
-holds a job for seconds."""
+"""Reaching an MLflow server: its health check, and HTTP retries bounded to seconds, not MLflow's
+minutes, so a server that is gone or hung holds a job for seconds."""
 
 from __future__ import annotations
 
@@ -14,12 +13,8 @@ from collections.abc import Iterator
 from pipeline.redaction import redact_text, redact_uri
 from pipeline.tracking.store import TrackingUnavailable, check_sqlite
 
-# A store outage must not hold a job (and its GPU allocation) for minutes: MLflow's own defaults retry
-# each HTTP request for about 4 minutes (7 retries, backoff factor 2, 120 s timeout). These bound a
-# request to about 33 s (2 retries at 1 and 2 s, 10 s to wait for an answer each time); a job also
-# asks the server's health (`HEALTH_TIMEOUT_S`) before it logs its result, so a server that stopped
-# answering costs it seconds, and once a request gave up, closing the run is one attempt. Settings in
-# the environment win.
+# MLflow's defaults retry a request for about 4 minutes, holding a job (and its GPUs); these bound it to
+# about 33 s (2 retries at 1 and 2 s, 10 s each). Settings in the environment win.
 HTTP_RETRY_DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
@@ -40,8 +35,8 @@ def retry_bound(tracking_uri: str) -> str:
 
 @contextlib.contextmanager
 def one_attempt(timeout_s: float = HEALTH_TIMEOUT_S) -> Iterator[None]:
-    """MLflow's HTTP requests in the block are tried once, for `timeout_s` (MLflow reads these
-    settings at each request): for a best-effort call after the store already failed a request."""
+    """MLflow's HTTP requests in the block are tried once, for `timeout_s` (read at each request): for a
+    best-effort call after the store already failed a request."""
     names = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")
     before = {name: os.environ.get(name) for name in names}
     os.environ.update(
@@ -57,24 +52,19 @@ def one_attempt(timeout_s: float = HEALTH_TIMEOUT_S) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def check_reachable(
-    tracking_uri: str, timeout_s: float = HEALTH_TIMEOUT_S, *, read_only: bool = False
-) -> None:
+def check_reachable(tracking_uri: str, *, read_only: bool = False) -> None:
     """Fail fast, in one line naming `mlflow.tracking_uri`, when the store cannot be used: a sqlite file
-    that cannot be written (a read-only directory fails here in milliseconds, where MLflow would retry
-    its engine for two minutes; `read_only`: one that cannot be read, never probed for writing), or
-    held locked by another process past the bounded wait, or a server that does not answer its health
-    check."""
+    that cannot be written (`read_only`: read) or stays locked, or a server that fails its health check."""
     if tracking_uri.startswith("sqlite:///"):
         check_sqlite(tracking_uri, write=not read_only)
     elif tracking_uri.startswith(("http://", "https://")):
-        _check_health(tracking_uri, timeout_s)
+        _check_health(tracking_uri)
 
 
-def _check_health(tracking_uri: str, timeout_s: float) -> None:
+def _check_health(tracking_uri: str) -> None:
     shown = redact_uri(tracking_uri)
     try:
-        with urllib.request.urlopen(_health_request(tracking_uri), timeout=timeout_s) as response:
+        with urllib.request.urlopen(_health_request(tracking_uri), timeout=HEALTH_TIMEOUT_S) as response:
             if response.status != 200:
                 raise TrackingUnavailable(f"MLflow server at {shown} answered {response.status} on /health")
     except (TimeoutError, OSError, ValueError) as exc:
@@ -85,8 +75,8 @@ def _check_health(tracking_uri: str, timeout_s: float) -> None:
 
 
 def _health_request(tracking_uri: str) -> urllib.request.Request:
-    """GET <server>/health; credentials in the URI (`http://user:pw@host:port`, which MLflow's client
-    accepts) go in a basic Authorization header, as MLflow's client sends them."""
+    """GET <server>/health; credentials in the URI (`http://user:pw@host:port`) go in a basic
+    Authorization header, as MLflow's client sends them."""
     parts = urllib.parse.urlsplit(tracking_uri)
     host = parts.netloc.rpartition("@")[2]
     url = urllib.parse.urlunsplit(parts._replace(netloc=host)).rstrip("/") + "/health"
