@@ -1,6 +1,5 @@
-"""Figures beside their physical limits: FLOPs of one training step (counted on tensors without data)
-and MFU against the GPU's datasheet peak; a decode step's bytes read and the achieved memory bandwidth
-against the GPU's datasheet peak."""
+"""Figures beside the GPU's datasheet peaks: a training step's FLOPs (counted on tensors without data)
+and MFU; the peak memory bandwidth a decode step's achieved bandwidth is read against."""
 
 from __future__ import annotations
 
@@ -74,11 +73,9 @@ def peak_tflops(gpu_name: str | None, precision: PrecisionConfig) -> tuple[float
 
 
 def count_flops(model: ModelConfig, loss: LossConfig, batch_size: int) -> int:
-    """FLOPs of one training step's forward and backward (teacher included), counted by
-    torch.utils.flop_counter on tensors without data: shapes only, no memory, no time. Meta tensors
-    first; where model code asks a tensor for a value (HF's causal-mask code calls `.all()` on the
-    position ids), fake tensors, for which such code skips its data checks. timm's models need meta:
-    they read values while building (drop-path rates) that fake tensors cannot give."""
+    """FLOPs of one training step's forward and backward (teacher included), counted on tensors without
+    data. Meta tensors first (timm's models read values while building); where model code asks a tensor
+    for a value (HF's causal mask), fake tensors, for which such code skips its data checks."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     try:
