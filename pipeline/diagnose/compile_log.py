@@ -1,10 +1,6 @@
 """torch's own graph-break, recompile and perf-hint (CUDA-graph skip) log records, collected while
-compilation happens in the warm-up.
-
-Inductor's perf hints ("Skip comprehensive padding on CPU", "Using FallbackKernel: ...") are INFO
-lines for the compiler's developers: unless `verbose`, torch's console handlers leave them out of the
-job's output and they are kept whole in its diagnostics (`perf_hints` in diagnostics.json); graph
-breaks and recompiles, which change what a job measures, still show."""
+compilation happens. Inductor's perf hints are for the compiler's developers: unless `verbose` they are
+kept out of the job's output (still in diagnostics.json); graph breaks and recompiles still show."""
 
 from __future__ import annotations
 
@@ -17,9 +13,8 @@ _BREAK_AT = re.compile(r"Graph break.*? in user code at (?P<loc>\S+:\d+)")
 
 
 class CompileLogRecorder(logging.Handler):
-    """Collects torch's own graph-break, recompile and perf-hint (CUDA-graph skip) log records while
-    compilation happens. torch also prints them to the worker log, like `TORCH_LOGS=graph_breaks`, the
-    perf hints only when `verbose` (the module's docstring)."""
+    """Collects torch's compile log records; torch also prints them to the worker log (perf hints only
+    when `verbose`)."""
 
     def __init__(self, *, verbose: bool = False) -> None:
         super().__init__(level=logging.DEBUG)
