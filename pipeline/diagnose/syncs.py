@@ -26,9 +26,8 @@ def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def _user_frame(stack: list[traceback.FrameSummary]) -> str:
-    """Where a sync comes from: the innermost frame of the user's code (model, loss: neither the
-    interpreter's stdlib, nor an installed package, nor this harness); failing that, the innermost
-    library frame (e.g. inside torch.optim), never the warnings machinery that reported it."""
+    """Where a sync comes from: the innermost frame of the user's code (not stdlib, an installed package
+    or this harness); failing that, the innermost library frame, never the warnings machinery."""
     stdlib, libraries = _roots()
     outside_stdlib = [
         f for f in stack if not f.filename.startswith(stdlib) and not f.filename.startswith("<frozen")
@@ -45,8 +44,8 @@ SYNC_WARNING = "called a synchronizing CUDA operation"
 
 @contextlib.contextmanager
 def recording_sync_warnings() -> Iterator[list[str]]:
-    """Inside the block, the source line of every sync warning torch emits is appended to the yielded
-    list (see :func:`_user_frame`); every other warning is passed on as usual."""
+    """The source line of every sync warning in the block, appended to the yielded list; other
+    warnings pass on as usual."""
     locations: list[str] = []
     previous = warnings.showwarning
 
