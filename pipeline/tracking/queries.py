@@ -1,6 +1,5 @@
-"""The project's questions of the store, each a query with every value quoted for MLflow's filter
-grammar: runs with given tags, a sweep's parent run and children, a configuration's finished run, the
-run of a job folder. Mixed into :class:`pipeline.tracking.client.Tracker`."""
+"""The project's questions of the store (a sweep's parent and children, a configuration's finished run,
+a job folder's run), every value quoted for MLflow's filter grammar; mixed into the Tracker."""
 
 from __future__ import annotations
 
@@ -22,8 +21,8 @@ class SweepQueries:
     def runs_where(
         self, tags: dict[str, str], *, status: str | None = None, max_results: int = 5000
     ) -> list[RunRecord]:
-        """Runs whose tags equal these values (and with this status), newest first. Every value is
-        quoted for MLflow's filter grammar; one the grammar cannot hold is matched after the search."""
+        """Runs whose tags equal these values (and with this status), newest first; a value the filter
+        grammar cannot hold is matched after the search."""
         wanted = {f"tags.{k}": v for k, v in tags.items()}
         if status is not None:
             wanted["attributes.status"] = status
@@ -60,9 +59,8 @@ class SweepQueries:
 
 
 def _equals(field: str, value: str) -> str | None:
-    """`field = 'value'` as MLflow's filter grammar reads it back; a value holding `'` is put in double
-    quotes. None where the grammar cannot hold the value (both quotes, or a backslash, which its
-    tokenizer takes as an escape that MLflow never undoes)."""
+    """`field = 'value'` for MLflow's filter grammar (double quotes for a value holding `'`); None where
+    it cannot hold the value (both quotes, or a backslash: an escape MLflow never undoes)."""
     if "\\" in value or ("'" in value and '"' in value):
         return None
     quote = '"' if "'" in value else "'"
