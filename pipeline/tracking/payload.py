@@ -1,6 +1,5 @@
-"""What a job's run gets, as plain data (:class:`RunPayload`): the job builds it
-(:mod:`pipeline.job.outcome`), :meth:`pipeline.tracking.client.Tracker.log_payload` writes it. Every
-param is flattened and redacted here; text artifacts go up as redacted copies."""
+"""What a job's run gets, as plain data (:class:`RunPayload`), built by :mod:`pipeline.job.outcome` and
+written by `Tracker.log_payload`; params flattened and redacted, text artifacts as redacted copies."""
 
 from __future__ import annotations
 
