@@ -1,5 +1,4 @@
-"""NVML (nvidia-ml-py), opened for one question and shut after it: what the GPUs are, without CUDA (a job's
-parent never initializes CUDA; a worker asks NVML what torch cannot say)."""
+"""NVML (nvidia-ml-py), opened for one question and shut after it: what the GPUs are, without CUDA."""
 
 from __future__ import annotations
 
@@ -10,8 +9,7 @@ from types import ModuleType
 
 @contextlib.contextmanager
 def nvml() -> Iterator[ModuleType]:
-    """pynvml, initialized for the block. Raises where NVML is missing or not permitted: each caller says
-    what it falls back to."""
+    """pynvml, initialized for the block; raises where NVML is missing (each caller has a fallback)."""
     import pynvml
 
     pynvml.nvmlInit()
