@@ -9,7 +9,6 @@ import torch
 
 
 def explain(forward_loss: Callable[[Any], torch.Tensor], batch: Any) -> str:
-    """`torch._dynamo.explain` on the model + loss for one batch, as text."""
     output = torch._dynamo.explain(forward_loss)(batch)
     lines = [
         f"graphs: {output.graph_count}",
