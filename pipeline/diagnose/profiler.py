@@ -9,8 +9,8 @@ import torch
 
 
 def profile_steps(run_step: Callable[[], None], device: torch.device, out_dir: Path, active: int = 3) -> str:
-    """A torch.profiler trace of `active` steps after one skipped and one warm-up step (Chrome/Perfetto
-    JSON, readable by TensorBoard's profiler plugin) and the table of the top kernels by self time."""
+    """A torch.profiler trace (Chrome JSON) of `active` steps after a skipped and a warm-up step, and
+    the table of the top kernels by self time."""
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
     out_dir.mkdir(parents=True, exist_ok=True)
