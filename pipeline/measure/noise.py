@@ -131,18 +131,16 @@ class Noise:
         m = {"step/spread_pct": self.spread_pct, "step/noisy": float(self.noisy)}
         if self.cpu_wait_pct is not None:
             m["step/cpu_contended"] = float(self.contended)
-        if self.cpu_steal_pct is not None:
-            m["step/cpu_steal_pct"] = self.cpu_steal_pct
-        if self.cpu_wait_pct is not None:
-            m["step/cpu_wait_pct"] = self.cpu_wait_pct
-        if self.others_cpu_pct is not None:
-            m["step/cpu_others_pct"] = self.others_cpu_pct
-        if self.round_drift_pct is not None:
-            m["step/round_drift_pct"] = self.round_drift_pct
-        if self.eager_round_drift_pct is not None:
-            m["eager/round_drift_pct"] = self.eager_round_drift_pct
-            if self.cuda:
-                m["step/host_bound"] = float(self.speedup_follows_host)
+        read = {
+            "step/cpu_steal_pct": self.cpu_steal_pct,
+            "step/cpu_wait_pct": self.cpu_wait_pct,
+            "step/cpu_others_pct": self.others_cpu_pct,
+            "step/round_drift_pct": self.round_drift_pct,
+            "eager/round_drift_pct": self.eager_round_drift_pct,
+        }
+        m.update({name: value for name, value in read.items() if value is not None})
+        if self.eager_round_drift_pct is not None and self.cuda:
+            m["step/host_bound"] = float(self.speedup_follows_host)
         return m
 
 
