@@ -70,9 +70,7 @@ class RunsView:
 
     def state(self) -> dict[str, object]:
         order = [RUN_NAME, CREATED, *self.columns]  # a width applies only to a column listed here
-        widths = {c: column_width(c) for c in order}
-        widths[RUN_NAME] = self.name_width
-        widths[CREATED] = WIDTHS[CREATED]
+        widths = {c: column_width(c) for c in order} | {RUN_NAME: self.name_width}
         return {
             "searchFilter": self.search_filter,
             "orderByKey": f"metrics.`{self.objective.metric}`",  # sorted by the figure, shown rounded
@@ -339,24 +337,22 @@ def row_verdicts(summary: Summary) -> dict[str, str]:
     suite = {o.run_name: o.outcome for o in summary.suite.outcomes} if summary.suite is not None else {}
     pooled = _pooled_names(summary)
     best = next((pooled.get(id(row)) for row in answer_rows(summary)), None)
-    words = {}
-    for row in summary.rows:
-        if not row.run_id:
-            continue
+
+    def word(row: Row) -> str:
         name = pooled.get(id(row))
         if row.name in suite:
-            words[row.run_id] = suite[row.name]
-        elif name is None or verdict is None:
-            words[row.run_id] = row.status if row.status != "FINISHED" else "no figure"
-        elif verdict.kind == "fastest":
-            words[row.run_id] = "★ fastest" if name == verdict.fastest else "slower"
-        elif name in verdict.tied and verdict.kind == "tie":
-            words[row.run_id] = "= tie"
-        elif name in verdict.tied:  # one the data could not tell from the best: the best says so
-            words[row.run_id] = "best, inconclusive" if name == best else "inconclusive"
-        else:
-            words[row.run_id] = "slower"
-    return words
+            return suite[row.name]
+        if name is None or verdict is None:
+            return row.status if row.status != "FINISHED" else "no figure"
+        if verdict.kind == "fastest":
+            return "★ fastest" if name == verdict.fastest else "slower"
+        if name in verdict.tied and verdict.kind == "tie":
+            return "= tie"
+        if name in verdict.tied:  # one the data could not tell from the best: the best says so
+            return "best, inconclusive" if name == best else "inconclusive"
+        return "slower"
+
+    return {row.run_id: word(row) for row in summary.rows if row.run_id}
 
 
 def mark_runs(tracker: Tracker, summary: Summary) -> None:
