@@ -19,10 +19,8 @@ FASTEST, TIE, INCONCLUSIVE = "fastest", "tie", "inconclusive"
 # Measured steps a single job needs before its interval decides: with fewer, identical pairs are called
 # fastest far more often than the interval's 5% (python benchmarks/verdict_power.py --steps).
 MIN_STEPS = 10
-# A job whose slowest tenth of steps took more than this many times as long as its fastest tenth (p90 /
-# p10) ran in host spells of very different speed; beside it, another job may spend all its steps in one
-# slow spell and look steady, so no separate job bounds its own figure from below. Quiet jobs stay well
-# under it (docs/verdicts.md).
+# p90 / p10 beyond this: the host ran in spells of very different speed, and another job may have spent
+# all its steps in one slow spell looking steady (docs/verdicts.md).
 SEVERE_SLOWDOWN = 3.0
 # Why a comparison stayed undecided, as the verdict says it (the first that applies).
 UNDECIDED = {
@@ -44,9 +42,8 @@ class Estimate:
     low: float
     high: float
     noisy: bool = False
-    # Noisy jobs, or jobs that waited for a CPU: the best the figure may be once the host's slowing is
-    # allowed for (lower is better: at most `low`; higher is better: at least `high`). None: unbounded for a
-    # noisy figure, none for a quiet one.
+    # The best the figure may be once the host's slowing is allowed for (summary.reach); None: unbounded
+    # for a noisy figure, none for a quiet one.
     reach: float | None = None
     slowdown: float | None = None  # the largest p90 / p10 of the configuration's jobs' steps
     slowdown_job: str | None = None  # the job it belongs to
