@@ -43,11 +43,7 @@ class Compiled:
 def compile_kwargs(settings: CompileConfig) -> dict[str, Any]:
     """Arguments for torch.compile. torch refuses `mode` and `options` together, so user options are
     merged over the mode's own inductor options and passed alone."""
-    kwargs: dict[str, Any] = {
-        "backend": settings.backend,
-        "fullgraph": settings.fullgraph,
-        "dynamic": settings.dynamic,
-    }
+    kwargs = dict(backend=settings.backend, fullgraph=settings.fullgraph, dynamic=settings.dynamic)
     options = settings.inductor_options()
     if options:
         if settings.backend == "inductor":
@@ -61,12 +57,8 @@ def compile_kwargs(settings: CompileConfig) -> dict[str, Any]:
 
 
 def is_repeated(module: nn.Module) -> bool:
-    children = list(module.children())
-    return (
-        isinstance(module, (nn.ModuleList, nn.Sequential))
-        and len(children) >= 2
-        and len({type(c) for c in children}) == 1
-    )
+    kinds = [type(c) for c in module.children()]
+    return isinstance(module, (nn.ModuleList, nn.Sequential)) and len(kinds) >= 2 and len(set(kinds)) == 1
 
 
 def repeated_blocks(module: nn.Module) -> list[nn.Module]:
