@@ -22,10 +22,6 @@ if TYPE_CHECKING:
     from pipeline.scenarios.protocol import Scenario
 
 
-def _same(model: nn.Module) -> nn.Module:
-    return model
-
-
 @dataclass(frozen=True, kw_only=True)
 class Recipe:
     """What a scenario's variant is made of."""
@@ -35,9 +31,9 @@ class Recipe:
     # (name, the compiled step, the model, the compile call's seconds) -> the timed variant
     unit: Callable[[str, Compiled, nn.Module, float], Variant]
     # what the scenario runs of the model the factory builds (generation: the HF causal LM inside)
-    adapt: Callable[[nn.Module], nn.Module] = _same
+    adapt: Callable[[nn.Module], nn.Module] = lambda model: model
     # what apply_compile compiles of it (generation: a decode step's module around the LM)
-    compiles: Callable[[nn.Module], nn.Module] = _same
+    compiles: Callable[[nn.Module], nn.Module] = lambda model: model
     # build the weights in the precision's dtype from the start (a 7B model: no float32 copy first)
     build_in_dtype: bool = False
 
