@@ -52,6 +52,10 @@ QUIET_WAIT_S = 2.0
 _LOCKED = re.compile(r"database (table |schema )?is locked", re.IGNORECASE)
 
 
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 class StoreLocked(TrackingUnavailable):
     """Another process held the sqlite store locked for longer than this one waits."""
 
@@ -118,18 +122,12 @@ def wait_for_store(tracking_uri: str, *, write: bool, deadline: float | None = N
     if _free(db, write=write, timeout=max(0.0, min(QUIET_WAIT_S, deadline - started))):
         return
     if deadline - time.monotonic() > 0:
-        print(
+        _say(
             f"mlflow: {db} is locked by another process (a long query, a backup, another tool's transaction): "
-            f"waiting up to {max(0.0, deadline - started):.0f} s for it ({STORE_WAIT_ENV})",
-            file=sys.stderr,
-            flush=True,
+            f"waiting up to {max(0.0, deadline - started):.0f} s for it ({STORE_WAIT_ENV})"
         )
         if _free(db, write=write, timeout=max(0.0, deadline - time.monotonic())):
-            print(
-                f"mlflow: {db} is free again after {time.monotonic() - started:.0f} s",
-                file=sys.stderr,
-                flush=True,
-            )
+            _say(f"mlflow: {db} is free again after {time.monotonic() - started:.0f} s")
             return
     raise StoreLocked(locked_line(tracking_uri, time.monotonic() - started))
 
@@ -362,11 +360,9 @@ def _repair(tracking_uri: str, state: StoreState, cause: Exception) -> None:
             if not failure:
                 kept = _swap_in(copy, db)
                 _forget_engines(tracking_uri)
-                print(
+                _say(
                     f"mlflow: {db} was half set up ({what}): repaired on a copy holding all its {state.runs} "
-                    f"run(s), as `mlflow db upgrade` does; the original is kept as {kept}",
-                    file=sys.stderr,
-                    flush=True,
+                    f"run(s), as `mlflow db upgrade` does; the original is kept as {kept}"
                 )
                 return
         except OSError as exc:
@@ -380,10 +376,8 @@ def _repair(tracking_uri: str, state: StoreState, cause: Exception) -> None:
             failure += f"; could not move it aside ({type(exc).__name__}: {exc})"
         else:
             _forget_engines(tracking_uri)
-            print(
-                f"mlflow: {db} was half set up ({what}) and held no runs: set up afresh, the old file kept as {aside}",
-                file=sys.stderr,
-                flush=True,
+            _say(
+                f"mlflow: {db} was half set up ({what}) and held no runs: set up afresh, the old file kept as {aside}"
             )
             return
     raise TrackingUnavailable(
