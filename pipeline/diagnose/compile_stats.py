@@ -121,8 +121,8 @@ class CompileDiagnosis:
         }
 
 
-# Phases that only some jobs can have: AOTAutograd's (every backend but Dynamo-only `eager`), inductor's (not
-# aot_eager's), Triton kernels (CUDA), autotuning (max-autotune modes), CUDA-graph recording (modes with CUDA graphs).
+# Phases only some jobs have: AOTAutograd's (not Dynamo-only `eager`), inductor's (not aot_eager's),
+# Triton kernels (CUDA), autotuning (max-autotune modes), CUDA-graph recording (modes with CUDA graphs).
 PHASE_NEEDS = {
     "compile/aot_autograd_s": "aot_autograd",
     "compile/inductor_s": "inductor",
