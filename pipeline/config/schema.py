@@ -79,9 +79,7 @@ class ModelConfig(_Labelled):
 
     id: str = doc(MISSING, "short label used in run names and tags, e.g. `vit_b16`")
     _target_: str = doc("models.timm_models.create", "dotted path of the factory that builds the model")
-    name: str | None = doc(
-        None, "the library's model name (timm name, HF config class), passed to the factory"
-    )
+    name: str | None = doc(None, "the library's model name (timm name, HF config class)")
     kwargs: dict[str, Any] = doc({}, "extra keyword arguments of the factory (timm kwargs, HF config fields)")
     input: InputSpec = doc(InputSpec, "the input spec; data generation follows it")
     batch_size: int = doc(64, "this model's default batch size (`trainer.batch_size` defaults to it)", gt=0)
@@ -97,9 +95,7 @@ class LossConfig(_Labelled):
 
     id: str = doc(MISSING, "short label used in run names and tags")
     _target_: str = doc("losses.cross_entropy.CrossEntropy", "dotted path of the loss module's class")
-    kind: str = doc(
-        "mse", "distillation only: `mse` (student vs teacher logits) or `kl`", choices=DISTILL_KINDS
-    )
+    kind: str = doc("mse", "distillation: `mse` (student vs teacher logits) or `kl`", choices=DISTILL_KINDS)
     temperature: float = doc(2.0, "distillation `kl` only: softmax temperature", gt=0)
     alpha: float = doc(
         0.5, "distillation `kl` only: weight of the KL term (1-alpha: hard-label CE)", within=(0.0, 1.0)
@@ -123,9 +119,7 @@ class PrecisionConfig(_Labelled):
 
 @dataclass(kw_only=True)
 class CompileConfig:
-    mode: str = doc(
-        "default", "`eager` means no torch.compile; the rest are torch.compile modes", choices=COMPILE_MODES
-    )
+    mode: str = doc("default", "`eager` (no torch.compile) or a torch.compile mode", choices=COMPILE_MODES)
     backend: str = doc("inductor", "a torch.compile backend, checked against `torch._dynamo.list_backends()`")
     fullgraph: bool = doc(False, "fail on any graph break")
     dynamic: bool | None = doc(None, "dynamic shapes: null lets torch decide, true/false force it")
