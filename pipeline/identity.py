@@ -95,11 +95,8 @@ def run_name(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> str:
 def _name_part(key: str, label: str, value: str) -> str:
     """`seed=1`; swept inductor options by the preset that sets them (`inductor=coordinate_descent`,
     `inductor=none`), not as their JSON."""
-    if key == "compile.options":
-        preset = inductor_preset(value)
-        if preset is not None:
-            return f"inductor={preset}"
-    return f"{label}={value}"
+    preset = inductor_preset(value) if key == "compile.options" else None
+    return f"{label}={value}" if preset is None else f"inductor={preset}"
 
 
 def inductor_preset(options_json: str) -> str | None:
