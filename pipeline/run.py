@@ -26,6 +26,7 @@ from pipeline.job.result import one_line
 from pipeline.job.signals import SchedulerSignals, exiting_after_interrupt, stop_once
 from pipeline.jobdir import JobDir
 from pipeline.redaction import redact_log_records, redact_text
+from pipeline.scenarios import CONF
 from pipeline.status import (
     BAD_INPUT,
     EXIT_BAD_INPUT,
@@ -41,7 +42,6 @@ from pipeline.sweep.callbacks import SWEEP_FAILURES, after_interrupt, close_inte
 from pipeline.sweep.state import SweepStopped
 from pipeline.sweep_context import SweepContext
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 OUTCOMES: list[str] = []  # one per job run by this process
 
 
@@ -70,7 +70,7 @@ def run_job(cfg: DictConfig) -> str:
             return FAILED
 
 
-@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+@hydra.main(config_path=str(CONF), config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> str | float:
     outcome = run_job(cfg)
     OUTCOMES.append(outcome)

@@ -9,12 +9,12 @@ import textwrap
 import typing
 import unicodedata
 from dataclasses import fields, is_dataclass
-from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
 from pipeline.config.schema import schema_node
+from pipeline.scenarios import CONF
 
 
 def _type_name(tp: Any) -> str:
@@ -24,9 +24,6 @@ def _type_name(tp: Any) -> str:
     return {bool: "true/false", int: "an integer", float: "a number", str: "a string"}.get(
         tp, getattr(tp, "__name__", str(tp))
     )
-
-
-CONF = Path(__file__).resolve().parent.parent.parent / "conf"  # the project's config groups
 
 
 def nested_options(group: str, option: str) -> list[str]:
