@@ -40,8 +40,7 @@ def make_device_batch(
     float_dtype: torch.dtype,
     generator: torch.Generator,
 ) -> Batch:
-    """One batch drawn directly on the device (no host work, no copy), deterministic for a seeded
-    generator: two variants of a paired measurement draw the same batches."""
+    """One batch drawn on the device (no host work, no copy), the same for the same seeded generator."""
     draw = {"generator": generator, "device": device}
     if spec.kind == "image":
         inputs = torch.randn((batch_size, spec.channels, spec.height, spec.width), **draw).to(float_dtype)

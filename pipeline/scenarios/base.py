@@ -36,8 +36,7 @@ class ScenarioConfig:
         return iter(())
 
     def fits(self, cfg: Config) -> Iterator[ConfigError]:
-        """Whether the rest of the config can run this scenario (the model, the compile settings, the
-        loss, the precision). Subclasses extend it."""
+        """Whether the rest of the config (model, compile settings, loss, precision) can run this scenario."""
         if self.opt_in and self.name not in cfg.model.scenarios:
             yield ConfigError(
                 "scenario",

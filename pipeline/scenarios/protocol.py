@@ -170,8 +170,7 @@ class Scenario:
         raise NotImplementedError
 
     def recipe(self) -> Recipe:
-        """What the scenario's variant is made of (its step and its timed unit); the axes are applied by
-        pipeline/scenarios/variant.py, in one order, for every scenario."""
+        """What the scenario's variant is made of (its step, its timed unit); variant.py applies the axes."""
         raise NotImplementedError
 
     def make_variant(self, name: str, settings: CompileConfig) -> tuple[Variant, Compiled]:

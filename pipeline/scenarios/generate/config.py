@@ -59,8 +59,7 @@ class GenerateConfig(ScenarioConfig):
             )
 
     def lengths(self, cfg: Config) -> tuple[int, int]:
-        """(prompt tokens, new tokens) of a generation: as set, nulls fitted to the model's sequence
-        length (the module's docstring)."""
+        """(prompt, new tokens) of a generation: as set, nulls fitted to the model (module docstring)."""
         seq, prompt, new = cfg.model.input.seq_len, self.prompt_len, self.new_tokens
         if prompt is None and new is None:
             if seq >= PROMPT_LEN + NEW_TOKENS:
