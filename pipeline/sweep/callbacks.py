@@ -638,11 +638,9 @@ def sweep_cpu_note(config: DictConfig) -> str:
     except Exception:  # a bad first job: the sweep's own checks say why
         return ""
     note = cpu_note(job)
-    return (
-        note.replace("runs on the CPU", "and the sweep's other jobs run on the CPU")
-        if jobs and len(jobs) > 1
-        else note
-    )
+    if jobs and len(jobs) > 1:
+        return note.replace("runs on the CPU", "and the sweep's other jobs run on the CPU")
+    return note
 
 
 def uses_local_gpus(config: DictConfig) -> bool:

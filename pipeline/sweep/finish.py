@@ -271,14 +271,15 @@ def finish_left_sweeps(tracker: Tracker, dirs: list[Path]) -> int:
 def _finish_left(tracker: Tracker, sweep: SweepContext, folder: Path) -> bool:
     """Finish one sweep left unfinished; False when it is (still) incomplete."""
     parent = tracker.get_run(sweep.parent_run_id)
+    said = f"sweep {sweep.sweep_id} ({folder})"
     dirs = json.loads(parent.tags.get("sweep_dirs", "[]")) if parent is not None else []
     if dirs and dirs[-1] != sweep.sweep_dir:  # a later session of the sweep (resumed) finishes it
-        print(f"sweep {sweep.sweep_id} ({folder}): resumed later in {dirs[-1]}, which finishes it")
+        print(f"{said}: resumed later in {dirs[-1]}, which finishes it")
         return True
     settled = parent is not None and parent.status != RUNNING and "results_pending" not in parent.tags
     if settled and "jobs_missing" in parent.tags:
         print(
-            f"sweep {sweep.sweep_id} ({folder}) is incomplete: jobs {parent.tags['jobs_missing']} left no run; "
+            f"{said} is incomplete: jobs {parent.tags['jobs_missing']} left no run; "
             f"parent run {parent.run_id} {parent.status}; {resume_hint(sweep)}"
         )
         return False
@@ -286,13 +287,11 @@ def _finish_left(tracker: Tracker, sweep: SweepContext, folder: Path) -> bool:
     print_answer(end.summary)
     if end.incomplete:
         print(
-            f"sweep {sweep.sweep_id} ({folder}) is incomplete: {end.incomplete}; parent run closed, not FINISHED; {resume_hint(sweep)}"
+            f"{said} is incomplete: {end.incomplete}; parent run closed, not FINISHED; {resume_hint(sweep)}"
         )
         return False
     if end.pending:
-        print(
-            f"sweep {sweep.sweep_id} ({folder}) is not finished: {end.pending}; parent run closed, not FINISHED"
-        )
+        print(f"{said} is not finished: {end.pending}; parent run closed, not FINISHED")
         return False
     print(f"finished sweep {sweep.sweep_id} ({folder})")
     return True
