@@ -9,7 +9,7 @@ import io
 import math
 from pathlib import Path
 
-from pipeline.display import figure, in_unit_words, terminal_width, unit_word, with_interval, wrapped
+from pipeline.display import DASH, figure, in_unit_words, terminal_width, unit_word, with_interval, wrapped
 from pipeline.identity import TABLE_KEYS, short_labels
 from pipeline.measure.objective import GEOMEAN_SPEEDUP as GEOMEAN
 from pipeline.measure.objective import SPEEDUP
@@ -19,7 +19,6 @@ from pipeline.status import FINISHED
 from pipeline.sweep.pareto import front_lines
 from pipeline.sweep.summary import Row, Scaling, Summary
 
-DASH = "–"
 UNDETERMINED = "undetermined"  # an interval too wide to say anything (pipeline/measure/stats.py undetermined)
 MEASURE_COLUMNS = ("figure [95% CI]", "speedup", "compile s", "peak GiB", "graph breaks", "status")
 
@@ -44,6 +43,17 @@ def column_labels(keys: list[str]) -> list[str]:
     alike; the fixed identity keys as they are."""
     short = short_labels([k for k in keys if k not in TABLE_KEYS])
     return [short.get(k, k) for k in keys]
+
+
+def joined_identity(keys: list[str], values: list[str | None]) -> str:
+    """Identity values as a run name joins them (`amp·max-autotune`, `batch_size=32`: a swept key's value
+    with its column label), missing ones left out."""
+    labels = dict(zip(keys, column_labels(keys), strict=True))
+    return "·".join(
+        value if key in TABLE_KEYS else f"{labels[key]}={value}"
+        for key, value in zip(keys, values, strict=True)
+        if value not in (None, DASH, "-")
+    )
 
 
 def constant_line(summary: Summary) -> str:
@@ -420,17 +430,11 @@ def answer_table(summary: Summary) -> tuple[list[str], list[list[str]]]:
     `eager`, `depth=1`: a swept key's value with its name), so that the figures keep the width."""
     header, rows = table(summary, compact=True)
     keys = identity_columns(summary, compact=True)
-    labels = dict(zip(keys, column_labels(keys), strict=True))
     merged = []
     for row in rows:
         mark = row[0][: len(row[0]) - len(row[0].lstrip("★= "))]
         cells = [row[0][len(mark) :], *row[1 : len(keys)]]
-        parts = [
-            value if key in TABLE_KEYS else f"{labels[key]}={value}"
-            for key, value in zip(keys, cells, strict=True)
-            if value not in (DASH, "-")
-        ]
-        merged.append([mark + ("·".join(parts) or cells[0]), *row[len(keys) :]])
+        merged.append([mark + (joined_identity(keys, cells) or cells[0]), *row[len(keys) :]])
     return ["configuration", *header[len(keys) :]], merged
 
 

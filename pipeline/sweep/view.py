@@ -12,11 +12,10 @@ import time
 from dataclasses import dataclass, field
 
 from pipeline.display import DASH, figure, unit_word
-from pipeline.identity import TABLE_KEYS
 from pipeline.job.outcome import shown_key, shown_tags
 from pipeline.measure.objective import Objective, objective_named
 from pipeline.measure.registry import METRICS
-from pipeline.sweep.render import column_labels, identity_columns, sorted_rows
+from pipeline.sweep.render import identity_columns, joined_identity, sorted_rows
 from pipeline.sweep.summary import Row, Summary
 from pipeline.tracking import RunRecord, Tracker
 from pipeline.tracking.client import DESCRIPTION_TAG, experiment_description
@@ -369,15 +368,9 @@ def distinct_name(summary: Summary, row: Row) -> str:
     """A configuration by the identity values that set it apart from the sweep's others (`amp·max-autotune`,
     `batch_size=32`), a value only eager jobs lack aside; its run name where nothing does."""
     keys = identity_columns(summary, compact=True)
-    labels = dict(zip(keys, column_labels(keys), strict=True))
-    missing = (DASH, "-")
-    parts = []
-    for key in keys:
-        values = {r.config.get(key) for r in summary.rows if r.config} - {None, *missing}
-        value = row.config.get(key)
-        if len(values) > 1 and value not in (None, *missing):
-            parts.append(value if key in TABLE_KEYS else f"{labels[key]}={value}")
-    return "·".join(parts) or row.name
+    configured = [r for r in summary.rows if r.config]
+    differs = {k for k in keys if len({r.config.get(k) for r in configured} - {None, DASH, "-"}) > 1}
+    return joined_identity(keys, [row.config.get(k) if k in differs else None for k in keys]) or row.name
 
 
 def answer_rows(summary: Summary) -> list[Row]:
