@@ -218,12 +218,11 @@ def summarize_folders(root: Path, out_dir: Path | None) -> int:
     if sweep is None:  # a folder of job folders, not one sweep's: what the jobs say
         summary = summarize(root.resolve().name, rows, kind=_kind_of_folders(root))
     else:  # as the sweep's own end would have judged it: its kind, objective and verdict settings
-        rule = Rule(min_effect_pct=sweep.min_effect_pct, max_interval_pct=sweep.max_interval_pct)
         summary = summarize(
             sweep.sweep_id,
             rows,
             varied=sweep.axes,
-            rule=rule,
+            rule=Rule(min_effect_pct=sweep.min_effect_pct, max_interval_pct=sweep.max_interval_pct),
             configured=sweep.objective,
             kind=sweep.kind or _kind_of_folders(root),
         )
