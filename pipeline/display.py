@@ -124,9 +124,7 @@ def terminal_width() -> int:
 
 def known_width() -> int | None:
     """The terminal's columns (a terminal, or COLUMNS set), else None: a log file keeps a line whole."""
-    if os.environ.get("COLUMNS") or sys.stdout.isatty():
-        return terminal_width()
-    return None
+    return terminal_width() if os.environ.get("COLUMNS") or sys.stdout.isatty() else None
 
 
 def wrapped(text: str, width: int | None = None) -> list[str]:
