@@ -1,14 +1,10 @@
-"""The job's preflight: every check of its config before anything starts. First the config's own
-(:func:`pipeline.config.checks.check`), then those that need a library or the host: a timm model name,
-an HF config that builds for the input, a factory that imports, a torch.compile backend, inductor
-options (`compile.options`, against `torch._inductor.config`), a distributed job's GPUs and blocks,
-float8's GPU and torchao. They import torch or the model library lazily, and once passed they are
-remembered per library version (:mod:`pipeline.config.known_good`), so a job's own process usually
-skips those imports. The job's parent never initializes CUDA: GPUs are counted through NVML.
-"""
+"""The job's preflight: the config's own checks, then those that need a library or the host (model,
+backend, inductor options, GPUs, float8). Library checks import lazily and are remembered per library
+version (:mod:`pipeline.config.known_good`); GPUs are counted through NVML, never CUDA."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import importlib.util
@@ -29,8 +25,7 @@ from pipeline.provenance import PROJECT_ROOT
 
 
 def validate(cfg: Config | DictConfig) -> Config:
-    """Every check, the config's own first; return the typed config, or raise the first
-    :class:`ConfigError` (every error found is in its `.errors`)."""
+    """Every check, the config's own first: the typed config, or the first ConfigError (all in `.errors`)."""
     config = checked(cfg)
     raise_first(host_errors(config))
     errors = model_errors("model", config.model)  # imports the model library, once per version
@@ -49,10 +44,8 @@ def validate(cfg: Config | DictConfig) -> Config:
 
 
 TIMM_FACTORY, HF_FACTORY = "models.timm_models.create", "models.hf.create"
-# Processes a job may start on this host's CPUs: one gloo rank per core (more only time the
-# oversubscription), and DataLoader workers per rank up to twice the cores (torch suggests one per
-# core). Beyond, a typo (`parallel.nproc=1000`) starts hundreds of processes and the OOM killer picks
-# whatever it likes on the host.
+# At most one gloo rank per core and two DataLoader workers per core: beyond, a typo
+# (`parallel.nproc=1000`) starts hundreds of processes and the OOM killer picks among the host's.
 DATALOADER_WORKERS_PER_CORE = 2
 
 
@@ -66,44 +59,30 @@ def host_cores() -> int:
 
 def host_errors(config: Config) -> list[ConfigError]:
     """What this host cannot give the job, before any process starts: a CUDA GPU for `device=cuda`, CPU
-    ranks and DataLoader workers beyond its cores; a sqlite store in folders that would have to be made
-    outside the project (`store_errors`)."""
+    ranks and DataLoader workers beyond its cores, a sqlite store's folder (`store_errors`)."""
     cores, errors = host_cores(), store_errors(config.mlflow)
     missing = cuda_missing() if config.device == "cuda" else ""
     if missing:  # else its worker starts, fails on torch's own error, and a FAILED run is all there is
-        errors.append(
-            ConfigError(
-                "device",
-                "cuda",
-                f"a CUDA GPU, and {missing}: device=cpu, or device=auto (cuda where there is one)",
-            )
-        )
+        why = f"a CUDA GPU, and {missing}: device=cpu, or device=auto (cuda where there is one)"
+        errors.append(ConfigError("device", "cuda", why))
     par = config.parallel
     on_cpu = config.device == "cpu" or (config.device == "auto" and not visible_gpus())
     if par.distributed and par.nproc > cores and on_cpu:
-        errors.append(
-            ConfigError(
-                "parallel.nproc",
-                par.nproc,
-                f"at most {cores} on the CPU (one gloo process per core this job may use: {cores})",
-            )
-        )
+        why = f"at most {cores} on the CPU (one gloo process per core this job may use: {cores})"
+        errors.append(ConfigError("parallel.nproc", par.nproc, why))
     limit = DATALOADER_WORKERS_PER_CORE * cores
     if config.data.loader and config.data.num_workers > limit:
-        errors.append(
-            ConfigError(
-                "data.num_workers",
-                config.data.num_workers,
-                f"at most {limit} ({DATALOADER_WORKERS_PER_CORE} DataLoader processes per core this job may use: {cores})",
-            )
+        why = (
+            f"at most {limit} ({DATALOADER_WORKERS_PER_CORE} DataLoader processes per core this job may use: "
+            f"{cores})"
         )
+        errors.append(ConfigError("data.num_workers", config.data.num_workers, why))
     return errors
 
 
 def store_errors(mlflow: MlflowConfig) -> list[ConfigError]:
-    """A sqlite store whose folder does not exist is made where the project or the current folder holds
-    it (`outputs/`); anywhere else a missing folder is more likely a typo (`sqlite:////typo/dir/m.db`)
-    than a wish to make folders at the root: refused, naming the first folder missing."""
+    """A sqlite store's missing folder is made inside the project or the current folder; anywhere else
+    it is more likely a typo (`sqlite:////typo/dir/m.db`): refused, naming the first folder missing."""
     uri = mlflow.tracking_uri
     if not uri.startswith("sqlite:///"):
         return []
@@ -115,19 +94,13 @@ def store_errors(mlflow: MlflowConfig) -> list[ConfigError]:
         missing = missing.parent
     if any(db.resolve().is_relative_to(base) for base in (PROJECT_ROOT, Path.cwd().resolve())):
         return []
-    return [
-        ConfigError(
-            "mlflow.tracking_uri",
-            uri,
-            f"{missing} does not exist: make the store's folder first (mkdir -p {db.parent}) if that is where it "
-            "goes, or fix the path",
-        )
-    ]
+    why = f"{missing} does not exist: make the store's folder first (mkdir -p {db.parent})"
+    return [ConfigError("mlflow.tracking_uri", uri, why + " if that is where it goes, or fix the path")]
 
 
 def model_errors(at: str, model: ModelConfig) -> list[ConfigError]:
     """The model exists: a timm name timm knows, an HF config that builds for this input, a factory
-    that imports. (Imports the model library into this process, once per library version.)"""
+    that imports (importing the model library once per library version)."""
     target = model._target_
     if target == TIMM_FACTORY:
         if known_good.passes("timm model", model.name, lambda: _timm_model_exists(model.name)):
@@ -146,57 +119,40 @@ def model_errors(at: str, model: ModelConfig) -> list[ConfigError]:
         get_method(target)
     except Exception as err:
         reason = " ".join(str(err).split())[:200]
-        return [
-            ConfigError(
-                f"{at}._target_",
-                target,
-                f"a dotted path to an importable factory ({type(err).__name__}: {reason})",
-            )
-        ]
+        why = f"a dotted path to an importable factory ({type(err).__name__}: {reason})"
+        return [ConfigError(f"{at}._target_", target, why)]
     return []
 
 
 def parallel_errors(config: Config) -> list[ConfigError]:
-    """A distributed job fits the machine and the model: no more processes than visible GPUs on
-    cuda, or on auto where there are GPUs (counted through NVML: this process never initializes
-    CUDA), and blocks FSDP2 can shard
-    (the model built on the meta device, once per library version)."""
+    """A distributed job fits the machine and the model: no more processes than visible GPUs (on cuda,
+    or on auto where there are GPUs), and blocks FSDP2 can shard (built on the meta device)."""
     par, errors = config.parallel, []
     visible = visible_gpus() if config.device in ("cuda", "auto") else None
     if visible is not None and (config.device == "cuda" or visible > 0) and par.nproc > visible:
-        errors.append(
-            ConfigError(
-                "parallel.nproc",
-                par.nproc,
-                f"at most the {visible} GPU(s) this job sees (device={config.device}); device=cpu runs gloo processes",
-            )
-        )
+        why = f"at most the {visible} GPU(s) this job sees (device={config.device})"
+        errors.append(ConfigError("parallel.nproc", par.nproc, why + "; device=cpu runs gloo processes"))
     if par.strategy == "fsdp":
         settings = [config.model.id, config.model._target_, config.model.name, dict(config.model.kwargs)]
         if not known_good.passes("fsdp blocks", settings, lambda: _has_blocks(config.model)):
-            errors.append(
-                ConfigError(
-                    "parallel",
-                    "fsdp",
-                    f"model={config.model.id} has no repeated blocks to shard (no ModuleList/Sequential of same-class "
-                    "modules): parallel=ddp or none",
-                )
+            why = (
+                f"model={config.model.id} has no repeated blocks to shard (no ModuleList/Sequential of same-class "
+                "modules): parallel=ddp or none"
             )
+            errors.append(ConfigError("parallel", "fsdp", why))
     return errors
 
 
 def checked(cfg: Config | DictConfig) -> Config:
-    """The config's own checks (:func:`pipeline.config.checks.check`) with `parallel.nproc` resolved
-    (`with_ranks`): those that count ranks run again with the number. The typed config a job's identity,
-    hash and host checks are made of, wherever a job's config is composed."""
+    """The config's own checks, run again with `parallel.nproc` resolved (`with_ranks`) where it was
+    null: the typed config a job's identity, hash and host checks are made of."""
     config = check(cfg)
     return check(with_ranks(config)) if config.parallel.nproc is None else config
 
 
 def with_ranks(config: Config) -> Config:
     """`config` with `parallel.nproc` resolved: null means one rank per GPU the job may use (`ranks_here`);
-    parallel=none runs one process. Every Config a job's identity is made of goes through here (its
-    run's name and hash show the number), before any check that counts ranks."""
+    parallel=none runs one process. A job's run name and hash show the number."""
     par = config.parallel
     if par.nproc is not None:
         return config
@@ -205,28 +161,21 @@ def with_ranks(config: Config) -> Config:
 
 
 def ranks_here(config: Config) -> int:
-    """The GPUs a distributed job may use, counted without CUDA: gpu_pool's (hydra/launcher=local_gpus
-    hands it out: the config's, else the launcher's PIPELINE_GPU_POOL), else CUDA_VISIBLE_DEVICES or
-    NVML's count; CPU_RANKS gloo processes on the CPU or where no GPU is seen (device=cuda then fails the
-    GPU check, naming what it sees)."""
+    """The GPUs a distributed job may use, counted without CUDA: gpu_pool's (the config's, else
+    hydra/launcher=local_gpus's PIPELINE_GPU_POOL), else the visible ones; CPU_RANKS on the CPU or where
+    no GPU is seen (device=cuda then fails the GPU check)."""
     if config.device == "cpu":
         return CPU_RANKS
     pool = config.gpu_pool or os.environ.get("PIPELINE_GPU_POOL")
     found = None
     if pool:
-        try:
+        with contextlib.suppress(Exception):  # NVML not there: what the process may see
             found = len(pool_indices(pool))
-        except Exception:  # NVML not there: what the process may see
-            found = None
-    if not found:
-        found = visible_gpus()
-    return found or CPU_RANKS
+    return found or visible_gpus() or CPU_RANKS
 
 
 def cuda_missing() -> str:
-    """Why a job here can have no CUDA GPU ('' where it may have one), through NVML and the driver's
-    files, never CUDA: CUDA_VISIBLE_DEVICES hides every GPU, NVML finds none, or (no NVML library) the
-    host has no NVIDIA driver."""
+    """Why a job here can have no CUDA GPU ('' where it may have one), asked of NVML, never CUDA."""
     count = visible_gpus()
     if count:
         return ""
@@ -269,8 +218,6 @@ def _timm_model_exists(name: str | None) -> bool:
 
 
 def _timm_allowed(name: str | None) -> str:
-    import difflib
-
     from models import timm_models
 
     close = difflib.get_close_matches(str(name), timm_models.timm.list_models(), n=3)
@@ -292,9 +239,8 @@ PRECISION_DIR = Path(__file__).resolve().parents[2] / "conf" / "precision"
 
 
 def float8_errors(config: Config) -> list[ConfigError]:
-    """`precision=fp8` (float8 training through torchao) where it can run: training, on a visible GPU
-    of compute capability 8.9 or newer (asked of NVML: this process never initializes CUDA), with
-    torchao installed. Else one line naming the key, why, and the precisions allowed here."""
+    """`precision=fp8` (torchao's float8 training) only where it can run: training, on GPUs of compute
+    capability 8.9 or newer (asked of NVML), with torchao installed."""
     why = _float8_unavailable(config)
     if not why:
         return []
@@ -346,8 +292,8 @@ def available_backends() -> list[str]:
 
 
 def inductor_option_errors(settings: CompileConfig) -> list[ConfigError]:
-    """Each `compile.options` key is a key of the installed torch's inductor config, with a value of
-    its type: what torch checks only once the worker compiles, tens of seconds in."""
+    """Each `compile.options` key is an inductor config key with a value of its type (torch checks this
+    only once the worker compiles, tens of seconds in)."""
     options = settings.inductor_options()
     if not options or settings.backend != "inductor":
         return []
@@ -367,23 +313,12 @@ def _option_errors(options: dict[str, Any]) -> list[ConfigError]:
         if name not in known:
             close = difflib.get_close_matches(name, list(known), n=3)
             hint = f"; close: {', '.join(close)}" if close else ""
-            errors.append(
-                ConfigError(
-                    f"compile.options.{key}", value, f"an inductor option (torch._inductor.config){hint}"
-                )
-            )
+            why = f"an inductor option (torch._inductor.config){hint}"
+            errors.append(ConfigError(f"compile.options.{key}", value, why))
             continue
         expected = config.get_type(name)
-        if (
-            typing.get_origin(expected) is None
-            and isinstance(expected, type)
-            and not isinstance(value, expected)
-        ):
-            errors.append(
-                ConfigError(
-                    f"compile.options.{key}",
-                    value,
-                    f"torch._inductor.config.{name} takes {expected.__name__}",
-                )
-            )
+        plain = typing.get_origin(expected) is None and isinstance(expected, type)
+        if plain and not isinstance(value, expected):
+            why = f"torch._inductor.config.{name} takes {expected.__name__}"
+            errors.append(ConfigError(f"compile.options.{key}", value, why))
     return errors
