@@ -1,27 +1,6 @@
-"""How a job's worker starts: forked from its sweep's template process, or spawned.
-
-`benchmark.worker_start=template` (the default): a sweep's driver starts one template process per sweep
-on its machine (:mod:`pipeline.job.template`), which imports torch, the model libraries and the pipeline
-once and forks each job's worker, so a worker starts with its imports done (tens of milliseconds
-instead of seconds). `spawn` starts a fresh interpreter per job (`python -m pipeline.job.worker`), as a
-single run does unless `PIPELINE_TEMPLATE_SOCKET` names a running template on its machine (the test
-suite starts one per pytest process): then it forks from that one where it can, silently spawning where
-it cannot.
-
-Lifetime: the driver starts the template at the sweep's start (its imports overlap the first job's
-set-up) and stops it at the sweep's end or interruption; the template also ends with its driver
-(`PR_SET_PDEATHSIG` and a watch on its parent), killing any worker it still holds. Jobs find it through
-`<sweep dir>/.template/<host>.json`, which names its Unix socket (in a private 0700 folder under the
-temp dir: socket paths are short). A job sends its request (the worker's arguments, environment and
-folder, with its output pipe and a lifeline pipe as file descriptors); the template answers with the
-worker's pid, later its exit status. The worker is in a session of its own, as a spawned one, and tied
-to its job through the lifeline pipe (:mod:`pipeline.job.lifeline`).
-
-Where forking is unsafe or impossible the job spawns its worker and says why in one line: no template
-on this machine (SLURM tasks, a sweep started with `spawn`), no `fork` (only Linux forks), a template
-that touched CUDA, runs threads or failed an import, a job environment that differs from the
-template's in a variable torch reads at import, a template that does not answer. Torch-free.
-"""
+"""How a job's worker starts: forked from its sweep's template process (:mod:`pipeline.job.template`,
+imports done; found through `<sweep dir>/.template/<host>.json`, asked over a Unix socket), or spawned
+(`python -m pipeline.job.worker`) where there is none or forking is unsafe, saying why. Torch-free."""
 
 from __future__ import annotations
 
@@ -36,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -44,11 +23,9 @@ from pipeline.jobdir import SweepDir
 
 SPAWN, TEMPLATE = "spawn", "template"  # benchmark.worker_start (its allowed values: the schema)
 CONNECT_TIMEOUT_S = 10.0
-# A running template's socket on this machine (pipeline.job.template): single runs fork from it where they
-# can (the test suite starts one per pytest process, so its hundreds of single runs import torch once).
+# A running template's socket on this machine: single runs fork from it where they can (the test suite's).
 TEMPLATE_ENV = "PIPELINE_TEMPLATE_SOCKET"
-# Beside it, JSON: the variables torch reads at import, as that template imported (a sweep forks its jobs
-# from it only where its own environment agrees; else it starts a template of its own).
+# Beside it, JSON: the variables torch reads at import, as that template imported them.
 TEMPLATE_IMPORT_ENV = "PIPELINE_TEMPLATE_IMPORT_ENV"
 SOCKET_FOLDER_PREFIX = "cs-template-"  # the template's socket's private folder in the temp dir
 READY_TIMEOUT_S = 300.0  # the first job waits while the template imports (seconds; minutes on a slow disk)
@@ -177,9 +154,8 @@ def no_template(sweep_dir: Path, reason: str) -> None:
 # ----------------------------------------------------------------------------- the job's side
 @dataclass(frozen=True, kw_only=True)
 class StartPlan:
-    """How one job means to start its worker: forked from `template`, or spawned (with the reason
-    when a template was wanted). `quiet`: a template the job may use but need not (TEMPLATE_ENV's), so a
-    refusal spawns without a word, as a single run does."""
+    """How one job means to start its worker: forked from `template`, or spawned (`note`: why). `quiet`:
+    TEMPLATE_ENV's template, which a single run may use but need not, so a refusal spawns silently."""
 
     template: TemplateInfo | None = None
     note: str = ""
@@ -188,18 +164,15 @@ class StartPlan:
 
 def plan(worker_start: str, sweep_dir: Path | None, *, distributed: bool = False) -> StartPlan:
     """`spawn` and a distributed job (torchrun's agent spawns its ranks) spawn without a word; a single
-    run too, unless TEMPLATE_ENV names a running template, which it then forks from where it can; a
-    sweep's job forks from its machine's template, or says why it cannot."""
+    run too, unless TEMPLATE_ENV names a template to fork from; a sweep's job forks from its machine's
+    template, or says why it cannot."""
     if worker_start == SPAWN or distributed:
         return StartPlan()
+    host = socket.gethostname()
     if sweep_dir is None:
         shared = os.environ.get(TEMPLATE_ENV, "")
-        return (
-            StartPlan(template=TemplateInfo(host=socket.gethostname(), socket=shared), quiet=True)
-            if shared
-            else StartPlan()
-        )
-    host = socket.gethostname()
+        template = TemplateInfo(host=host, socket=shared) if shared else None
+        return StartPlan(template=template, quiet=bool(shared))
     info = TemplateInfo.load(sweep_dir, host)
     if info is None:
         return StartPlan(note=f"no template of this sweep runs on {host}")
@@ -208,26 +181,19 @@ def plan(worker_start: str, sweep_dir: Path | None, *, distributed: bool = False
     return StartPlan(template=info)
 
 
+@dataclass(kw_only=True, eq=False)
 class ForkedWorker:
-    """A worker forked by the template, handled like a `subprocess.Popen`: `pid`, `stdout`,
-    `returncode`, `wait(timeout)`. Its exit status comes from the template over the connection; the
-    lifeline pipe's write end stays here until it has exited (its closing ends the worker)."""
+    """A worker forked by the template, handled like a `subprocess.Popen`. Its exit status comes from the
+    template over `conn`; the lifeline pipe's write end stays here until it has exited."""
 
-    def __init__(
-        self,
-        *,
-        pid: int,
-        conn: socket.socket,
-        stdout: TextIO,
-        lifeline: int,
-        pending: bytes,
-        template_pid: int = 0,
-    ):
-        self.pid, self.conn, self.stdout, self.lifeline = pid, conn, stdout, lifeline
-        self.returncode: int | None = None
-        self.template_pid = template_pid
-        self.lost = ""  # why the worker is gone when the template, not the worker, ended it
-        self._buffer = pending
+    pid: int
+    conn: socket.socket
+    stdout: TextIO
+    lifeline: int
+    pending: bytes  # read from `conn` past the fork reply, not yet parsed
+    template_pid: int = 0
+    returncode: int | None = field(default=None, init=False)
+    lost: str = field(default="", init=False)  # why the worker is gone when the template ended it
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -239,7 +205,7 @@ class ForkedWorker:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
-            if self._readable(left):
+            if select.select([self.conn], [], [], left)[0]:
                 chunk = self.conn.recv(65536)
                 if not chunk:  # the template ended: its PR_SET_PDEATHSIG killed the worker
                     self.lost = (
@@ -247,18 +213,15 @@ class ForkedWorker:
                         f"PR_SET_PDEATHSIG killed the worker (pid {self.pid})"
                     )
                     self._exited(-signal.SIGKILL)
-                self._buffer += chunk
+                self.pending += chunk
         assert self.returncode is not None
         return self.returncode
 
     def _take_line(self) -> bytes | None:
-        if b"\n" not in self._buffer:
+        if b"\n" not in self.pending:
             return None
-        line, _, self._buffer = self._buffer.partition(b"\n")
+        line, _, self.pending = self.pending.partition(b"\n")
         return line
-
-    def _readable(self, timeout: float | None) -> bool:
-        return bool(select.select([self.conn], [], [], timeout)[0])
 
     def _exited(self, code: int) -> None:
         self.returncode = code
@@ -303,8 +266,7 @@ def fork_worker(
 
 @dataclass(frozen=True, kw_only=True)
 class StartedWorker:
-    """The worker process and how it started: `template` or `spawn`, with the one-line reason when
-    a job that wanted the template spawned."""
+    """The worker process and how it started (`template` or `spawn`, with the reason it spawned)."""
 
     proc: subprocess.Popen | ForkedWorker
     how: str
@@ -353,8 +315,7 @@ def send_message(conn: socket.socket, message: dict[str, Any], *, fds: list[int]
 
 
 def recv_message(conn: socket.socket, *, max_fds: int = 0) -> tuple[dict[str, Any], bytes]:
-    """One JSON line (and the file descriptors sent with it, under `fds`); returns it and any bytes
-    read past it."""
+    """One JSON line (with the file descriptors sent with it under `fds`), and any bytes read past it."""
     buffer, fds = b"", []
     while b"\n" not in buffer:
         if max_fds and not fds:
