@@ -1,23 +1,10 @@
 """The sweep's template process: imports torch, the model libraries and the pipeline once, then forks
-each job's worker from that state.
+each job's worker from that state (refusing, with the reason, where a fork would be unsafe).
 
     python -m pipeline.job.template --listen-fd N --owner PID [--imports a,b,c]
 
 Started by the sweep's driver (:class:`pipeline.job.worker_start.TemplateProcess`) on a Unix socket it
-bound. It never initializes CUDA, compiles or runs tensor code; before every fork it checks that this
-is still true (CUDA not initialized, a forked probe not in torch's "bad fork" state, no thread beyond
-numpy's BLAS pool, whose `pthread_atfork` handlers make a fork safe, and a job environment that agrees
-with the template's in what torch reads at import) and refuses with the reason otherwise, and the job
-spawns its worker instead. It imports with NVML-based CUDA checks (an import's
-`torch.cuda.is_available()` would otherwise poison every later fork), and leaves
-`torch._inductor.compile_fx` to the worker: on a GPU host importing it initializes the CUDA driver.
-
-A forked worker: its own session (`setsid`), the job's output pipe as stdout and stderr, the job's
-environment and folder, a lifeline pipe to its job (:mod:`pipeline.job.lifeline`) and
-`PR_SET_PDEATHSIG` to this process; it runs `pipeline.job.worker`'s `main` and `os._exit`s with its
-code. The template reaps it and sends the job its exit status (Popen's convention: -N for signal N).
-The template ends with its driver (`PR_SET_PDEATHSIG` and a watch on the owner's pid), killing the
-workers it still holds.
+bound; it never initializes CUDA, and ends with its driver, killing the workers it still holds.
 """
 
 from __future__ import annotations
@@ -97,9 +84,7 @@ def thread_name(tid: str) -> str:
 
 def cuda_refusal() -> str:
     """Why CUDA makes a fork unsafe here ('' when it does not): torch initialized CUDA, or a child
-    forked now would be in torch's "bad fork" state (something asked the CUDA runtime for its devices,
-    e.g. torch.cuda.is_available() without NVML, which poisons every later fork). A CUDA build maps
-    the driver library at import: that alone is no reason."""
+    forked now would be in torch's "bad fork" state (something asked the CUDA runtime for devices)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return ""
@@ -124,9 +109,7 @@ def fork_refusal(state: TemplateState, env: dict[str, str]) -> str:
             f"the template runs {len(extra)} thread(s) beyond numpy's BLAS pool ({', '.join(map(thread_name, extra))}): "
             "forking would lose them (a CUDA driver thread means an import initialized CUDA)"
         )
-    if state.broken:
-        return state.broken
-    return env_mismatch(state.env, env)
+    return state.broken or env_mismatch(state.env, env)
 
 
 def import_env(env: dict[str, str]) -> dict[str, str]:
@@ -171,9 +154,8 @@ def run_forked_worker(
         os.chdir(cwd)
         from pipeline.job import worker
 
-        worker.STARTED_AT = (
-            time.time()
-        )  # the worker's timeline starts at its fork, not the template's imports
+        # the worker's timeline starts at its fork, not the template's imports
+        worker.STARTED_AT = time.time()
         sys.argv = ["pipeline.job.worker", *argv]
         code = worker.main(argv)
     except SystemExit as done:  # argparse
@@ -257,9 +239,8 @@ class Template:
                     keep=keep,
                 )
         finally:
-            for (
-                fd
-            ) in fds:  # the template keeps none of the job's pipes: the job sees EOF when its worker ends
+            # the template keeps none of the job's pipes: the job sees EOF when its worker ends
+            for fd in fds:
                 _close_quietly(fd)
         self.state.workers[pid] = conn
         conn.settimeout(None)
@@ -267,8 +248,7 @@ class Template:
         self.selector.register(conn, selectors.EVENT_READ, pid)
 
     def dropped(self, conn: socket.socket) -> None:
-        """A job closed its connection early (it died, or stopped waiting): its worker ends by its
-        lifeline; nothing to do but stop watching."""
+        """A job closed its connection early: its worker ends by its lifeline; stop watching it."""
         try:
             if conn.recv(1, socket.MSG_PEEK):
                 return
@@ -304,8 +284,7 @@ class Template:
 
 
 def import_all(modules: list[str], state: TemplateState) -> None:
-    """numpy first (its BLAS pool is the baseline of threads), then the rest; a failure makes every
-    job spawn, with the reason."""
+    """numpy first (its BLAS pool: the baseline of threads), then the rest; a failure breaks the template."""
     started, name = time.monotonic(), "numpy"
     try:
         importlib.import_module("numpy")
@@ -349,9 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     template = Template(listener, args.owner, state)
     signal.signal(signal.SIGTERM, _stop)
     try:
-        template.serve()
-    except KeyboardInterrupt:
-        pass
+        with contextlib.suppress(KeyboardInterrupt):
+            template.serve()
     finally:
         template.kill_workers()
         remove_socket_folder(listener)
