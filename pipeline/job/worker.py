@@ -2,10 +2,8 @@
 
     python -m pipeline.job.worker --config job_config.json --result result.json
 
-It never talks to MLflow (its parent does, so a crash here is still recorded). It reports progress as
-`@@progress {json}` lines on stdout and writes the result file at the end, failed or not. What it
-runs is the config's scenario; everything around it (device, environment, timeline, errors, the
-result file) is the same for every scenario.
+It runs the config's scenario, reports progress as `@@progress {json}` lines on stdout and writes the
+result file at the end, failed or not. It never talks to MLflow: its parent does, so a crash is recorded.
 """
 
 from __future__ import annotations
@@ -43,11 +41,8 @@ def resolve_device(name: str) -> Any:
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda":
         if not torch.cuda.is_available():
-            raise ConfigError(
-                "device",
-                name,
-                "no CUDA device is visible to this worker (torch.cuda.is_available() is False); use device=cpu or auto",
-            )
+            why = "no CUDA device is visible to this worker (torch.cuda.is_available() is False)"
+            raise ConfigError("device", name, why + "; use device=cpu or auto")
         local_rank = os.environ.get("LOCAL_RANK")  # a rank of a distributed job: its own GPU
         return torch.device("cuda", int(local_rank) if local_rank else torch.cuda.current_device())
     return torch.device(name)
@@ -65,13 +60,9 @@ def classify_error(exc: BaseException, cfg: Config) -> tuple[str, str]:
         isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
     ):
         return "OutOfMemoryError", str(exc)  # a CUDA OOM, or the CPU allocator refusing
-    name = type(exc).__name__
-    module = type(exc).__module__ or ""
-    if (
-        module.startswith("torch._dynamo")
-        and cfg.compile.fullgraph
-        and name in ("Unsupported", "UserError", "UncapturedHigherOrderOpError")
-    ):
+    name, module = type(exc).__name__, type(exc).__module__ or ""
+    graph_break = name in ("Unsupported", "UserError", "UncapturedHigherOrderOpError")
+    if module.startswith("torch._dynamo") and cfg.compile.fullgraph and graph_break:
         return "GraphBreakInFullgraph", f"compile.fullgraph=true but Dynamo hit a graph break: {exc}"
     if module.startswith(("torch._dynamo", "torch._inductor")):
         return f"CompileError.{name}", str(exc)
@@ -79,8 +70,7 @@ def classify_error(exc: BaseException, cfg: Config) -> tuple[str, str]:
 
 
 def how_started() -> str:
-    """`template` in a worker forked from its sweep's template process (which hands it a lifeline pipe),
-    `spawn` in a fresh interpreter (the parent's `worker_start` tag says the same, from its side)."""
+    """`template` in a worker forked from a template (which hands it a lifeline pipe), else `spawn`."""
     template, spawn = WORKER_STARTS
     return template if os.environ.get(lifeline.LIFELINE_FD_ENV) else spawn
 
@@ -91,9 +81,8 @@ def rank_of_this_process(cfg: Config) -> int:
 
 
 def start_state() -> dict[str, Any]:
-    """What this process holds of torch before the job does anything: a forked worker inherits the
-    template's imports and must inherit nothing else (no CUDA context, no Dynamo counters or frames,
-    no compiled code). Reads only modules already imported; imports nothing."""
+    """What this process holds of torch before the job starts (a forked worker must inherit nothing but
+    imports: no CUDA context, Dynamo state or compiled code); imports nothing."""
     torch = sys.modules.get("torch")
     dynamo_utils = sys.modules.get("torch._dynamo.utils")
     convert_frame = sys.modules.get("torch._dynamo.convert_frame")
@@ -111,8 +100,7 @@ def start_state() -> dict[str, Any]:
 
 
 def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
-    """Run the config's scenario and fill `result` with its figures (raises on failure; what was
-    known before the failure, such as the environment, stays in `result`)."""
+    """Run the config's scenario and fill `result` (raises on failure, keeping what was known before)."""
     # Imported here, not at the top: the timeline's first phase is what these imports cost (torch).
     from pipeline.measure import settings
     from pipeline.measure.environment import environment, init_device_libraries
@@ -187,9 +175,8 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = from_dict(json.loads(Path(args.config).read_text()))
     rank = rank_of_this_process(cfg)
-    result_path = JobDir(Path(args.result).parent).rank_result(
-        rank
-    )  # each rank its own; the supervisor merges them
+    # each rank its own; the supervisor merges them
+    result_path = JobDir(Path(args.result).parent).rank_result(rank)
     lifeline.hold(
         timeout_s=cfg.trainer.timeout_s,
         on_timeout=lambda why: write_timeout(result_path, why, worker_pid=os.getpid()),
@@ -203,9 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     pinned = pin_to_cpus(os.environ.get("PIPELINE_CPUS", ""))
     if pinned:
         result.info["overlap"] = {"cpus": pinned, "gpu_slot": os.environ.get("PIPELINE_GPU_SLOT")}
-    # benchmark.overlap: registered beside the GPU's measure lock before any device work, so that a job
-    # measuring meanwhile pauses this one's start too (its CUDA context, its model's build), not only its
-    # compilation: a worker that registered later would run its start beside a neighbour's measurement
+    # benchmark.overlap: registered before any device work, so that a job measuring meanwhile pauses
+    # this one's start too (its CUDA context, its model's build), not only its compilation
     register_worker()
     try:
         run_job(cfg, result, Path(args.result).parent)
@@ -234,9 +220,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def pin_to_cpus(spec: str) -> list[int]:
-    """benchmark.overlap: this worker runs on its slot's CPU cores only (PIPELINE_CPUS, `0,1,2`), torch's
-    threads and inductor's compile workers as many as those cores, so that a job compiling beside a
-    measuring one never takes the measuring job's cores. Returns the cores ([] when not pinned)."""
+    """benchmark.overlap: run on the slot's cores only (PIPELINE_CPUS, `0,1,2`), with as many torch and
+    compile threads, so a compiling job never takes a measuring one's cores. Returns the cores ([]: none)."""
     cpus = sorted(parse_cpus(spec))
     if not cpus:
         return []
@@ -262,9 +247,8 @@ LIBRARY_USER_WARNINGS = (
 
 
 def keep_library_warnings(*, verbose: bool) -> list[str]:
-    """Unless `verbose`, the libraries' deprecation and future warnings (transformers' renamed
-    arguments, torch's deprecated APIs, LIBRARY_USER_WARNINGS) are kept, once each, in the list returned (the job's
-    diagnostics.json: `library_warnings`) instead of printed on the job's output; other warnings print."""
+    """Unless `verbose`, the libraries' deprecation and future warnings (and LIBRARY_USER_WARNINGS) go,
+    once each, to the list returned (diagnostics.json's `library_warnings`) instead of the output."""
     kept: list[str] = []
     if verbose:
         return kept
@@ -286,8 +270,7 @@ def keep_library_warnings(*, verbose: bool) -> list[str]:
 
 
 def over_compile_budget(cfg: Config, result: JobResult) -> None:
-    """A job whose compilation took longer than `compile.budget_s` fails (a search records the trial
-    as failed); its figures stay in the result."""
+    """A job whose compilation took longer than `compile.budget_s` fails; its figures stay."""
     budget, compile_s = cfg.compile.budget_s, result.metrics.get("compile/total_s")
     if budget is not None and compile_s is not None and compile_s > budget:
         result.fail(
@@ -301,10 +284,8 @@ LOSS_CURVE, EAGER_LOSS_CURVE = "curve/loss", "curve/eager_loss"
 
 
 def non_finite_loss(result: JobResult) -> None:
-    """A job whose training loss became NaN or infinite (an exploding learning rate, a model that
-    returns NaN, a precision that overflows) trained nothing: it fails (`NonFiniteLoss`), however fast
-    its steps were, so it is never ranked; its figures stay in the result, with how many steps' loss was
-    not finite and the first of them (the losses themselves are logged as they were, NaN included)."""
+    """A job whose training loss became NaN or infinite trained nothing: it fails (`NonFiniteLoss`) so it
+    is never ranked; its figures stay, with how many steps' loss was not finite and the first."""
     losses = result.series.get(LOSS_CURVE) or []
     bad = [step for step, loss in enumerate(losses) if not math.isfinite(loss)]
     if not bad:
