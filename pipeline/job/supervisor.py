@@ -1,11 +1,6 @@
-"""Start one worker, stream its output, enforce the timeout, and always come back with a result.
-
-The worker is forked from the sweep's template process (imports done) or a fresh interpreter
-(`python -m pipeline.job.worker`), as :mod:`pipeline.job.worker_start` decides; either way it is in a session
-of its own so that a timeout or Ctrl-C kills it together with its DataLoader and compile workers. If
-the worker dies before writing its result file (SIGKILL, segfault, out of host memory, timeout), the
-result is made here from its exit status and the tail of its log.
-"""
+"""Start one worker, stream its output, enforce the timeout, and always come back with a result. The
+worker runs in a session of its own, so a timeout or Ctrl-C kills its DataLoader and compile workers
+too; one that dies before writing its result gets one made here from its exit status and log's tail."""
 
 from __future__ import annotations
 
@@ -91,16 +86,14 @@ def signal_description(returncode: int) -> str:
 
 def _kill_group(proc: subprocess.Popen | ForkedWorker) -> None:
     """SIGTERM the worker's process group, then SIGKILL whatever is left after a grace period."""
-    for sig, wait_s in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, KILL_GRACE_S)):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
-        try:
-            proc.wait(timeout=wait_s)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=KILL_GRACE_S)
             return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def _log_tail(log_path: Path, lines: int = 30) -> str:
@@ -111,9 +104,8 @@ def _log_tail(log_path: Path, lines: int = 30) -> str:
 
 
 def run_worker(launch: WorkerLaunch) -> JobResult:
-    """Run one worker to its end. `on_started` runs once the worker is spawned, while it imports its
-    libraries (the job opens its MLflow run there); if it raises, the worker is killed and the error
-    goes on. The timeout counts from the spawn."""
+    """Run one worker to its end. `on_started` runs while the worker imports its libraries; if it raises,
+    the worker is killed and the error goes on. The timeout counts from the start."""
     job_dir, timeout_s = launch.job_dir, launch.timeout_s
     job_dir.mkdir(parents=True, exist_ok=True)
     folder = JobDir(job_dir)
@@ -132,13 +124,8 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
     # Unbuffered: a full disk fails a write, never the file's closing (nothing left to flush).
     with open(log_path, "wb", buffering=0) as log:
         pump = Pump(log, launch.on_progress, launch.on_line)
-        started_worker = start_worker(
-            cmd,
-            env=env,
-            cwd=PROJECT_ROOT,
-            start=launch.start,
-            wait_s=min(READY_TIMEOUT_S, timeout_s),
-        )
+        wait_s = min(READY_TIMEOUT_S, timeout_s)  # the first job of a sweep waits while the template imports
+        started_worker = start_worker(cmd, env=env, cwd=PROJECT_ROOT, start=launch.start, wait_s=wait_s)
         proc = started_worker.proc
         if started_worker.note:
             pump.write(started_worker.note + "\n")
@@ -158,9 +145,8 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
             pump.quiet = True  # what a killed worker prints as it dies stays in worker.log
             _kill_group(proc)
         except BaseException:
-            pump.quiet = (
-                True  # a stopped job: e.g. torch's launcher's traceback of SIGTERM, in worker.log only
-            )
+            # a stopped job: e.g. torch's launcher's traceback of SIGTERM, in worker.log only
+            pump.quiet = True
             _kill_group(proc)
             reader.join(timeout=5)
             raise
@@ -209,8 +195,7 @@ def last_error(tail: str) -> str:
 
 
 def worker_command(config: Config, config_path: Path, result_path: Path) -> list[str]:
-    """The worker, or for a distributed job torch's launcher (pipeline.job.ranks) starting one worker
-    per rank."""
+    """The worker, or for a distributed job torch's launcher (pipeline.job.ranks) with one per rank."""
     worker_args = ["--config", str(config_path), "--result", str(result_path)]
     if not config.parallel.distributed:
         return [sys.executable, "-m", "pipeline.job.worker", *worker_args]
@@ -228,12 +213,9 @@ def worker_command(config: Config, config_path: Path, result_path: Path) -> list
 
 
 def ranks_result(job_dir: Path, result_path: Path, returncode: int | None, log_tail: str) -> JobResult:
-    """A distributed job's result: rank 0's when every rank finished; otherwise the root failure, so any
-    rank's crash is the job's. torch's launcher lists the ranks it saw fail (`ranks_failed.json`). The
-    cause, in order: a rank killed outright (SIGKILL, SIGSEGV, ...; no result of its own); a rank's own
-    error (the earliest); a rank aborted or stopped (SIGABRT, SIGTERM: what a broken collective or the
-    launcher's stop does to a rank, so never the cause while a peer reports its own error); a broken
-    collective (`peer_failure`: the consequence of another rank's end)."""
+    """A distributed job's result: rank 0's when every rank finished; otherwise the root failure. The
+    cause, in order: a rank killed outright (no result of its own); a rank's own error (the earliest); a
+    rank aborted or stopped (CONSEQUENTIAL_SIGNALS); a broken collective (`peer_failure`)."""
     rank0 = _read_or_new(result_path) if result_path.exists() else None
     if rank0 is not None and rank0.status == FINISHED and returncode == 0:
         return rank0
@@ -298,10 +280,8 @@ def _read_or_new(path: Path) -> JobResult:
 
 
 class Pump:
-    """Reads the worker's output to its end: progress events to the job's display, every other line
-    to worker.log and the terminal. A log that cannot be written (a full disk) costs the log, never the
-    worker (whose output must be read) nor the job; the last lines are kept here too. Once the job
-    stops its worker (`quiet`), its dying words go to the log only."""
+    """Reads the worker's output to its end: progress events to the display, other lines to worker.log
+    (a log that cannot be written costs the log only) and, unless `quiet`, the terminal."""
 
     def __init__(
         self, log: Any, on_progress: Callable[[dict[str, Any]], None], on_line: Callable[[str], None]
@@ -325,8 +305,8 @@ class Pump:
                 self.on_line(line.rstrip("\n"))
 
     def traceback_line(self, line: str) -> bool:
-        """Whether the line belongs to a Python traceback the worker printed as it crashed: it stays in
-        worker.log, and its last line (the error) ends the job's own line."""
+        """Whether the line belongs to a traceback the worker printed (worker.log keeps it; its error line
+        ends the job's own line)."""
         if line.startswith(("Traceback (most recent call last):", "During handling of the above")):
             self.in_traceback = True
         elif self.in_traceback and line.strip() and not line[0].isspace():
