@@ -1,8 +1,5 @@
-"""A job's result in words and as its run's payload, from its result file (torch-free): the last line
-the job prints, the description its MLflow run opens with (the same figures, then how they were
-measured), the few tags a user filters on, and the whole :class:`RunPayload` its run gets. Everything
-else the worker knows goes to `run_info.json` beside the result.
-"""
+"""A job's result in words and as its run's payload (torch-free): the job's last line, its run's
+description and the tags a user filters on, and the whole :class:`RunPayload` its run gets."""
 
 from __future__ import annotations
 
@@ -26,9 +23,8 @@ from pipeline.tracking.payload import RunPayload, flatten
 
 
 def one_line(name: str, result: JobResult, *, in_sweep: bool = False) -> str:
-    """The job's last line: its result, or why it has none; short (figures rounded, no explanation: a
-    single job says why it is noisy on a line of its own before it, `note_line`; a sweep's summary
-    once for all its jobs). In a sweep the summary has the memory: the line leaves it out."""
+    """The job's last line: its result, rounded, or why it has none (why it is noisy: `note_line`). In a
+    sweep the summary has the memory: the line leaves it out."""
     if result.status != FINISHED:
         return f"{name}: {failure(result)}"
     parts = result_phrases(result, memory=not in_sweep)
@@ -62,23 +58,21 @@ def result_unit(result: JobResult) -> str:
 
 
 def result_phrases(result: JobResult, *, memory: bool = True) -> list[str]:
-    """The job's figures in its own unit, rounded to what their intervals support: `step 12.3 ms (p50)`
-    (a training step), `call latency 0.70 ms (p50, p99 0.95 ms)` and its back-to-back throughput (calls
-    timed one at a time as a request sees them), `decode step 1.23 ms (p50), 812 tokens/s, first token
-    5.10 ms` (a generation); then compile time, the speedup over the paired eager copy with its 95%
-    interval, peak memory (`memory`), graph breaks."""
+    """The job's figures in its own unit, rounded to what their intervals support (`step 12.3 ms (p50)`,
+    `call latency 0.70 ms (p50, p99 0.95 ms)`, ...), then compile time, the speedup over eager with its
+    95% interval, peak memory (`memory`), communication and graph breaks."""
     m = result.metrics
     word, lead = result_unit(result), headline(m)
     if lead == LATENCY.metric:  # synchronized calls: the latency one request sees
         tail = f", p99 {ms(m['latency/p99_ms'])}" if "latency/p99_ms" in m else ""
         parts = [f"{word} latency {ms(*estimate(m, lead))} (p50{tail})"]
         if "throughput/samples_per_s" in m:
-            parts.append(f"{rate(m['throughput/samples_per_s'])} samples/s back to back")
+            parts.append(f"{figure(m['throughput/samples_per_s'])} samples/s back to back")
     else:
         parts = [f"{word} {ms(*estimate(m, STEP_P50))} (p50)"]
     if "generate/ttft_p50_ms" in m:  # a generation: its rate and its first token
         if "throughput/tokens_per_s" in m:
-            parts.append(f"{rate(m['throughput/tokens_per_s'])} tokens/s")
+            parts.append(f"{figure(m['throughput/tokens_per_s'])} tokens/s")
         parts.append(f"first token {ms(m['generate/ttft_p50_ms'])}")
     if "compile/total_s" in m:
         parts.append(f"compile {figure(m['compile/total_s'])} s")
@@ -95,8 +89,7 @@ def result_phrases(result: JobResult, *, memory: bool = True) -> list[str]:
             parts[-1] += f", the largest rank {figure(m['memory/rank_peak_allocated_max_gib'])} GiB allocated"
     elif memory and "memory/cpu_rss_peak_gib" in m:
         parts.append(f"peak RSS {figure(m['memory/cpu_rss_peak_gib'])} GiB")
-    said = comm_phrase(m)  # a distributed job: what it lost to communication
-    if said:
+    if said := comm_phrase(m):  # a distributed job: what it lost to communication
         parts.append(said)
     if m.get("diagnose/graph_breaks"):
         breaks = result.diagnostics.get("graph_breaks") or []
@@ -107,24 +100,18 @@ def result_phrases(result: JobResult, *, memory: bool = True) -> list[str]:
     return parts
 
 
-def speedup_text(m: dict[str, float], after: str = " vs eager") -> str:
-    """`1.13x vs eager [1.02, 1.25]`, `[undetermined]` for an interval too wide to say anything
-    (docs/verdicts.md), or none where it was not measured."""
+def speedup_text(m: dict[str, float]) -> str:
+    """`1.13x vs eager [1.02, 1.25]`, or `[undetermined]` for an interval too wide to say anything."""
     value, low, high = estimate(m, SPEEDUP)
     if low is None or high is None:
-        return f"{figure(value)}x{after}"
+        return f"{figure(value)}x vs eager"
     shown, interval = with_interval(value, low, high, undetermined=undetermined(low, high)).split(" ", 1)
-    return f"{shown}x{after} {interval}"
+    return f"{shown}x vs eager {interval}"
 
 
 def ms(value: float, low: float | None = None, high: float | None = None) -> str:
     """Milliseconds rounded to what their interval supports (at most 4 significant digits)."""
     return f"{figure(value, low, high)} ms"
-
-
-def rate(value: float) -> str:
-    """A rate rounded to what it can mean (three significant digits)."""
-    return figure(value)
 
 
 def brief_noise(result: JobResult) -> str:
@@ -138,12 +125,10 @@ def noise_detail(result: JobResult) -> str:
 
 
 def graph_break_note(count: int, breaks: list[dict[str, str]]) -> str:
-    """`3 graph breaks (e.g. models/x.py:31: Unsupported Tensor.item() call ...; all in diagnostics.json), compile.fullgraph=false let them through`."""
+    """`3 graph breaks (e.g. models/x.py:31: <reason>; all in diagnostics.json), compile.fullgraph=...`."""
     note = f"{count} graph break{'s' if count != 1 else ''}"
     if breaks:
-        where = breaks[0]["location"]
-        if where.startswith(str(PROJECT_ROOT) + "/"):
-            where = where[len(str(PROJECT_ROOT)) + 1 :]
+        where = breaks[0]["location"].removeprefix(str(PROJECT_ROOT) + "/")
         note += f" (e.g. {where}: {breaks[0]['reason'][:80]}; all in diagnostics.json)"
     return note + ", compile.fullgraph=false let them through"
 
@@ -187,9 +172,8 @@ def outcome_tags(result: JobResult) -> dict[str, str]:
     return tags
 
 
-# The figures as the UI shows them, rounded (MLflow shows a metric's every digit): a tag per figure,
-# named in the job's own words, its 95% interval beside it where it has one. The sweep's view shows
-# these columns (pipeline/sweep/view.py); the metrics keep every digit for charts, sorting and queries.
+# The figures as tags, rounded (MLflow shows a metric's every digit), in the job's own words, with their
+# 95% interval where they have one: the sweep's view shows these columns (pipeline/sweep/view.py).
 SHOWN = {
     "step/p50_ms": "{unit} p50 ms",
     "latency/p50_ms": "latency p50 ms",
@@ -272,15 +256,9 @@ TRAINING_PRECISION = ("grad_scaler", "float8")  # a loss to scale, linear layers
 
 
 def applicable(cfg: Config) -> dict[str, Any]:
-    """The config as the job's run's params: only the keys that apply to this job, the scenario's nulls
-    filled in as it runs them. Left out: the input spec's keys of the other kind of model, the
-    distillation knobs under cross-entropy, the loss, optimizer, loss parity and training-only precision
-    settings of a scenario that does not train,
-    every compile setting but the mode of an eager job, the other strategy's and any strategy's knobs
-    of a job on one device, the DataLoader's knobs without one (and the rotated batches' count with
-    one), the paired baseline's without it, the inductor cache's without inductor, the model's default
-    batch size (trainer.batch_size or the scenario's says the one used) and the sweep's settings (its
-    parent run's)."""
+    """The config as the job's run's params: only the keys that apply to this job (e.g. no optimizer for
+    a scenario that does not train, no compile settings but the mode for an eager job), the scenario's
+    nulls filled in as it runs them; the sweep's settings are its parent run's."""
     data = to_dict(dataclasses.replace(cfg, scenario=cfg.scenario.resolved(cfg)))
     scenario = cfg.scenario
     spec = cfg.model.input
@@ -325,9 +303,8 @@ def drop(section: dict[str, Any], keys: tuple[str, ...]) -> None:
 
 
 def series_points(cfg: Config, result: JobResult) -> dict[str, list[tuple[int, float]]]:
-    """Per-unit curves keyed by unit: losses from step 0, step times from the first measured step
-    (= warm-up steps). A NaN point is one that was not measured and is left out, but for a loss: a
-    NaN loss is what says training diverged, and is logged as it is."""
+    """Per-unit curves: losses from step 0, step times from the first measured step (= warm-up steps).
+    NaN points were not measured and are left out, but for a loss: a NaN loss says training diverged."""
     warmup = cfg.trainer.warmup_steps
     points: dict[str, list[tuple[int, float]]] = {}
     for name, values in result.series.items():
