@@ -1,25 +1,7 @@
-"""GPUs per job (one, or `parallel.nproc` for a distributed job) on a machine where several jobs run at
-once (`hydra/launcher=local_gpus`).
-
-The jobs of a sweep share a pool of GPUs (`gpu_pool`: `all`, or a list such as `[0,1]`). Before it
-spawns its worker, a job takes the first free GPU of the pool with an exclusive `flock` on a file per
-GPU in a machine-wide lock dir (shared by every sweep on the machine), waiting while every GPU is taken.
-The worker then sees only that GPU: `CUDA_VISIBLE_DEVICES=<its index>` with
-`CUDA_DEVICE_ORDER=PCI_BUS_ID`, so the index means what `nvidia-smi` and NVML say. The lock goes with
-the job's process, so a crashed job frees its GPU. The job's own process never initializes CUDA; GPUs
-are counted through NVML.
-
-Waiting jobs take their turns in order (`turn`: a sweep's start time and the job's number), so a sweep's
-jobs run as it lists them whichever process polls first: each holds a ticket (a file under
-`<lock dir>/queue`, locked while it waits) and takes a GPU only when no live ticket comes before its
-own. A dead job's ticket is unlocked and cleared by the next job that looks.
-
-With `benchmark.overlap` each GPU takes `benchmark.overlap_jobs` jobs (`per_gpu`, a lock per slot): the
-others compile while one measures, and the measure lock (pipeline.measure.gate) lets one of them measure
-at a time. Each slot gets its own share of this process's CPU cores (PIPELINE_CPUS), so a compiling job's
-compiler never runs on the measuring job's cores; the measuring job runs on all of its GPU's
-(PIPELINE_GPU_CPUS) while it holds the lock, the others paused.
-"""
+"""GPUs per job where several jobs share a machine (`hydra/launcher=local_gpus`): a job takes free GPUs
+of `gpu_pool` with an exclusive `flock` per GPU in a machine-wide lock dir (freed when its process dies),
+waiting its turn in a queue of tickets, and its worker sees only those GPUs (in NVML's PCI order). With
+`benchmark.overlap` a GPU takes several jobs, each slot with its own share of this process's CPU cores."""
 
 from __future__ import annotations
 
@@ -35,8 +17,7 @@ from pipeline.nvml import nvml
 
 
 def pool_lock_dir() -> Path:
-    """GPUs belong to the machine, not to one sweep: every sweep on this machine shares these locks
-    (PIPELINE_GPU_LOCK_DIR to move them)."""
+    """The machine's GPU locks, shared by every sweep on it (PIPELINE_GPU_LOCK_DIR moves them)."""
     return Path(os.environ.get("PIPELINE_GPU_LOCK_DIR") or f"/tmp/pipeline-gpu-pool-{os.getuid()}")
 
 
@@ -58,10 +39,9 @@ def gpu_slot(
     per_gpu: int = 1,
     turn: str | None = None,
 ) -> Iterator[dict[str, str]]:
-    """Hold `count` GPUs of the pool (a distributed job's `parallel.nproc`; all at once, never some
-    while waiting for the rest) for the duration; yields the environment the worker needs. With
-    `per_gpu` > 1 (benchmark.overlap, one GPU per job) a GPU takes another job once every GPU has as many.
-    `turn`: this job's place among the jobs waiting (earlier first; default: when it asked)."""
+    """Hold `count` GPUs of the pool (all at once, never some while waiting for the rest) and yield the
+    worker's environment. With `per_gpu` > 1 (benchmark.overlap) a GPU takes another job once every GPU
+    has as many. `turn`: this job's place among those waiting (earlier first; default: when it asked)."""
     indices = pool_indices(spec)
     if not indices:
         raise ValueError(f"gpu_pool={spec!r} holds no GPU (NVML sees none, or the list is empty)")
@@ -112,9 +92,8 @@ def _take_any(
 
 @contextlib.contextmanager
 def _ticket(queue: Path, turn: str) -> Iterator[Path]:
-    """This job's place in the machine's queue for GPUs, held (locked) until it has one. Made under a
-    name no one reads, locked, then renamed into place: a ticket is never seen unlocked while its job
-    lives."""
+    """This job's place in the machine's queue for GPUs, locked until it has one; locked before it is
+    renamed into place, so a ticket is never seen unlocked while its job lives."""
     queue.mkdir(parents=True, exist_ok=True)
     name = f"{turn}.{os.getpid()}.{time.monotonic_ns()}"
     draft = queue / f".{name}"
@@ -152,9 +131,8 @@ def _take(indices: list[int], lock_dir: Path, count: int) -> list[tuple[int, Any
     held: list[tuple[int, Any]] = []
     for index in indices:
         handle = _try_lock(lock_dir / f"gpu{index}.lock")
-        if handle is None:
-            continue
-        held.append((index, handle))
+        if handle is not None:
+            held.append((index, handle))
         if len(held) == count:
             return held
     _release(held)
@@ -162,14 +140,12 @@ def _take(indices: list[int], lock_dir: Path, count: int) -> list[tuple[int, Any
 
 
 def _take_slot(indices: list[int], lock_dir: Path, per_gpu: int) -> tuple[list[tuple[int, Any]], int]:
-    """One slot of one GPU, locked, and the slot's number: every GPU's first slot before any GPU's
-    second (slot 0's lock is the GPU's own lock, so a job without overlap on the same machine still
-    sees the GPU taken); ([], 0) when every slot is taken."""
+    """One slot of one GPU, locked, and the slot's number (every GPU's first slot before any's second;
+    slot 0's lock is the GPU's own, which a job without overlap takes); ([], 0) when every slot is taken."""
     for slot in range(per_gpu):
         for index in indices:
-            handle = _try_lock(
-                lock_dir / (f"gpu{index}.lock" if slot == 0 else f"gpu{index}.slot{slot}.lock")
-            )
+            name = f"gpu{index}.lock" if slot == 0 else f"gpu{index}.slot{slot}.lock"
+            handle = _try_lock(lock_dir / name)
             if handle is not None:
                 return [(index, handle)], slot
     return [], 0
@@ -196,8 +172,8 @@ def cpu_list(cores: Iterable[int]) -> str:
 
 
 def core_group(cores: list[int], group: int, groups: int) -> list[int]:
-    """The `group`-th of `groups` shares of `cores` (contiguous, sizes differing by one at most, every
-    core in one; with fewer cores than groups, one core each, shared round-robin)."""
+    """The `group`-th of `groups` contiguous shares of `cores`, sizes differing by one at most (with
+    fewer cores than groups, one core each, round-robin)."""
     if len(cores) < groups:
         return [cores[group % len(cores)]]
     size, extra = divmod(len(cores), groups)  # the first `extra` groups take one core more
