@@ -1,9 +1,5 @@
-"""The result file: what a worker hands its parent (and what `report --sync` uploads later).
-
-One JSON file per job, written atomically (temp file + rename), so a reader never sees half of it. The
-worker writes it at the end, also when training failed; when the worker could not (killed, crashed,
-timed out) the parent writes it from what it knows. It also records whether it reached MLflow.
-"""
+"""The result file: one JSON file per job, written atomically, that a worker hands its parent (or the
+parent makes, when the worker could not) and `report --sync` uploads later; it says whether MLflow has it."""
 
 from __future__ import annotations
 
@@ -87,7 +83,7 @@ class JobResult:
     @classmethod
     def read(cls, path: str | Path) -> JobResult:
         """The result in the file; :class:`UnreadableResult` (a ValueError) saying what is wrong with a
-        file that is not one (cut off, not JSON, JSON of another shape); OSError where it cannot be read."""
+        file that is not one; OSError where it cannot be read."""
         text = Path(path).read_text()
         try:
             data = json.loads(text)
@@ -137,9 +133,8 @@ def recorded_run_id(job_dir: Path) -> str | None:
 
 
 def unsynced_results(folder: Path) -> list[Path]:
-    """Result files in this job folder or the job folders under it (a sweep's) that MLflow does not
-    have yet, or that cannot be read: none of them may be overwritten or deleted before `--sync`
-    uploaded it. (Two levels: a sweep's `<num>/`, and a job's folder itself.)"""
+    """Result files in this folder or the job folders under it (two levels) that MLflow does not have
+    yet, or that cannot be read: none may be overwritten or deleted before `--sync` uploads it."""
     found = []
     for path in [folder / RESULT, *folder.glob(f"*/{RESULT}"), *folder.glob(f"*/*/{RESULT}")]:
         try:
@@ -161,8 +156,7 @@ def refuse_overwrite(key: str, folder: Path, results: list[Path]) -> str:
 
 
 def write_timeout(path: str | Path, message: str, **info: Any) -> None:
-    """The lifeline's backstop result (a worker's, or a distributed job's launcher's): the job's parent
-    did not stop this process at trainer.timeout_s."""
+    """The lifeline's backstop result: the job's parent did not stop this process at trainer.timeout_s."""
     result = JobResult()
     result.info.update(info)
     result.fail(KILLED, "Timeout", message)
