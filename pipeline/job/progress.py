@@ -1,11 +1,6 @@
-"""Progress on long work, the parent's end: the per-job bar of the worker's progress events
-(:mod:`pipeline.progress`), and the sweep-level line (jobs done / total, failures, ETA).
-
-On a terminal the job bar is a rich progress bar; otherwise (logs, CI, SLURM) plain lines at phase
-changes and every 10% of a phase, so log files stay readable. torch's own log records (Dynamo's graph
-breaks and recompiles, inductor's notes and its max-autotune reports: hundreds of lines a job) stay in
-the job's worker.log and off the terminal unless `verbose=true`.
-"""
+"""Progress, the parent's end: the job's bar of the worker's progress events (a rich bar on a terminal,
+else a line every 10% of a phase), with torch's own log lines kept off the terminal unless `verbose`,
+and the sweep's line (jobs done / total, failures, ETA)."""
 
 from __future__ import annotations
 
@@ -20,8 +15,7 @@ from pipeline.progress import format_duration
 from pipeline.status import FINISHED, SKIPPED
 from pipeline.sweep_context import SweepContext
 
-# torch's log format (torch/_logging/_internal.py TorchLogsFormatter), on every line of a record:
-# `[rank0]:W1125 08:38:47.901000 9167 torch/_dynamo/variables/tensor.py:1841] ...`
+# torch's log format (TorchLogsFormatter): `[rank0]:W1125 08:38:47.901000 9167 torch/_dynamo/x.py:1841] ...`
 TORCH_LOG_LINE = re.compile(r"^(\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ \S+:\d+\]")
 # inductor's autotuning report (max-autotune), written straight to stderr, not as log records:
 # `AUTOTUNE mm(8192x768, 768x3072)`, `  triton_mm_12 0.1007 ms 63.8% ACC_TYPE=...`, `strides: ...`,
@@ -32,10 +26,6 @@ AUTOTUNE_LINE = re.compile(
 )
 
 
-def is_terminal() -> bool:
-    return sys.stdout.isatty()
-
-
 class JobProgress:
     """Shows one job's warm-up and measured steps, and forwards the worker's own output lines."""
 
@@ -43,7 +33,7 @@ class JobProgress:
         self.label = label
         self.verbose = verbose
         self.torch_log_lines = 0  # kept in worker.log only
-        self.terminal = is_terminal() if terminal is None else terminal
+        self.terminal = sys.stdout.isatty() if terminal is None else terminal
         self._last_decile: dict[tuple[str, str], int] = {}
         self._bar: Any = None
         self._tasks: dict[tuple[str, str], Any] = {}
@@ -93,13 +83,10 @@ class JobProgress:
 
 
 def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
-    """`sweep: 3/8 jobs done, 1 failed, ETA 4m10s`, read from the job result files in the sweep dir
-    (so it is right whichever launcher ran the jobs). Jobs a resumed sweep skipped count as done. The
-    ETA is the sweep's own pace since this session started (sweep.json's `started_at`: its time to the
-    last job's end over the jobs that ended since), so that jobs running at once (hydra/launcher=local_gpus,
-    a SLURM array) and a job's wait for a free GPU count as they pass; each job left weighs as the jobs
-    like it that ended took (`pace_weights`: compiled by compiled, eager by eager), and while no job like
-    one left has ended the ETA is unknown. Without that file, the jobs' mean wall time."""
+    """`sweep: 3/8 jobs done, 1 failed, ETA 4m10s`, from the result files in the sweep dir (whichever
+    launcher ran the jobs; skipped jobs count as done). The ETA is the sweep's pace since this session
+    started (sweep.json's `started_at`), so jobs running at once count as they pass, each job left
+    weighed by `pace_weights`; without sweep.json, the jobs' mean wall time."""
     walls, done, failed, ran_since, last_end = [], 0, 0, 0, 0.0
     sweep = SweepContext.load(sweep_dir)
     started_at = sweep.started_at if sweep is not None else 0.0
