@@ -51,14 +51,10 @@ class SchedulerSignal(KeyboardInterrupt):
 
 
 class SchedulerSignals:
-    """SLURM's SIGTERM (scancel, time limit) and SIGUSR2 (the warning before the limit) in a submitit
-    job. Submitit only logs SIGTERM ("Bypassing signal SIGTERM"), so the job would run on until
-    SIGKILL, and answers SIGUSR2 by requeuing the job or raising UncompletedJobError. Installed first
-    thing in the job, these handlers remember a signal that comes while the job is starting (before its
-    MLflow run exists) and raise SchedulerSignal as soon as the worker would start, or at once while
-    it runs; the job then kills its worker and ends its run KILLED with the reason, within SLURM's
-    KillWait. A signal that comes while the result is being logged only is remembered, so the logging
-    completes. Outside submitit this does nothing: `main` handles SIGTERM."""
+    """SLURM's SIGTERM and SIGUSR2 in a submitit job (submitit itself only logs SIGTERM, and requeues on
+    SIGUSR2). A signal is remembered while the job starts or logs its result, and raises SchedulerSignal
+    once the worker would start, or at once while it runs: the job then ends its run KILLED within
+    SLURM's KillWait. Outside submitit this does nothing: `main` handles SIGTERM."""
 
     def __init__(self) -> None:
         self.received: str | None = None
@@ -98,10 +94,8 @@ INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
 
 
 def stop_once() -> None:
-    """Ctrl-C and SIGTERM stop the job or sweep once (installed by `pipeline.run`): the first raises
-    KeyboardInterrupt with its name; any later one, while the process closes its runs and ends its
-    template and workers, is ignored with one line, so that stopping completes rather than leaving a
-    traceback and the sweep's parent RUNNING. SIGKILL still ends it."""
+    """Ctrl-C and SIGTERM stop the job or sweep once: the first raises KeyboardInterrupt; any later one
+    is ignored with one line, so that closing the runs completes rather than leaving them RUNNING."""
     for signum in INTERRUPTS:
         signal.signal(signum, _first_interrupt)
 
@@ -113,9 +107,8 @@ def _first_interrupt(signum: int, frame: Any) -> None:
 
 
 def exiting_after_interrupt() -> None:
-    """The process ends now after its interruption: a later Ctrl-C or SIGTERM is ignored for good
-    (Python's finalization restores SIGINT's default handler: a second Ctrl-C landing there would kill
-    it by SIGINT, its closing done but its exit code not 130). Nothing is started after this."""
+    """The process ends now after its interruption: a later Ctrl-C or SIGTERM is ignored for good (in
+    Python's finalization it would kill the process by SIGINT, its exit code not 130)."""
     for signum in INTERRUPTS:
         signal.signal(signum, signal.SIG_IGN)
 
