@@ -1,20 +1,6 @@
-"""The worker's tie to its job: a worker never outlives the process that owns its run, and never runs
-past its timeout even when that process cannot stop it.
-
-- A worker forked from the sweep's template (:mod:`pipeline.job.template`) is the template's child,
-  not its job's: it is tied to its job by a pipe instead (`$PIPELINE_LIFELINE_FD`, the read end; the
-  job holds the write end, which the kernel closes when the job dies), and to the template by
-  `PR_SET_PDEATHSIG`.
-- On Linux the kernel kills the worker the moment its parent dies (`prctl(PR_SET_PDEATHSIG, SIGKILL)`),
-  even when it hangs in C code (a stuck kernel launch would otherwise hold the GPU for good).
-- A watchdog thread, everywhere: when the parent is gone (`os.getppid()` changed: the portable
-  fallback, and the window before prctl took effect) it kills the worker's whole process group
-  (its DataLoader and compile workers too) without writing a result, since no one would log it.
-- The same thread enforces `trainer.timeout_s` as a backstop, `BACKSTOP_GRACE_S` after the parent's
-  own deadline (a parent stopped or hung while it logs): it writes a `KILLED` `Timeout` result, which
-  the parent or `report --sync` records in the job's run, and kills the group.
-
-Torch-free: the worker installs it before importing torch.
+"""The worker's tie to its job: a worker never outlives the process that owns its run (PR_SET_PDEATHSIG,
+a lifeline pipe for a worker forked from the template, and a watchdog thread), and never runs past its
+timeout even when that process cannot stop it. Torch-free: the worker installs it before torch.
 """
 
 from __future__ import annotations
@@ -56,10 +42,8 @@ def hold(*, timeout_s: float, on_timeout: Callable[[str], None]) -> None:
 
 
 def parent_alive(parent: int | None = None) -> bool:
-    """Whether the job that owns this worker still runs: its lifeline pipe is open (a forked worker),
-    or its pid (`parent`, else $PIPELINE_PARENT_PID as it is now) is still this process's parent (a
-    spawned one). The watchdog passes the pid it was given: a distributed job's agent re-points the
-    variable at itself for its ranks."""
+    """Whether the job that owns this worker still runs: its lifeline pipe is open (a forked worker), or
+    its pid (`parent`, else $PIPELINE_PARENT_PID as it is now) is still this process's parent."""
     fd = os.environ.get(LIFELINE_FD_ENV)
     if fd is not None:
         return not _hung_up(int(fd))
@@ -71,12 +55,8 @@ def parent_alive(parent: int | None = None) -> bool:
 
 
 def wait_for_the_job() -> None:
-    """Wait until the job's parent has opened its run (the file in $PIPELINE_START_GATE exists; the
-    worker's timeline records the wait as its `waiting_for_the_job` phase). The parent opens the run
-    while the worker imports; a worker forked with its imports done would otherwise warm up, compile
-    and time its steps while the parent's MLflow work competes for the same CPUs. No variable, no wait
-    (a worker run by hand). The watchdog still ends the worker if the parent dies or the timeout
-    passes meanwhile."""
+    """Wait until the job's parent has opened its run (the file in $PIPELINE_START_GATE exists), so the
+    parent's MLflow work never competes with the job's timed steps for CPUs. No variable, no wait."""
     gate = os.environ.get(START_GATE_ENV)
     while gate and not os.path.exists(gate):
         time.sleep(START_GATE_POLL_S)
@@ -104,6 +84,8 @@ def die_with_parent(signum: int = signal.SIGKILL) -> None:
 
 
 def _watch(parent: int, deadline: float, on_timeout: Callable[[], None]) -> None:
+    """Kill the group (without a result: no one would log it) once the parent is gone; past the
+    deadline, write the timeout's result first."""
     while True:
         time.sleep(POLL_S)
         if not parent_alive(parent):
@@ -116,9 +98,8 @@ def _watch(parent: int, deadline: float, on_timeout: Callable[[], None]) -> None
 
 
 def _kill_group() -> None:
-    """SIGKILL this process's group when it leads one (the supervisor starts the worker in a session
-    of its own, so this takes its DataLoader and compile workers with it), else itself. Nothing is
-    flushed first: a stopped parent leaves the output pipe full, and a write would block here."""
+    """SIGKILL this process's group when it leads one (a worker's: its DataLoader and compile workers),
+    else itself. Nothing is flushed first: a stopped parent's full output pipe would block a write."""
     if os.getpgrp() == os.getpid():
         os.killpg(os.getpid(), signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
