@@ -3,15 +3,9 @@ the supervisor in place of the worker and tied to it like a worker.
 
     python -m pipeline.job.ranks --nproc 2 --failures ranks_failed.json -- --config ... --result ...
 
-runs `torchrun --standalone --nproc-per-node 2 -m pipeline.job.worker --config ... --result ...` in
-this process (the elastic agent), after tying it to the job's parent with the lifeline
-(PDEATHSIG + watchdog + the timeout backstop). Each rank is a worker in a session of its own
-(torch starts them so) whose lifeline is this agent: `PIPELINE_PARENT_PID` is re-pointed here, so a
-SIGKILLed agent takes every rank with it, and the supervisor's SIGTERM makes torch stop the ranks.
-When a rank fails, torch stops the others; the ranks' exits (the first failure first) go to the
-`--failures` file for the supervisor, which makes the job's result from them.
-
-Torch-free at import (torch is imported once the lifeline holds).
+runs torchrun's agent in this process, tied to the job's parent by the lifeline, with the ranks' lifeline
+re-pointed here; the ranks' exits (the first failure first) go to the `--failures` file. Torch-free at
+import.
 """
 
 from __future__ import annotations
