@@ -258,8 +258,7 @@ class JobParent:
         raise interrupt
 
     def finish(self, result: JobResult) -> str:
-        """Keep the result on disk first, then log it; a store lost mid-job loses nothing. Where the
-        disk cannot keep it (full), MLflow still gets it; where neither can, the run says so."""
+        """Keep the result on disk first, then log it; where the disk cannot keep it, MLflow still gets it."""
         assert self.job_run is not None
         run_id = self.job_run.open()
         result.mlflow_run_id = run_id
