@@ -466,8 +466,7 @@ def bootstrap_geomean(
 
 
 def kind_of_jobs(kinds: Iterable[str | None]) -> str:
-    """The sweep's `sweep.kind` as its jobs give it: the one kind they all name, else `compare` (for a
-    sweep that did not record its own)."""
+    """The sweep's `sweep.kind` as its jobs give it: the one kind they all name, else `compare`."""
     named = set(kinds) - {None}
     return named.pop() if len(named) == 1 else "compare"
 
