@@ -28,8 +28,7 @@ def _fmt(value: float | None) -> str:
 
 
 def identity_columns(summary: Summary, *, compact: bool) -> list[str]:
-    """The identity keys shown as columns: all of them, or (compact) only those that vary among the
-    jobs that have a configuration (a bad job's run has none)."""
+    """The identity keys shown as columns: all of them, or (compact) those that vary among configured jobs."""
     keys = [*TABLE_KEYS, *summary.varied]
     if not compact:
         return keys
@@ -39,8 +38,7 @@ def identity_columns(summary: Summary, *, compact: bool) -> list[str]:
 
 
 def column_labels(keys: list[str]) -> list[str]:
-    """A swept key's column by its last part (`trainer.batch_size` -> `batch_size`) unless two end
-    alike; the fixed identity keys as they are."""
+    """A swept key's column by its last part (`trainer.batch_size` -> `batch_size`) unless two end alike."""
     short = short_labels([k for k in keys if k not in TABLE_KEYS])
     return [short.get(k, k) for k in keys]
 
@@ -101,8 +99,7 @@ def _mark(summary: Summary, row: Row) -> str:
 
 
 def figure_text(value: float, low: float, high: float) -> str:
-    """`184 [101, 259]`, or `508 [undetermined]` for an interval too wide to say anything
-    (docs/verdicts.md); rounded to what the interval supports."""
+    """`184 [101, 259]`, or `508 [undetermined]`; rounded to what the interval supports."""
     return with_interval(value, low, high, undetermined=undetermined(low, high))
 
 
@@ -231,8 +228,7 @@ def aggregate_lines(summary: Summary) -> list[str]:
 
 
 def scaling_line(sc: Scaling) -> str:
-    """A distributed job: its scaling efficiency, what its step lost to communication, its largest rank's
-    memory."""
+    """A distributed job: its scaling efficiency, communication loss and largest rank's memory."""
     if sc.baseline is not None and sc.efficiency is not None:
         head = (
             f"scaling efficiency of {sc.name} on {sc.world_size} processes vs {sc.baseline}: {sc.efficiency:.0%} "
@@ -439,8 +435,7 @@ def answer_table(summary: Summary) -> tuple[list[str], list[list[str]]]:
 
 
 def detail_lines(summary: Summary) -> list[str]:
-    """What comes before the answer: the identity values every job shares, the aggregates, the notes
-    and the failures."""
+    """What comes before the answer: shared identity values, aggregates, notes and failures."""
     lines = [constant_line(summary), *failure_class_lines(summary), *aggregate_lines(summary)]
     return [in_words(summary, line) for line in lines if line]
 
