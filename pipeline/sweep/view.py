@@ -213,8 +213,7 @@ def column_width(column: str) -> int:
 
 
 def name_width_for(names: list[str]) -> int:
-    """Pixels for the longest run name whole, between the default and a cap that leaves the figures on
-    a laptop's screen."""
+    """Pixels for the longest run name whole, between the default and MAX_NAME_PX."""
     if not names:
         return WIDTHS[RUN_NAME]
     longest = max(len(name) for name in names)
@@ -280,8 +279,7 @@ def stale_views(experiment_tags: dict[str, str], keep: int = KEEP_VIEWS) -> list
 
 
 def publish(tracker: Tracker, view: RunsView) -> str:
-    """Save the view in the experiment, drop this project's oldest views beyond `KEEP_VIEWS`, and
-    return the view's URL."""
+    """Save the view, drop this project's oldest views beyond `KEEP_VIEWS`, return the view's URL."""
     tracker.set_experiment_tag(view.tag_key, view.tag_value())
     for key in stale_views(tracker.experiment_tags()):
         tracker.delete_experiment_tag(key)
@@ -415,8 +413,7 @@ def answer_line(summary: Summary) -> str:
 
 
 def describe_answer(tracker: Tracker, summary: Summary, *, label: str, url: str) -> None:
-    """The experiment's description: the latest sweep's answer, then where to read more; left alone
-    where a user wrote their own."""
+    """The experiment's description: the latest sweep's answer; left alone where a user wrote their own."""
     tags = tracker.experiment_tags()
     current = tags.get(DESCRIPTION_TAG)
     if current is not None and current not in (
