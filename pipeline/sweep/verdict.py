@@ -175,8 +175,7 @@ def _by_speedups(a: Estimate, b: Estimate, rule: Rule) -> Comparison:
 
 
 def severe_job(estimates: list[Estimate], rule: Rule) -> Estimate | None:
-    """The configuration whose job the host slowed the most, when that is beyond the rule's severe limit;
-    else one with a contended job."""
+    """The configuration the host slowed most beyond the severe limit, else one with a contended job."""
     severe = [e for e in estimates if e.slowdown is not None and e.slowdown > rule.severe_slowdown]
     if severe:
         return max(severe, key=lambda e: e.slowdown or 0.0)
