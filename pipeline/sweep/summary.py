@@ -326,7 +326,6 @@ def reach(row: Row, objective: Objective) -> float | None:
             floors.append(best / slowdown)
             others = m.get("step/cpu_others_pct")
             if row.crowded and others is not None:
-                # a co-runner holding that share of its CPUs may have slowed every step by up to 1 / (1 - share)
                 floors.append(fastest * (1 - min(others, 100.0) / 100))
     if waited(wait) and low_key in m:
         floors.append(m[low_key] * (1 - wait / 100))
