@@ -75,15 +75,13 @@ class JobRun:
             except TrackingUnavailable:
                 raise
             except Exception as exc:  # the store answered, but not with a run
-                raise TrackingUnavailable(
-                    f"could not open the job's run: {type(exc).__name__}: {exc}"
-                ) from exc
+                why = f"could not open the job's run: {type(exc).__name__}: {exc}"
+                raise TrackingUnavailable(why) from exc
         return self.run_id
 
 
 class JobParent:
-    """One job, start to finish. `run()` returns its outcome and never raises for a failed job (an
-    interrupt outside a submitit job is re-raised, to stop the sweep)."""
+    """One job, start to finish: `run()` returns its outcome; only an interrupt outside submitit raises."""
 
     def __init__(self, config: Config, place: JobPlace, signals: SchedulerSignals):
         self.config, self.place, self.signals = config, place, signals
