@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import gc
 import importlib
 import os
@@ -276,11 +275,8 @@ class Template:
 
     def kill_workers(self) -> None:
         for pid in list(self.state.workers):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-            except OSError as err:
-                if err.errno != errno.ESRCH:
-                    raise
 
 
 def import_all(modules: list[str], state: TemplateState) -> None:
