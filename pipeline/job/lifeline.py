@@ -1,7 +1,6 @@
 """The worker's tie to its job: a worker never outlives the process that owns its run (PR_SET_PDEATHSIG,
 a lifeline pipe for a worker forked from the template, and a watchdog thread), and never runs past its
-timeout even when that process cannot stop it. Torch-free: the worker installs it before torch.
-"""
+timeout even when that process cannot stop it. Torch-free: the worker installs it before torch."""
 
 from __future__ import annotations
 
@@ -35,10 +34,8 @@ def hold(*, timeout_s: float, on_timeout: Callable[[str], None]) -> None:
         f"worker ended itself after trainer.timeout_s={timeout_s:g} s (+{BACKSTOP_GRACE_S:g} s): "
         "its job process did not stop it"
     )
-    watchdog = threading.Thread(
-        target=_watch, args=(parent, deadline, lambda: on_timeout(message)), daemon=True, name="lifeline"
-    )
-    watchdog.start()
+    watch = (parent, deadline, lambda: on_timeout(message))
+    threading.Thread(target=_watch, args=watch, daemon=True, name="lifeline").start()
 
 
 def parent_alive(parent: int | None = None) -> bool:
