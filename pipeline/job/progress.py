@@ -30,8 +30,7 @@ class JobProgress:
     """Shows one job's warm-up and measured steps, and forwards the worker's own output lines."""
 
     def __init__(self, label: str, terminal: bool | None = None, *, verbose: bool = False):
-        self.label = label
-        self.verbose = verbose
+        self.label, self.verbose = label, verbose
         self.torch_log_lines = 0  # kept in worker.log only
         self.terminal = sys.stdout.isatty() if terminal is None else terminal
         self._last_decile: dict[tuple[str, str], int] = {}
