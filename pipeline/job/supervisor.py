@@ -175,9 +175,7 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
     if started_worker.note:
         result.info["worker_start_note"] = started_worker.note
     result.info["worker_started_at"], result.info["worker_ended_at"] = started_at, time.time()
-    result.info["worker_exit"] = (
-        signal_description(proc.returncode) if proc.returncode is not None else "killed"
-    )
+    result.info["worker_exit"] = "killed" if proc.returncode is None else signal_description(proc.returncode)
     try:
         result.write(result_path)
     except OSError as err:  # a full disk: the job's parent still has it, and logs it to MLflow
@@ -199,17 +197,13 @@ def worker_command(config: Config, config_path: Path, result_path: Path) -> list
     worker_args = ["--config", str(config_path), "--result", str(result_path)]
     if not config.parallel.distributed:
         return [sys.executable, "-m", "pipeline.job.worker", *worker_args]
-    return [
-        sys.executable,
-        "-m",
-        "pipeline.job.ranks",
+    ranks = [
         f"--nproc={config.parallel.nproc}",
         f"--failures={JobDir(result_path.parent).rank_failures}",
         f"--timeout-s={config.trainer.timeout_s:g}",
         f"--result={result_path}",
-        "--",
-        *worker_args,
     ]
+    return [sys.executable, "-m", "pipeline.job.ranks", *ranks, "--", *worker_args]
 
 
 def ranks_result(job_dir: Path, result_path: Path, returncode: int | None, log_tail: str) -> JobResult:
