@@ -150,8 +150,7 @@ def run_description(result: JobResult) -> str:
 
 
 def outcome_tags(result: JobResult) -> dict[str, str]:
-    """Beyond the identity tags: the verdict flags, the two environment facts people filter on, and
-    the error of a job that failed."""
+    """The tags beyond the identity tags: verdict flags, torch and device, the work, figures, the error."""
     tags: dict[str, str] = {}
     env = result.environment
     if env.get("torch"):
@@ -222,8 +221,7 @@ def shown_tags(metrics: Mapping[str, float], unit: str = "step") -> dict[str, st
 
 
 def run_payload(cfg: Config, result: JobResult, job_dir: Path) -> RunPayload:
-    """Everything the job's run gets: the config as params, the figures and curves, the tags, the
-    description, the job folder's artifacts, and its status; secrets masked everywhere."""
+    """Everything the job's run gets (params, figures, curves, tags, artifacts, status), secrets masked."""
     secrets = secret_values(to_dict(cfg))
     tags = {**outcome_tags(result), "mlflow.note.content": scrub(run_description(result), secrets)}
     if result.error:
