@@ -151,8 +151,7 @@ def checked(cfg: Config | DictConfig) -> Config:
 
 
 def with_ranks(config: Config) -> Config:
-    """`config` with `parallel.nproc` resolved: null means one rank per GPU the job may use (`ranks_here`);
-    parallel=none runs one process. A job's run name and hash show the number."""
+    """`config` with `parallel.nproc` resolved (null: `ranks_here`; parallel=none: one process)."""
     par = config.parallel
     if par.nproc is not None:
         return config
