@@ -55,8 +55,7 @@ class JobResult:
         self.error = JobError(error_type, one_line(message), tb)
 
     def to_json(self) -> str:
-        """The file's text. A metric that is None or NaN was not measured and is left out, but for a
-        loss: a NaN or infinite loss is what says training diverged, and stays (JSON's `NaN`)."""
+        """The file's text: unmeasured (None, NaN) metrics left out, but a NaN or infinite loss stays."""
         data = asdict(self)
         data["metrics"] = {
             k: v
