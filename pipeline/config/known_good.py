@@ -16,11 +16,17 @@ from typing import Any
 LIBRARIES = ("torch", "timm", "transformers")
 
 
-def cache_file() -> Path:
-    root = os.environ.get("PIPELINE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "compile-sweeps"
+def cache_root() -> Path:
+    """The machine's cache: `$PIPELINE_CACHE_DIR`, else `$XDG_CACHE_HOME/compile-sweeps` or
+    `~/.cache/compile-sweeps`."""
+    return Path(
+        os.environ.get("PIPELINE_CACHE_DIR")
+        or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "compile-sweeps")
     )
-    return Path(root) / "known_good_checks.json"
+
+
+def cache_file() -> Path:
+    return cache_root() / "known_good_checks.json"
 
 
 def library_versions() -> dict[str, str | None]:

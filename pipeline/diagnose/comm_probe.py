@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.config.known_good import cache_root
 from pipeline.diagnose.comm import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, algbw_gbps, busbw_gbps
 from pipeline.measure.ranks import align_ranks
 from pipeline.nvml import nvml
@@ -105,18 +106,10 @@ def size_words(size: float) -> str:
     return f"{size:g} B"
 
 
-def cache_dir() -> Path:
-    """Under the machine's cache (pipeline.config.known_good's): `$PIPELINE_CACHE_DIR`, else
-    `$XDG_CACHE_HOME/compile-sweeps` or `~/.cache/compile-sweeps`."""
-    root = os.environ.get("PIPELINE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "compile-sweeps"
-    )
-    return Path(root) / "comm_probe"
-
-
 def cache_path(machine: dict[str, Any]) -> Path:
+    """Under the machine's cache (pipeline.config.known_good's), keyed by `machine`."""
     digest = hashlib.sha256(json.dumps(machine, sort_keys=True).encode()).hexdigest()[:16]
-    return cache_dir() / f"{digest}.json"
+    return cache_root() / "comm_probe" / f"{digest}.json"
 
 
 # ----------------------------------------------------------------------------------------- on the ranks
@@ -139,18 +132,11 @@ def machine_key(device: Any) -> dict[str, Any]:
             {
                 "gpu": torch.cuda.get_device_name(device),
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                "nccl": _nccl_version(),
+                "nccl": ".".join(map(str, torch.cuda.nccl.version())),  # (2, 27, 5)
                 "driver": _driver_version(),
             }
         )
     return key
-
-
-def _nccl_version() -> str:
-    import torch
-
-    version = torch.cuda.nccl.version()  # (2, 27, 5); an int in older torch
-    return ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
 
 
 def _driver_version() -> str | None:
@@ -221,11 +207,13 @@ def run(device: Any, machine: dict[str, Any]) -> Probe:
     return Probe(machine=machine, world_size=world, rows=rows, seconds=time.perf_counter() - started)
 
 
-def _time_collective(kind: str, numel: int, device: Any, *, iters: int, warmup: int = 5) -> float:
-    """Seconds per call of `kind` on `numel` float32 (an all-gather's output), the slowest rank's."""
+def _time_collective(kind: str, numel: int, device: Any, *, iters: int) -> float:
+    """Seconds per call of `kind` on `numel` float32 (an all-gather's output): 5 warm-up calls, the ranks
+    aligned, `iters` calls back to back; the slowest rank's."""
     import torch
     import torch.distributed as dist
 
+    cuda = device.type == "cuda"
     world = dist.get_world_size()
     whole = torch.ones(numel, dtype=torch.float32, device=device)
     share = torch.ones(numel // world, dtype=torch.float32, device=device)
@@ -240,31 +228,22 @@ def _time_collective(kind: str, numel: int, device: Any, *, iters: int, warmup: 
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # newer torch renames these; 2.11 has only these
-        return _timed(call, device, iters=iters, warmup=warmup)
-
-
-def _timed(call: Any, device: Any, *, iters: int, warmup: int) -> float:
-    """Seconds per call: `warmup` calls, the ranks aligned, `iters` calls back to back; the slowest rank's."""
-    import torch
-    import torch.distributed as dist
-
-    cuda = device.type == "cuda"
-    for _ in range(warmup):
-        call()
-    align_ranks(device)
-    if cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
+        for _ in range(5):
             call()
-        end.record()
-        end.synchronize()
-        seconds = start.elapsed_time(end) / 1000 / iters
-    else:
-        began = time.perf_counter()
-        for _ in range(iters):
-            call()
-        seconds = (time.perf_counter() - began) / iters
-    slowest = torch.tensor([seconds], dtype=torch.float64, device=device if cuda else "cpu")
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    return float(slowest.item())
+        align_ranks(device)
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(iters):
+                call()
+            end.record()
+            end.synchronize()
+            seconds = start.elapsed_time(end) / 1000 / iters
+        else:
+            began = time.perf_counter()
+            for _ in range(iters):
+                call()
+            seconds = (time.perf_counter() - began) / iters
+        slowest = torch.tensor([seconds], dtype=torch.float64, device=device if cuda else "cpu")
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        return float(slowest.item())

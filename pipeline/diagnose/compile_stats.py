@@ -97,8 +97,9 @@ class CompileDiagnosis:
             - self.after_warmup.frames_compiled,
             **self.phases,
             "diagnose/frames_failed": len(self.failed),
-            **self.cudagraph_metrics(),
         }
+        if "compile/cudagraph_record_s" in self.phases:  # a mode with CUDA graphs
+            m["diagnose/cudagraph_skips"] = len(self.logged["cudagraph_skips"])
         if "aot_autograd" in self.applies:
             m["diagnose/backend_graphs"] = self.final.backend_graphs
         if "compiled_autograd" in self.applies:
@@ -106,11 +107,6 @@ class CompileDiagnosis:
         if "inductor" in self.applies:  # the FX-graph and AOTAutograd caches are inductor's
             m["compile/cache_hits"], m["compile/cache_misses"] = self.cache.hits, self.cache.misses
         return m
-
-    def cudagraph_metrics(self) -> dict[str, float]:
-        if "compile/cudagraph_record_s" not in self.phases:  # a mode without CUDA graphs
-            return {}
-        return {"diagnose/cudagraph_skips": len(self.logged["cudagraph_skips"])}
 
     def diagnostics(self) -> dict[str, Any]:
         return {
@@ -212,9 +208,8 @@ def frames_failed() -> list[dict[str, str]]:
 def reset_compile_state() -> None:
     """Forget what an analysis compiled, so the job's own statistics start from zero."""
     import torch._dynamo
-    from torch._dynamo.utils import counters
+    from torch._dynamo.utils import clear_compilation_metrics, counters
 
     torch._dynamo.reset()
     counters.clear()
-    if hasattr(torch._dynamo.utils, "clear_compilation_metrics"):
-        torch._dynamo.utils.clear_compilation_metrics()
+    clear_compilation_metrics()

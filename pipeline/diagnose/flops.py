@@ -100,16 +100,14 @@ def _count_step_flops(model_cfg: ModelConfig, loss_cfg: LossConfig, batch_size: 
     loss = build_loss(loss_cfg, spec)
     if spec.kind == "image":
         inputs = torch.randn(batch_size, spec.channels, spec.height, spec.width)
-        targets = torch.randint(spec.num_classes, (batch_size,))
-    elif spec.target == "class":
-        inputs = torch.randint(spec.vocab_size, (batch_size, spec.seq_len))
-        targets = torch.randint(spec.num_classes, (batch_size,))
     else:
         inputs = torch.randint(spec.vocab_size, (batch_size, spec.seq_len))
+    if spec.kind == "image" or spec.target == "class":
+        targets = torch.randint(spec.num_classes, (batch_size,))
+    else:
         targets = torch.randint(spec.vocab_size, (batch_size, spec.seq_len))
-    batch = {"inputs": inputs, "targets": targets}
     with FlopCounterMode(display=False) as counter:
-        loss(batch, model(inputs)).backward()
+        loss({"inputs": inputs, "targets": targets}, model(inputs)).backward()
     return int(counter.get_total_flops())
 
 
