@@ -67,18 +67,11 @@ def gpu_slot(
             ((index, _),) = held
             position, groups = indices.index(index), per_gpu * len(indices)
             cores = sorted(os.sched_getaffinity(0))  # this process's, shared out among every GPU's slots
-            env.update(
-                {
-                    "PIPELINE_GPU_SLOT": str(slot),
-                    "PIPELINE_MEASURE_LOCK": str(lock_dir / f"gpu{index}.measure.lock"),
-                    "PIPELINE_CPUS": cpu_list(core_group(cores, slot * len(indices) + position, groups)),
-                    "PIPELINE_GPU_CPUS": cpu_list(  # every slot's of this GPU: the measuring job's
-                        c
-                        for s in range(per_gpu)
-                        for c in core_group(cores, s * len(indices) + position, groups)
-                    ),
-                }
-            )
+            shares = [core_group(cores, s * len(indices) + position, groups) for s in range(per_gpu)]
+            env["PIPELINE_GPU_SLOT"] = str(slot)
+            env["PIPELINE_MEASURE_LOCK"] = str(lock_dir / f"gpu{index}.measure.lock")
+            env["PIPELINE_CPUS"] = cpu_list(shares[slot])
+            env["PIPELINE_GPU_CPUS"] = cpu_list(c for share in shares for c in share)  # the measuring job's
         yield env
     finally:
         _release(held)
