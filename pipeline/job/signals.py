@@ -22,9 +22,7 @@ def signals_held(
         yield
         return
     caught: list[int] = []
-    previous = {
-        signum: signal.signal(signum, lambda signum, frame: caught.append(signum)) for signum in signums
-    }
+    previous = {signum: signal.signal(signum, lambda got, _: caught.append(got)) for signum in signums}
     try:
         yield
     finally:
