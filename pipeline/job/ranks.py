@@ -3,9 +3,8 @@ the supervisor in place of the worker and tied to it like a worker.
 
     python -m pipeline.job.ranks --nproc 2 --failures ranks_failed.json -- --config ... --result ...
 
-runs torchrun's agent in this process, tied to the job's parent by the lifeline, with the ranks' lifeline
-re-pointed here; the ranks' exits (the first failure first) go to the `--failures` file. Torch-free at
-import.
+runs torchrun's agent in this process, tied to the job's parent by the lifeline and re-pointed as the
+ranks' lifeline; the ranks' exits (first failure first) go to `--failures`. Torch-free at import.
 """
 
 from __future__ import annotations
