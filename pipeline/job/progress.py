@@ -105,8 +105,7 @@ def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
             ended.add(num)
         if result.status == SKIPPED:
             continue
-        metrics = result.metrics
-        wall = float(metrics.get("job/wall_s") or metrics.get("job/worker_wall_s") or 0.0)
+        wall = float(result.metrics.get("job/wall_s") or result.metrics.get("job/worker_wall_s") or 0.0)
         walls.append(wall)
         failed += result.status != FINISHED
         if started_at and ended_at >= started_at:
@@ -141,9 +140,8 @@ def pace_weights(left: list[str], walls: dict[str, list[float]]) -> list[float] 
     mean = sum(every) / len(every)
     weights = []
     for mode in left:
-        like = walls.get(mode) or [
-            w for m, ws in walls.items() if (m == EAGER) == (mode == EAGER) for w in ws
-        ]
+        same_kind = [w for m, ws in walls.items() if (m == EAGER) == (mode == EAGER) for w in ws]
+        like = walls.get(mode) or same_kind
         if not like:
             return None
         weights.append(sum(like) / len(like) / mean)
