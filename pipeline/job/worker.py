@@ -135,10 +135,9 @@ def run_job(cfg: Config, result: JobResult, out_dir: Path) -> None:
                     {"seconds": probe.seconds, "machine": probe.machine} if probe else None
                 )
                 timeline.mark("comm_probe")
-        progress = Progress() if rank_of_this_process(cfg) == 0 else quiet
         ctx = WorkerContext(
             device=device,
-            progress=progress,
+            progress=Progress() if rank_of_this_process(cfg) == 0 else quiet,
             out_dir=out_dir,
             timeline=timeline,
             settings_at_start=settings_at_start,
