@@ -432,17 +432,13 @@ class ParallelConfig:
                 self.nproc,
                 "needs parallel=ddp or parallel=fsdp (parallel=none runs one process)",
             )
-        neutral = {
-            "bucket_cap_mb": ("ddp", 25.0),
-            "optimize_ddp": ("ddp", "on"),
-            "reshard_after_forward": ("fsdp", True),
-            "param_dtype": ("fsdp", None),
-            "reduce_dtype": ("fsdp", None),
-        }
-        for key, (strategy, default) in neutral.items():
-            if self.strategy != strategy and getattr(self, key) != default:
+        only = dict.fromkeys(("bucket_cap_mb", "optimize_ddp"), "ddp")
+        only |= dict.fromkeys(("reshard_after_forward", "param_dtype", "reduce_dtype"), "fsdp")
+        for f in fields(self):  # each left at its default unless its strategy is chosen
+            value = getattr(self, f.name)
+            if f.name in only and self.strategy != only[f.name] and value != f.default:
                 yield ConfigError(
-                    f"{at}.{key}", getattr(self, key), f"only with parallel={strategy}; leave it {default!r}"
+                    f"{at}.{f.name}", value, f"only with parallel={only[f.name]}; leave it {f.default!r}"
                 )
 
 

@@ -339,7 +339,6 @@ def standard_tags() -> dict[str, str]:
     tags = {"mlflow.source.name": "pipeline.run", "mlflow.source.type": "LOCAL"}
     with contextlib.suppress(KeyError, OSError):  # no user name for this uid
         tags["mlflow.user"] = getpass.getuser()
-    commit = git_commit()
-    if commit:
+    if commit := git_commit():
         tags["mlflow.source.git.commit"] = commit
     return tags

@@ -37,11 +37,9 @@ def retry_bound(tracking_uri: str) -> str:
 def one_attempt(timeout_s: float = HEALTH_TIMEOUT_S) -> Iterator[None]:
     """MLflow's HTTP requests in the block are tried once, for `timeout_s` (read at each request): for a
     best-effort call after the store already failed a request."""
-    names = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")
-    before = {name: os.environ.get(name) for name in names}
-    os.environ.update(
-        {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": f"{timeout_s:g}"}
-    )
+    once = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": f"{timeout_s:g}"}
+    before = {name: os.environ.get(name) for name in once}
+    os.environ.update(once)
     try:
         yield
     finally:

@@ -36,9 +36,11 @@ class SweepQueries:
         ]
         return matching[:max_results]
 
+    def _newest(self, tags: dict[str, str], *, status: str | None = None) -> RunRecord | None:
+        return next(iter(self.runs_where(tags, status=status, max_results=1)), None)
+
     def sweep_parent(self, sweep_id: str) -> RunRecord | None:
-        found = self.runs_where({"sweep_id": sweep_id, "sweep_parent": "true"}, max_results=1)
-        return found[0] if found else None
+        return self._newest({"sweep_id": sweep_id, "sweep_parent": "true"})
 
     def sweep_parents(self) -> list[RunRecord]:
         return self.runs("tags.sweep_parent = 'true'")
@@ -47,15 +49,11 @@ class SweepQueries:
         return [r for r in self.runs_where({"sweep_id": sweep_id}) if r.tags.get("sweep_parent") != "true"]
 
     def finished_run_for(self, sweep_id: str, config_hash: str) -> RunRecord | None:
-        found = self.runs_where(
-            {"sweep_id": sweep_id, "config_hash": config_hash}, status=FINISHED, max_results=1
-        )
-        return found[0] if found else None
+        return self._newest({"sweep_id": sweep_id, "config_hash": config_hash}, status=FINISHED)
 
     def job_run(self, job_dir: Path) -> RunRecord | None:
         """The newest run of the job that ran in `job_dir` (its `job_dir` tag)."""
-        found = self.runs_where({"job_dir": str(job_dir)}, max_results=1)
-        return found[0] if found else None
+        return self._newest({"job_dir": str(job_dir)})
 
 
 def _equals(field: str, value: str) -> str | None:
