@@ -5,26 +5,15 @@ from __future__ import annotations
 
 import torch
 
-from pipeline.config.schema import BenchmarkConfig
+from pipeline.config.schema import Config
 
 
 def describe_method(
-    *,
-    device: torch.device,
-    warmup: int,
-    measured: int,
-    benchmark: BenchmarkConfig,
-    min_effect_pct: float,
-    paired: bool,
-    data_loader: bool,
-    parallel: str = "none",
-    world_size: int = 1,
-    unit: str = "step",
-    worker_start: str = "spawn",
-    overlap_cpus: str = "",
-    host_check_s: float = 0.0,
+    cfg: Config, *, device: torch.device, world_size: int, unit: str, worker_start: str, overlap_cpus: str
 ) -> str:
-    units = f"{unit}s"
+    benchmark, warmup, measured = cfg.benchmark, cfg.trainer.warmup_steps, cfg.trainer.measured_steps
+    min_effect_pct, paired, parallel = cfg.sweep.min_effect_pct, cfg.paired, cfg.parallel.strategy
+    host_check_s, units = benchmark.host_check_s, f"{unit}s"
     clock = (
         f"CUDA events recorded at every {unit} boundary on the compute stream, read after the loop; each round after a drain "
         f"and one untimed {unit} of its own variant (a lead-in), so that no other variant's queued work hides its launches"
@@ -51,7 +40,7 @@ def describe_method(
         "Data: "
         + (
             f"a DataLoader making CPU batches, copied to the device inside every {unit} (the copy is measured)."
-            if data_loader
+            if cfg.data.loader
             else f"batches generated once on the device and rotated (no host work in the {unit})."
         ),
     ]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pipeline.measure.memory import MemoryPeaks, gib
 from pipeline.measure.parity import LossParity, loss_divergence
 from pipeline.measure.sequential import paired_interval
-from pipeline.measure.stats import Latency
+from pipeline.measure.stats import PAIRED, Latency
 from pipeline.measure.timing import Variant
 
 
@@ -29,13 +29,8 @@ class PairedComparison:
     eager_prefix: str = "eager/"  # `eager/latency_` for the latency of synchronized calls
 
     def metrics(self) -> dict[str, float]:
-        e = self.eager_prefix
         m = {
-            f"{e}p50_ms": self.eager.p50,
-            f"{e}p10_ms": self.eager.p10,
-            f"{e}p90_ms": self.eager.p90,
-            f"{e}p50_ci95_low_ms": self.eager.ci95_low,
-            f"{e}p50_ci95_high_ms": self.eager.ci95_high,
+            **self.eager.metrics(self.eager_prefix, PAIRED),
             "speedup/vs_eager": self.speedup,
             "speedup/ci95_low": self.ci95[0],
             "speedup/ci95_high": self.ci95[1],

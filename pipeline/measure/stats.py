@@ -125,6 +125,10 @@ def undetermined(low: float, high: float) -> bool:
     return high / low > UNDETERMINED_FACTOR
 
 
+SUMMARY = ("p50", "mean", "p10", "p90", "p99", "std", "min", "max")  # a figure's statistics, as logged
+PAIRED = ("p50", "p10", "p90")  # those a paired eager copy logs
+
+
 @dataclass(frozen=True, kw_only=True)
 class Latency:
     """Durations in milliseconds, summarized: built in one place (:meth:`from_values`)."""
@@ -166,20 +170,11 @@ class Latency:
         """(p90 - p10) / p50, in percent: how much steady-state durations vary."""
         return 100 * (self.p90 - self.p10) / self.p50
 
-    def metrics(self, section: str = "step") -> dict[str, float]:
-        """The registry's names for these statistics (`step/p50_ms`, ...)."""
-        return {
-            f"{section}/p50_ms": self.p50,
-            f"{section}/mean_ms": self.mean,
-            f"{section}/p10_ms": self.p10,
-            f"{section}/p90_ms": self.p90,
-            f"{section}/p99_ms": self.p99,
-            f"{section}/std_ms": self.std,
-            f"{section}/min_ms": self.min,
-            f"{section}/max_ms": self.max,
-            f"{section}/p50_ci95_low_ms": self.ci95_low,
-            f"{section}/p50_ci95_high_ms": self.ci95_high,
-        }
+    def metrics(self, prefix: str = "step/", figures: tuple[str, ...] = SUMMARY) -> dict[str, float]:
+        """`figures` and the median's interval under the registry's names (`step/p50_ms`, ...); a paired
+        eager copy logs PAIRED under `eager/` or `eager/latency_`."""
+        m = {f"{prefix}{figure}_ms": getattr(self, figure) for figure in figures}
+        return {**m, f"{prefix}p50_ci95_low_ms": self.ci95_low, f"{prefix}p50_ci95_high_ms": self.ci95_high}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -82,11 +82,6 @@ class Variant:
     def step_ms(self, values: list[float]) -> None:  # a distributed job's slowest-rank times
         self.laps[self.primary] = list(values)
 
-    @property
-    def rounds(self) -> list[int]:
-        """Headline laps per timed round."""
-        return self.round_sizes.get(self.primary, [])
-
     def latency(self, label: str | None = None, confidence: float = 0.95) -> Latency:
         return Latency.from_values(self.laps[label or self.primary], confidence)
 
@@ -274,7 +269,7 @@ class Timer:
             variant.queued -= units
         self.pending.clear()
 
-    def latency_round(self, variant: Variant, units: int) -> list[float]:
+    def latency_round(self, variant: Variant, units: int) -> None:
         """Run `units` units one at a time, each synchronized before and after and timed by the host's
         clock: the latency a request sees (its launch included), not the time per unit of a busy queue."""
         self.flush()  # its syncs end the rounds before it: read them in order
@@ -286,7 +281,6 @@ class Timer:
             synchronize(self.device)
             times.append((time.perf_counter() - start) * 1000)
         variant.add_round({LATENCY: times}, 0)
-        return times
 
     def solo_phase(
         self,

@@ -199,19 +199,12 @@ class Scenario:
     def method(self) -> str:
         """How this job is measured, in words (the run's description)."""
         protocol = describe_method(
+            self.cfg,
             device=self.device,
-            warmup=self.warmup,
-            measured=self.measured,
-            benchmark=self.cfg.benchmark,
-            min_effect_pct=self.cfg.sweep.min_effect_pct,
-            paired=self.cfg.paired,
-            data_loader=self.cfg.data.loader,
-            parallel=self.cfg.parallel.strategy,
             world_size=self.ranks.world_size,
             unit=self.timed_unit,
             worker_start=self.ctx.worker_start,
             overlap_cpus=os.environ.get("PIPELINE_CPUS", "") if self.gate.active else "",
-            host_check_s=self.cfg.benchmark.host_check_s,
         )
         return "\n".join([*self.method_lines(), protocol])
 

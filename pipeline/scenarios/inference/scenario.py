@@ -14,7 +14,7 @@ from pipeline.axes.data import DeviceBatches, Interleaved
 from pipeline.axes.precision import Precision
 from pipeline.config.schema import Config
 from pipeline.measure.parity import output_parity
-from pipeline.measure.stats import Latency
+from pipeline.measure.stats import PAIRED, Latency
 from pipeline.measure.timing import LATENCY, StepVariant
 from pipeline.scenarios.protocol import Measured, Scenario, UnitReport, WorkerContext
 from pipeline.scenarios.variant import Recipe
@@ -52,19 +52,10 @@ class RequestLatency:
     back_to_back_speedup: float | None
 
     def metrics(self) -> dict[str, float]:
-        m = self.latency.metrics("latency")
+        m = self.latency.metrics("latency/")
         if self.eager_back_to_back is not None and self.back_to_back_speedup is not None:
-            e = self.eager_back_to_back
-            m.update(
-                {
-                    "eager/p50_ms": e.p50,
-                    "eager/p10_ms": e.p10,
-                    "eager/p90_ms": e.p90,
-                    "eager/p50_ci95_low_ms": e.ci95_low,
-                    "eager/p50_ci95_high_ms": e.ci95_high,
-                    "speedup/back_to_back_vs_eager": self.back_to_back_speedup,
-                }
-            )
+            m.update(self.eager_back_to_back.metrics("eager/", PAIRED))
+            m["speedup/back_to_back_vs_eager"] = self.back_to_back_speedup
         return m
 
 
