@@ -43,8 +43,8 @@ class Probe:
 
     machine: dict[str, Any]
     world_size: int
-    rows: list[ProbeRow] = field(default_factory=list)
     seconds: float = 0.0  # what the sweep took
+    rows: list[ProbeRow] = field(default_factory=list)
 
     def busbw(self, kind: str, size_bytes: float) -> float | None:
         """The probe's bus bandwidth of `kind` at `size_bytes` (GB/s): interpolated between the two
@@ -67,12 +67,7 @@ class Probe:
         return max(found) if found else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "machine": self.machine,
-            "world_size": self.world_size,
-            "seconds": self.seconds,
-            "rows": [asdict(r) for r in self.rows],
-        }
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Probe:

@@ -71,11 +71,13 @@ class CompileDiagnosis:
         """`applies`: what this job can have (`inductor`, `aot_autograd`, `triton`, `autotune`,
         `cudagraphs`, `compiled_autograd`); the others' phases and counts are left out rather than
         logged as zeros, and so is the backward's compile time where nothing compiled one."""
+        from torch._dynamo.utils import get_compilation_metrics
+
         phases = compile_phases()
         for phase, needs in PHASE_NEEDS.items():
             if needs not in applies:
                 phases.pop(phase, None)
-        if not compiled_a_backward():
+        if all(_is_forward(e) for e in get_compilation_metrics()):  # nothing compiled a backward
             phases.pop("compile/backward_s", None)
         return cls(
             after_warmup=after_warmup,
@@ -149,13 +151,6 @@ def compile_phases() -> dict[str, float]:
         "compile/backward_s": _total("backward_cumulative_compile_time_us", False) / 1e6,
         "compile/cudagraph_record_s": _total("runtime_cudagraphify_time_us") / 1e6,
     }
-
-
-def compiled_a_backward() -> bool:
-    """Whether anything compiled a backward graph in this process (AOTAutograd's lazy backward)."""
-    from torch._dynamo.utils import get_compilation_metrics
-
-    return any(not _is_forward(e) for e in get_compilation_metrics())
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,8 +13,9 @@ from typing import Any
 import torch
 
 
-def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(stdlib dirs, library dirs): the interpreter's own code, and installed packages plus this harness."""
+def _user_frame(stack: list[traceback.FrameSummary]) -> str:
+    """Where a sync comes from: the innermost frame of the user's code (not stdlib, an installed package
+    or this harness); failing that, the innermost library frame, never the warnings machinery."""
     import sysconfig
 
     paths = sysconfig.get_paths()
@@ -22,13 +23,6 @@ def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
     libraries = tuple(
         {paths["purelib"], paths["platlib"], str(Path(torch.__file__).parent), str(Path(__file__).parents[1])}
     )
-    return stdlib, libraries
-
-
-def _user_frame(stack: list[traceback.FrameSummary]) -> str:
-    """Where a sync comes from: the innermost frame of the user's code (not stdlib, an installed package
-    or this harness); failing that, the innermost library frame, never the warnings machinery."""
-    stdlib, libraries = _roots()
     outside_stdlib = [
         f for f in stack if not f.filename.startswith(stdlib) and not f.filename.startswith("<frozen")
     ]
