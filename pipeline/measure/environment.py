@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+from importlib.metadata import version
 from typing import Any
 
 import torch
@@ -17,8 +18,6 @@ from pipeline.provenance import git_commit
 
 def _version(module: str) -> str | None:
     try:
-        from importlib.metadata import version
-
         return version(module)
     except Exception:
         return None

@@ -25,7 +25,6 @@ from pipeline.measure.host import HostCheck
 from pipeline.measure.memory import Memory, MemoryPeaks
 from pipeline.measure.stats import Latency, percentile
 
-ProgressFn = Callable[..., None]  # (variant, phase, done, total)
 STEP = "step"  # the lap of a one-lap unit
 LATENCY = "latency"  # a unit alone, synchronized before and after: what one request sees
 
@@ -192,7 +191,7 @@ class Timer:
         self,
         *,
         device: torch.device,
-        progress: ProgressFn,
+        progress: Callable[..., None],  # (variant, phase, done, total)
         measured_total: int,
         host: HostCheck | None = None,
     ):
