@@ -118,16 +118,16 @@ def scenario_rows(help_text: str) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def group_options(group: str) -> list[str]:
+def group_line(group: str) -> str:
+    """`group`: its options, then those in subfolders as `timm/<name> (42)` (the suites' entries)."""
     folder = ROOT / "conf" / group
-    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
-
-
-def group_folders(group: str) -> list[str]:
-    """Options in subfolders, as `timm/<name> (42)` (the suites' entries)."""
-    folder = ROOT / "conf" / group
+    options = sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
     subs = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
-    return [f"`{p.name}/<name>` ({len(list(p.glob('*.yaml')))})" for p in subs if any(p.glob("*.yaml"))]
+    folders = [f"`{p.name}/<name>` ({len(list(p.glob('*.yaml')))})" for p in subs if any(p.glob("*.yaml"))]
+    extra = HYDRA_LAUNCHERS if group == "hydra/launcher" else ""
+    if folders:
+        extra += "; and in subfolders " + ", ".join(folders)
+    return f"- `{group}`: " + ", ".join(f"`{o}`" for o in options) + extra
 
 
 def render() -> str:
@@ -141,13 +141,7 @@ def render() -> str:
         "Config groups (`group=option` on the command line; one YAML file per option under `conf/`):",
         "",
     ]
-    for group in GROUPS:
-        extra = HYDRA_LAUNCHERS if group == "hydra/launcher" else ""
-        folders = group_folders(group)
-        if folders:
-            extra += "; and in subfolders " + ", ".join(folders)
-        lines.append(f"- `{group}`: " + ", ".join(f"`{o}`" for o in group_options(group)) + extra)
-    lines += ["", END]
+    lines += [*map(group_line, GROUPS), "", END]
     return "\n".join(lines)
 
 

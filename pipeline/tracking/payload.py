@@ -38,9 +38,8 @@ def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
         path = f"{prefix}{key}"
         if isinstance(value, dict) and value:
             flat.update(flatten(value, path + "."))
-            continue
-        text = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
-        flat[path] = text[:PARAM_LIMIT]
+        else:
+            flat[path] = (json.dumps(value) if isinstance(value, (list, dict)) else str(value))[:PARAM_LIMIT]
     return flat
 
 
