@@ -164,8 +164,7 @@ def compare(tracker: Tracker, sweep_a: str, sweep_b: str, *, out_dir: Path | Non
     except ValueError as err:
         print(f"cannot compare: {err}", file=sys.stderr)
         return 1
-    for line in comparison_lines(found):
-        print(line)
+    print("\n".join(comparison_lines(found)))
     files = write_comparison(found, out_dir or Path("outputs") / "compare" / f"{sweep_a}_vs_{sweep_b}")
     print(f"wrote {', '.join(str(p) for p in files)}")
     return 0

@@ -118,8 +118,6 @@ class SweepCallback(Callback):
             if note := sweep_cpu_note(config):
                 print(note, flush=True)
             start_template(config, Path(ACTIVE_SWEEP.sweep_dir))
-        except SweepStopped:
-            raise
         except TrackingUnavailable as err:
             raise SweepStopped(f"mlflow error: {err}") from err
         except Exception as err:  # a store that answers with errors, a bug: never a sweep without parent
@@ -502,9 +500,7 @@ def _parent_tags(config: DictConfig, sweep_id: str, dirs: list[str]) -> dict[str
 
 
 def _warn_sqlite_on_slurm(config: DictConfig, mlflow: MlflowConfig) -> None:
-    if "SlurmLauncher" in str(config.hydra.launcher.get("_target_", "")) and mlflow.tracking_uri.startswith(
-        "sqlite:"
-    ):
+    if uses_slurm(config) and mlflow.tracking_uri.startswith("sqlite:"):
         print(
             f"warning: SLURM jobs log to {mlflow.tracking_uri}: a sqlite file only works when every job runs on this machine; "
             "on a cluster start `make mlflow-server` and set mlflow.tracking_uri=http://<host>:<port>",

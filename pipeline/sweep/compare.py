@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.measure.stats import undetermined
+from pipeline.sweep.plots import save_figure
 from pipeline.sweep.summary import Configuration, Summary
 from pipeline.sweep.verdict import Z95, Estimate, Rule, compare
 
@@ -200,7 +201,4 @@ def plot(found: SweepComparison, path: Path) -> Path:
     ax.set_xlabel(f"B / A of the {found.objective}; whiskers: 95% interval (none: undetermined)")
     ax.set_title(f"{found.b} (B) against {found.a} (A)")
     ax.legend(handles=[Patch(color=v, label=k) for k, v in colors.items()], fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

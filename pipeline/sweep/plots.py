@@ -41,7 +41,7 @@ def make_plots(summary: Summary, out_dir: Path) -> list[Path]:
         ("peak_memory.png", peak_memory_plot, [r for r in done if r.peak_gib is not None]),
         ("pareto.png", pareto_plot, done if summary.pareto is not None else []),
     ]
-    return [_save(draw(rows, summary), out_dir / name) for name, draw, rows in plots if rows]
+    return [save_figure(draw(rows, summary), out_dir / name) for name, draw, rows in plots if rows]
 
 
 def _colors(rows: list[Row]) -> list[str]:
@@ -226,7 +226,7 @@ def pareto_plot(rows: list[Row], summary: Summary) -> Any:
     return fig
 
 
-def _save(fig: Any, path: Path) -> Path:
+def save_figure(fig: Any, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from pathlib import Path
 
 from pipeline.display import DASH, figure, in_unit_words, terminal_width, unit_word, with_interval, wrapped
@@ -21,10 +20,6 @@ from pipeline.sweep.summary import Row, Scaling, Summary
 
 UNDETERMINED = "undetermined"  # an interval too wide to say anything (pipeline/measure/stats.py undetermined)
 MEASURE_COLUMNS = ("figure [95% CI]", "speedup", "compile s", "peak GiB", "graph breaks", "status")
-
-
-def _fmt(value: float | None) -> str:
-    return DASH if value is None or (isinstance(value, float) and math.isnan(value)) else figure(value)
 
 
 def identity_columns(summary: Summary, *, compact: bool) -> list[str]:
@@ -164,8 +159,8 @@ def _table(summary: Summary, *, compact: bool) -> tuple[list[str], list[list[str
                 *([outcomes.get(row.name, DASH)] if outcomes is not None else []),
                 _figure(summary, row),
                 _speedup(row),
-                _fmt(m.get("compile/total_s")),
-                _fmt(peak),
+                figure(m.get("compile/total_s")),
+                figure(peak),
                 DASH if breaks is None else str(int(breaks)),
                 _status(row),
             ]

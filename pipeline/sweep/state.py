@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.measure.objective import Objective, Work, choose
+from pipeline.scenarios import CONF
 from pipeline.status import EXIT_FAILED
 
 
@@ -25,7 +26,6 @@ class SweepStopped(SystemExit):
         self.line = line
 
 
-CONF_DIR = Path(__file__).resolve().parent.parent.parent / "conf"
 _PACKAGE = re.compile(r"^#\s*@package\s+(\S+)")
 _KEY = re.compile(r"^[+~]?[A-Za-z_][\w.@/-]*=")  # `key=` at the start of an axis
 
@@ -48,7 +48,7 @@ def axis_key(key: str) -> str:
 
 
 def _group_package(group: str) -> str | None:
-    folder = CONF_DIR / group
+    folder = CONF / group
     if not group.isidentifier() or not folder.is_dir():
         return None
     for path in sorted(folder.glob("*.yaml")):
@@ -285,7 +285,7 @@ def plan_lines(overrides: list[str], tracking_uri: str | None = None) -> list[st
 
     register_configs()
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         loader = GlobalHydra.instance().config_loader()
         try:
             config = loader.load_configuration("config", list(overrides), run_mode=RunMode.MULTIRUN)

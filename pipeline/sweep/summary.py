@@ -10,6 +10,7 @@ import json
 import math
 import random
 import statistics
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from pipeline.config.schema import from_dict
 from pipeline.diagnose.comm import comm_phrase
 from pipeline.display import figure
 from pipeline.identity import (
+    COMPILE_KEYS,
     REPEAT_KEY,
     TABLE_KEYS,
     config_hash,
@@ -54,7 +56,6 @@ from pipeline.tracking import RunRecord
 
 AMP_PRECISIONS = ("amp", "amp_fp16")
 FP32_PRECISIONS = ("fp32",)
-COMPILE_KEYS = ("mode", "backend", "fullgraph", "dynamic", "scope")
 SUITE = "suite"  # sweep.kind of a suite: one compile configuration over many models
 BOOTSTRAP_SAMPLES = 2000
 # A bootstrap over fewer jobs than this has too few values to resample to say how far their mean could be.
@@ -523,8 +524,7 @@ def _aggregates(summary: Summary) -> None:
     with_speedup = [r for r in compiled if r.passing and r.speedup]
     agg["jobs"] = len(summary.rows)
     agg["jobs_failed"] = len(summary.failures)
-    for kind in filter(None, map(failure_class, summary.rows)):
-        summary.failure_classes[kind] = summary.failure_classes.get(kind, 0) + 1
+    summary.failure_classes.update(Counter(filter(None, map(failure_class, summary.rows))))
     if compiled:
         agg["sweep/pass_rate"] = sum(r.passing for r in compiled) / len(compiled)
         broken = [r for r in compiled if r.passing and r.metrics.get("diagnose/graph_breaks")]
