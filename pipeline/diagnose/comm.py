@@ -1,9 +1,7 @@
 """A distributed step's communication, from a torch.profiler trace of a few extra steps (`diagnose.comm`):
-exposed collective time (collectives running while nothing else did, waiting for a late peer included),
-and the collectives' bus bandwidth as nccl-tests defines it (algbw = S / t; busbw = algbw x 2(n-1)/n for
-an all-reduce, x (n-1)/n for an all-gather or reduce-scatter, x 1 for a broadcast), against the machine's
-own (:mod:`pipeline.diagnose.comm_probe`). Torch-free at import; `diagnose` imports torch.
-"""
+exposed collective time (collectives running while nothing else did, waiting for a late peer included)
+and the collectives' bus bandwidth as nccl-tests defines it (:func:`bus_factor`), against the machine's
+own (:mod:`pipeline.diagnose.comm_probe`). Torch-free at import; `diagnose` imports torch."""
 
 from __future__ import annotations
 

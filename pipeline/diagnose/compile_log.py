@@ -19,14 +19,14 @@ class CompileLogRecorder(logging.Handler):
     def __init__(self, *, verbose: bool = False) -> None:
         super().__init__(level=logging.DEBUG)
         self.verbose = verbose
-        self.breaks: list[dict[str, str]] = []
-        self.recompiles: list[str] = []
-        self.perf_hints: list[str] = []
         self._quieted: list[logging.Handler] = []
+        self.clear()
 
     def clear(self) -> None:
         """Forget the records so far (an analysis' own, before the job compiles for real)."""
-        self.breaks, self.recompiles, self.perf_hints = [], [], []
+        self.breaks: list[dict[str, str]] = []
+        self.recompiles: list[str] = []
+        self.perf_hints: list[str] = []
 
     def __enter__(self) -> CompileLogRecorder:
         import torch._logging
