@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         refused = lines[0].startswith("config error:") or REFUSED_PLAN in lines[-1]
         return 2 if refused else 0
 
-    uri = args.tracking_uri or default_tracking_uri()
+    # what a job would log to
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_store()
     # --list, --sweep (without --publish) and --compare only read: nothing is set up or created in the store
     read_only = bool(args.list or args.compare is not None or (args.sweep and not args.publish))
     try:
@@ -258,11 +259,6 @@ def _kind_of_folders(root: Path) -> str:
         with contextlib.suppress(OSError, ValueError, AttributeError):
             kinds.append(json.loads(path.read_text()).get("sweep", {}).get("kind"))
     return kind_of_jobs(kinds)
-
-
-def default_tracking_uri() -> str:
-    """What a job would log to: `MLFLOW_TRACKING_URI`, else the default store."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or default_store()
 
 
 if __name__ == "__main__":

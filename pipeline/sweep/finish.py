@@ -53,15 +53,13 @@ def job_keys(runs: list[RunRecord]) -> list[str]:
     hash (a bad job's overrides), so that a resumption's run replaces an earlier one; within one sweep
     folder each job folder counts on its own (a search's trials sampled twice)."""
     keys: list[str] = []
-    folders: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
+    folders: dict[tuple[str, str], dict[str, int]] = collections.defaultdict(dict)
     for run in runs:
         tags = run.tags
         base = tags.get("config_hash") or (f"bad:{tags['overrides']}" if "overrides" in tags else run.name)
         job_dir = os.path.normpath(tags.get("job_dir", "")) if tags.get("job_dir") else run.run_id
-        seen = folders[(os.path.dirname(job_dir), base)]
-        if job_dir not in seen:
-            seen.append(job_dir)
-        nth = seen.index(job_dir)
+        seen = folders[(os.path.dirname(job_dir), base)]  # each job folder's number, in order of first run
+        nth = seen.setdefault(job_dir, len(seen))
         keys.append(base if nth == 0 else f"{base}#{nth}")
     return keys
 

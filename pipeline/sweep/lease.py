@@ -54,13 +54,8 @@ def held(folder: Path) -> Iterator[None]:
 
 def holders(sweep_dirs: Iterable[Path]) -> list[str]:
     """`<folder>: pid N on host since T` for every lease held in these sweep folders or their jobs'."""
-    found = []
-    for sweep_dir in sweep_dirs:
-        for lease in [SweepDir(sweep_dir).lease, *sorted(sweep_dir.glob(f"*/{LEASE}"))]:
-            holder = _holder(lease)
-            if holder is not None:
-                found.append(f"{lease.parent}: {holder}")
-    return found
+    leases = [lease for d in sweep_dirs for lease in [SweepDir(d).lease, *sorted(d.glob(f"*/{LEASE}"))]]
+    return [f"{lease.parent}: {holder}" for lease in leases if (holder := _holder(lease)) is not None]
 
 
 def record_array(sweep_dir: Path, array_id: str) -> None:

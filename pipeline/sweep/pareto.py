@@ -4,6 +4,7 @@ good on all three and better on one. Torch-free."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from pipeline.status import FINISHED
@@ -23,18 +24,14 @@ class ParetoPoint:
     memory_gib: float
     on_front: bool = False
 
+    @property
+    def costs(self) -> tuple[float, float, float]:
+        """The three figures with lower better for each."""
+        return -self.throughput, self.compile_s, self.memory_gib
+
     def dominates(self, other: ParetoPoint) -> bool:
-        at_least = (
-            self.throughput >= other.throughput
-            and self.compile_s <= other.compile_s
-            and self.memory_gib <= other.memory_gib
-        )
-        better = (
-            self.throughput > other.throughput
-            or self.compile_s < other.compile_s
-            or self.memory_gib < other.memory_gib
-        )
-        return at_least and better
+        """At least as good on all three figures and better on one."""
+        return all(a <= b for a, b in zip(self.costs, other.costs, strict=True)) and self.costs != other.costs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,9 +70,7 @@ def pareto_front(rows: list, throughput_metric: str) -> ParetoFront | None:
         )
         for r in done
     ]
-    marked = [
-        ParetoPoint(**{**p.__dict__, "on_front": not any(q.dominates(p) for q in points)}) for p in points
-    ]
+    marked = [dataclasses.replace(p, on_front=not any(q.dominates(p) for q in points)) for p in points]
     marked.sort(key=lambda p: (not p.on_front, -p.throughput))
     return ParetoFront(throughput_metric=throughput_metric, memory_metric=memory, points=marked)
 

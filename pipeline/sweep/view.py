@@ -214,9 +214,7 @@ def column_width(column: str) -> int:
 
 def name_width_for(names: list[str]) -> int:
     """Pixels for the longest run name whole, between the default and MAX_NAME_PX."""
-    if not names:
-        return WIDTHS[RUN_NAME]
-    longest = max(len(name) for name in names)
+    longest = max(map(len, names), default=0)
     return min(MAX_NAME_PX, max(WIDTHS[RUN_NAME], math.ceil(NAME_CHAR_PX * longest) + NAME_PADDING_PX))
 
 
