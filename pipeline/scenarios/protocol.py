@@ -469,20 +469,17 @@ class Scenario:
     def compile_applies(self) -> set[str]:
         """What compilation can involve for this device, backend and settings
         (pipeline.diagnose.compile_stats)."""
-        settings, cuda = self.cfg.compile, self.device.type == "cuda"
+        settings, parallel, cuda = self.cfg.compile, self.cfg.parallel, self.device.type == "cuda"
         inductor = settings.backend == "inductor"
-        applies = {"inductor"} if inductor else set()
-        if settings.backend != "eager":  # Dynamo alone hands its graphs to no AOTAutograd
-            applies.add("aot_autograd")
-        if cuda and inductor:
-            applies.add("triton")
-        if inductor and settings.mode.startswith("max-autotune"):
-            applies.add("autotune")
-        if cuda and settings.uses_cudagraphs:
-            applies.add("cudagraphs")
-        if self.cfg.parallel.distributed and self.cfg.parallel.optimize_ddp == "compiled_autograd":
-            applies.add("compiled_autograd")
-        return applies
+        applies = {
+            "inductor": inductor,
+            "aot_autograd": settings.backend != "eager",  # Dynamo alone hands its graphs to no AOTAutograd
+            "triton": cuda and inductor,
+            "autotune": inductor and settings.mode.startswith("max-autotune"),
+            "cudagraphs": cuda and settings.uses_cudagraphs,
+            "compiled_autograd": parallel.distributed and parallel.optimize_ddp == "compiled_autograd",
+        }
+        return {name for name, holds in applies.items() if holds}
 
     def explain(self) -> None:
         """`torch._dynamo.explain` on a throwaway copy, before anything real is compiled; its compile
