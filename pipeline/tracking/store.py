@@ -224,7 +224,7 @@ def _opened(tracking_uri: str) -> Any:
     return client
 
 
-def _opened_waiting(tracking_uri: str, deadline: float) -> Any:
+def _opened_waiting(tracking_uri: str, deadline: float, *, write: bool = True) -> Any:
     """`_opened`, waiting again (up to `deadline`) where another process's lock is what failed it."""
     while True:
         try:
@@ -234,7 +234,7 @@ def _opened_waiting(tracking_uri: str, deadline: float) -> Any:
                 raise
             if time.monotonic() >= deadline:
                 raise StoreLocked(locked_line(tracking_uri, store_wait_s())) from exc
-            wait_for_store(tracking_uri, write=True, deadline=deadline)
+            wait_for_store(tracking_uri, write=write, deadline=deadline)
 
 
 def _opened_for_reading(tracking_uri: str, deadline: float) -> Any:
@@ -244,19 +244,15 @@ def _opened_for_reading(tracking_uri: str, deadline: float) -> Any:
         raise TrackingUnavailable(
             f"mlflow.tracking_uri={tracking_uri!r}: {sqlite_path(tracking_uri)} holds no MLflow store yet"
         )
-    while True:
-        try:
-            return _opened(tracking_uri)
-        except Exception as exc:
-            if is_locked_error(exc) and time.monotonic() < deadline:
-                wait_for_store(tracking_uri, write=False, deadline=deadline)
-                continue
-            if is_locked_error(exc):
-                raise StoreLocked(locked_line(tracking_uri, store_wait_s())) from exc
-            raise TrackingUnavailable(
-                f"mlflow.tracking_uri={tracking_uri!r}: cannot read the store ({type(exc).__name__}: "
-                f"{_error_line(str(exc))})"
-            ) from exc
+    try:
+        return _opened_waiting(tracking_uri, deadline, write=False)
+    except StoreLocked:
+        raise
+    except Exception as exc:
+        raise TrackingUnavailable(
+            f"mlflow.tracking_uri={tracking_uri!r}: cannot read the store ({type(exc).__name__}: "
+            f"{_error_line(str(exc))})"
+        ) from exc
 
 
 @contextlib.contextmanager
