@@ -110,8 +110,6 @@ STEP_PHRASES = (
 
 def in_unit_words(text: str, word: str) -> str:
     """`text` saying `word` (`call`) where it says a training step."""
-    if word == "step":
-        return text
     for phrase, replacement in STEP_PHRASES:
         text = text.replace(phrase, replacement.format(u=word))
     return text

@@ -144,8 +144,6 @@ def sweep_label(config: Any, axes: list[str] | tuple[str, ...], sweep_id: str) -
 
 def _get(node: Any, key: str) -> Any:
     """`node[key]` of a DictConfig, a mapping or an object; None where it has none."""
-    if node is None:
-        return None
     try:
         return node.get(key) if hasattr(node, "get") else getattr(node, key, None)
     except Exception:

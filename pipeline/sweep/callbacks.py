@@ -452,8 +452,7 @@ def _refuse_reused_folder(sweep_dir: Path, sweep_id: str) -> None:
 
 def _refuse_unsynced(key: str, folder: Path) -> None:
     """A reused folder that keeps job results MLflow lacks is refused (they would be overwritten)."""
-    kept = unsynced_results(folder)
-    if kept:
+    if kept := unsynced_results(folder):
         raise _bad_input(refuse_overwrite(key, folder, kept))
 
 

@@ -126,10 +126,9 @@ def lines(found: SweepComparison) -> list[str]:
     unit = "ms" if not found.higher_is_better else "/s"
     order = {REGRESSION: 0, IMPROVEMENT: 1, UNDECIDED: 2, SAME: 3}
     out += [c.line(unit) for c in sorted(found.changes, key=lambda c: (order[c.flag], c.name))]
-    if found.only_in_a:
-        out.append("only in A: " + ", ".join(found.only_in_a))
-    if found.only_in_b:
-        out.append("only in B: " + ", ".join(found.only_in_b))
+    for side, names in (("A", found.only_in_a), ("B", found.only_in_b)):
+        if names:
+            out.append(f"only in {side}: " + ", ".join(names))
     return out
 
 

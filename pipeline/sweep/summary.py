@@ -357,7 +357,7 @@ def _pooled(name: str, rows: list[Row], objective: Objective) -> Estimate:
     reaches = [x for x in (reach(r, objective) for r in used) if x is not None]
     best = (max if objective.higher_is_better else min)(reaches) if reaches else None
     slowdowns = [(r.slowdown, r.name) for r in rows if r.slowdown is not None]
-    slowdown, job = max(slowdowns) if slowdowns else (None, None)
+    slowdown, job = max(slowdowns, default=(None, None))
     waits = [
         (r.metrics.get("step/cpu_wait_pct", 0.0), r.name) for r in rows if r.metrics.get("step/cpu_contended")
     ]
