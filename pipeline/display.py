@@ -116,7 +116,6 @@ def in_unit_words(text: str, word: str) -> str:
 
 
 def terminal_width() -> int:
-    """The terminal's columns (COLUMNS too), at most TERMINAL_WIDTH."""
     return min(TERMINAL_WIDTH, shutil.get_terminal_size((TERMINAL_WIDTH, 24)).columns)
 
 

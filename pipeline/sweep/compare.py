@@ -133,7 +133,6 @@ def lines(found: SweepComparison) -> list[str]:
 
 
 def write(found: SweepComparison, out_dir: Path) -> list[Path]:
-    """compare.md, compare.csv and compare.png under out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
     md = out_dir / "compare.md"
     md.write_text("# " + "\n\n".join(lines(found)) + "\n")

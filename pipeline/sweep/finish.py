@@ -75,7 +75,6 @@ def write_summary(summary: Summary, out_dir: Path) -> list[Path]:
 
 
 def publish(tracker: Tracker, parent_run_id: str, summary: Summary, out_dir: Path) -> list[Path]:
-    """Write the summary files and plots into out_dir and log them to the parent run."""
     files = write_summary(summary, out_dir)
     tracker.log_artifacts(parent_run_id, files[: len(SUMMARY_FILES)])
     tracker.log_artifacts(parent_run_id, files[len(SUMMARY_FILES) :], "plots")

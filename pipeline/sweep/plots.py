@@ -22,7 +22,6 @@ COMPILED_COLOR, EAGER_COLOR = "tab:orange", "tab:gray"
 
 
 def make_plots(summary: Summary, out_dir: Path) -> list[Path]:
-    """Every plot that has data, written under `out_dir`; returns their paths."""
     import matplotlib
 
     matplotlib.use("Agg")

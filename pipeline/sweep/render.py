@@ -436,7 +436,6 @@ def detail_lines(summary: Summary) -> list[str]:
 
 
 def print_details(summary: Summary) -> None:
-    """The details, each line wrapped at the terminal's width (a continuation indented), flushed."""
     width = terminal_width()
     for line in detail_lines(summary):
         print("\n".join(wrapped(line, width)), flush=True)
@@ -447,6 +446,5 @@ def print_answer(summary: Summary) -> None:
 
 
 def print_table(summary: Summary) -> None:
-    """The whole summary on the terminal: the details, then the answer last."""
     print_details(summary)
     print_answer(summary)
