@@ -349,10 +349,9 @@ def fit(header: list[str], rows: list[list[str]], width: int) -> tuple[list[str]
     cols = list(range(len(header)))
     dropped = []
     for name in DROP_FIRST:
-        if needed(cols) <= width or name not in header:
-            continue
-        cols.remove(header.index(name))
-        dropped.append(name)
+        if needed(cols) > width and name in header:
+            cols.remove(header.index(name))
+            dropped.append(name)
     return [header[i] for i in cols], [[r[i] for i in cols] for r in rows], dropped
 
 

@@ -174,9 +174,7 @@ def resume_command(command: str, sweep_id: str) -> str:
     except ValueError:  # not shell words (a tag cut at its length limit)
         return ""
     words = [w for w in words if not w.startswith(("sweep.id=", "sweep.resume="))]
-    if not words:
-        return ""
-    return shlex.join([*words, f"sweep.id={hydra_value(sweep_id)}", "sweep.resume=true"])
+    return shlex.join([*words, f"sweep.id={hydra_value(sweep_id)}", "sweep.resume=true"]) if words else ""
 
 
 def count_jobs(hydra_cfg: Any) -> int | None:
