@@ -19,9 +19,14 @@ SWEEP_FILE = "sweep.json"
 SUMMARY_FILES = ("summary.md", "summary.csv")
 
 
-def _file(name: str) -> property:
-    """A folder's property: the path of `name` in it."""
-    return property(lambda self: self.path / name)
+class _File:
+    """A folder's file: `folder.<attribute>` is the path of `name` in it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, folder: JobDir | SweepDir, owner: type | None = None) -> Path:
+        return folder.path / self.name
 
 
 @dataclass(frozen=True)
@@ -31,24 +36,24 @@ class JobDir:
     def __truediv__(self, name: str) -> Path:
         return self.path / name
 
-    config_yaml = _file("config.yaml")  # redacted: MLflow gets it
-    job_config = _file(JOB_CONFIG)  # unredacted: stays local
-    job_ready = _file("job_ready")  # made once the job's run is open: the worker measures nothing before it
-    worker_pid = _file("worker.pid")
-    worker_log = _file("worker.log")
-    run_id = _file(RUN_ID)  # as soon as the run exists (`--sync` logs a late result there only)
-    result = _file(RESULT)  # the worker's result (rank 0's), then the parent's record of it
-    step_times = _file("step_times.csv")
-    run_info = _file(RUN_INFO)
-    diagnostics = _file("diagnostics.json")
-    error = _file("error.txt")
-    explain = _file("explain.txt")
-    profile = _file("profile")
-    comm = _file("comm")  # a distributed job's communication diagnosis (pipeline.diagnose.comm, comm_probe)
-    tlparse = _file("tlparse")
-    torch_trace = _file("torch_trace")
-    rank_failures = _file("ranks_failed.json")  # rank exits as torch's launcher saw them (pipeline.job.ranks)
-    inductor_cache = _file("inductor_cache")  # with diagnose.cold_cache=true (else the sweep's, shared)
+    config_yaml = _File("config.yaml")  # redacted: MLflow gets it
+    job_config = _File(JOB_CONFIG)  # unredacted: stays local
+    job_ready = _File("job_ready")  # made once the job's run is open: the worker measures nothing before it
+    worker_pid = _File("worker.pid")
+    worker_log = _File("worker.log")
+    run_id = _File(RUN_ID)  # as soon as the run exists (`--sync` logs a late result there only)
+    result = _File(RESULT)  # the worker's result (rank 0's), then the parent's record of it
+    step_times = _File("step_times.csv")
+    run_info = _File(RUN_INFO)
+    diagnostics = _File("diagnostics.json")
+    error = _File("error.txt")
+    explain = _File("explain.txt")
+    profile = _File("profile")
+    comm = _File("comm")  # a distributed job's communication diagnosis (pipeline.diagnose.comm, comm_probe)
+    tlparse = _File("tlparse")
+    torch_trace = _File("torch_trace")
+    rank_failures = _File("ranks_failed.json")  # rank exits as torch's launcher saw them (pipeline.job.ranks)
+    inductor_cache = _File("inductor_cache")  # with diagnose.cold_cache=true (else the sweep's, shared)
 
     def rank_result(self, rank: int) -> Path:
         """Where a rank writes its result: rank 0 the job's result file, rank r `result.rank<r>.json`."""
@@ -95,13 +100,13 @@ class SweepDir:
 
     path: Path
 
-    sweep_file = _file(SWEEP_FILE)  # what a job knows of its sweep (pipeline/sweep_context.py)
-    plots = _file("plots")
-    from_results = _file("summary_from_results")  # `report --results`'s summary, never over the sweep's own
-    inductor_cache = _file("inductor_cache")  # its jobs' shared cache (diagnose.cache_dir unset)
-    template = _file(".template")  # the template process: <host>.json (where it listens), <host>.log
-    lease = _file(LEASE)  # held by the sweep's driver
-    slurm_arrays = _file(".slurm_arrays")  # the SLURM arrays it submitted
+    sweep_file = _File(SWEEP_FILE)  # what a job knows of its sweep (pipeline/sweep_context.py)
+    plots = _File("plots")
+    from_results = _File("summary_from_results")  # `report --results`'s summary, never over the sweep's own
+    inductor_cache = _File("inductor_cache")  # its jobs' shared cache (diagnose.cache_dir unset)
+    template = _File(".template")  # the template process: <host>.json (where it listens), <host>.log
+    lease = _File(LEASE)  # held by the sweep's driver
+    slurm_arrays = _File(".slurm_arrays")  # the SLURM arrays it submitted
 
     @property
     def summary_files(self) -> list[Path]:
