@@ -129,8 +129,10 @@ def apply_compile(
         forward = ModelWithLoss(model, torch.compile(loss, **kwargs))
     elif scope == "model_and_loss":
         forward = torch.compile(ModelWithLoss(model, loss), **kwargs)
-    elif scope in ("regional", "step"):  # blocks compiled in place, or the whole step below
-        regions = compile_regions(model, kwargs) if scope == "regional" else 0
+    elif scope == "regional":  # each repeated block compiled in place
+        regions = compile_regions(model, kwargs)
+        forward = ModelWithLoss(model, loss)
+    elif scope == "step":  # the whole step is compiled below
         forward = ModelWithLoss(model, loss)
     else:
         raise ValueError(f"compile.scope={scope!r} is not a scope")
