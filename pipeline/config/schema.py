@@ -60,7 +60,8 @@ class InputSpec:
     seq_len: int = doc(1024, "tokens per sequence", gt=0)
     target: str = doc(
         "class",
-        "`class` (one per image), `next_token` (causal LM), `masked_token` (masked LM)",
+        "what the labels are: `class` (one per image), `next_token` (causal LM, shifted in the loss), "
+        "`masked_token` (masked LM: 15% of positions labelled, the rest ignored)",
         choices=TOKEN_TARGETS,
     )
 
@@ -79,13 +80,16 @@ class ModelConfig(_Labelled):
 
     id: str = doc(MISSING, "short label used in run names and tags, e.g. `vit_b16`")
     _target_: str = doc("models.timm_models.create", "dotted path of the factory that builds the model")
-    name: str | None = doc(None, "the library's model name (timm name, HF config class)")
+    name: str | None = doc(
+        None, "the library's model name (timm name, HF config class), passed to the factory"
+    )
     kwargs: dict[str, Any] = doc({}, "extra keyword arguments of the factory (timm kwargs, HF config fields)")
     input: InputSpec = doc(InputSpec, "the input spec; data generation follows it")
     batch_size: int = doc(64, "this model's default batch size (`trainer.batch_size` defaults to it)", gt=0)
     scenarios: list[str] = doc(
         [],
-        "the scenarios this model runs (conf/scenario names); empty: each one not asking models to opt in",
+        "the scenarios this model runs (conf/scenario names); empty: every scenario that does not ask models "
+        "to opt in (causal LMs list the generation scenario)",
     )
 
 
@@ -95,10 +99,12 @@ class LossConfig(_Labelled):
 
     id: str = doc(MISSING, "short label used in run names and tags")
     _target_: str = doc("losses.cross_entropy.CrossEntropy", "dotted path of the loss module's class")
-    kind: str = doc("mse", "distillation: `mse` (student vs teacher logits) or `kl`", choices=DISTILL_KINDS)
+    kind: str = doc(
+        "mse", "distillation only: `mse` (student vs teacher logits) or `kl`", choices=DISTILL_KINDS
+    )
     temperature: float = doc(2.0, "distillation `kl` only: softmax temperature", gt=0)
     alpha: float = doc(
-        0.5, "distillation `kl` only: weight of the KL term (1-alpha: hard-label CE)", within=(0.0, 1.0)
+        0.5, "distillation `kl` only: weight of the KL term; 1-alpha goes to hard-label CE", within=(0.0, 1.0)
     )
     teacher: ModelConfig | None = doc(None, "distillation only: the teacher model config (any model config)")
 
@@ -112,24 +118,31 @@ class PrecisionConfig(_Labelled):
     grad_scaler: bool = doc(False, "scale the loss with a GradScaler (needed for float16 autocast)")
     float8: bool = doc(
         False,
-        "train linear layers (sizes multiples of 16) in float8 through torchao (`precision=fp8`): "
-        "training on GPUs of compute capability 8.9+ with torchao installed; refused elsewhere",
+        "train the linear layers in float8 through torchao (`convert_to_float8_training`; layers whose sizes are multiples of 16): "
+        "`precision=fp8`, training on Hopper-class GPUs (compute capability 8.9 or newer) with torchao installed; refused elsewhere before the job starts",
     )
 
 
 @dataclass(kw_only=True)
 class CompileConfig:
-    mode: str = doc("default", "`eager` (no torch.compile) or a torch.compile mode", choices=COMPILE_MODES)
+    mode: str = doc(
+        "default", "`eager` means no torch.compile; the rest are torch.compile modes", choices=COMPILE_MODES
+    )
     backend: str = doc("inductor", "a torch.compile backend, checked against `torch._dynamo.list_backends()`")
     fullgraph: bool = doc(False, "fail on any graph break")
     dynamic: bool | None = doc(None, "dynamic shapes: null lets torch decide, true/false force it")
     options: dict[str, Any] = doc(
-        {}, "inductor options (`torch._inductor.config` keys), merged over the mode's own options"
+        {},
+        "inductor options (`torch._inductor.config` keys, checked before the job starts), merged over the mode's options; "
+        "`compile.options={max_autotune: true}` or `+compile.options.max_autotune=true`",
     )
     scope: str = doc("model", "what is compiled", choices=COMPILE_SCOPES)
     optimizer: bool = doc(False, "also compile `optimizer.step`")
     budget_s: float | None = doc(
-        None, "compile-time budget: a job over it ends FAILED (`OverCompileBudget`); null: none", gt=0
+        None,
+        "compile-time budget: a job whose `compile/total_s` exceeds it ends FAILED (`OverCompileBudget`, its figures kept), "
+        "so a search records the trial as failed; null: no budget (`trainer.timeout_s` still bounds the whole job)",
+        gt=0,
     )
 
     @property
@@ -214,7 +227,10 @@ class OptimizerConfig:
 @dataclass(kw_only=True)
 class TrainerConfig:
     steps: int = doc(
-        100, "steps each variant runs at least, warm-up included (more within benchmark.budget_s)", gt=0
+        100,
+        "steps each variant runs at least, warm-up included; a job then measures on in rounds until its question "
+        "is decided or benchmark.budget_s is spent (benchmark.budget_s=0: about this many)",
+        gt=0,
     )
     warmup_steps: int = doc(10, "steps run before timing starts (compilation happens here)", gt=0)
     batch_size: int = doc("${model.batch_size}", "samples per step; defaults to the model's batch size", gt=0)  # type: ignore[arg-type]
@@ -250,7 +266,10 @@ class TrainerConfig:
 
 @dataclass(kw_only=True)
 class DataConfig:
-    loader: bool = doc(False, "true: a DataLoader's CPU batches copied every step; false: on-device batches")
+    loader: bool = doc(
+        False,
+        "false: batches made once on the device and rotated; true: a DataLoader makes CPU batches copied every step",
+    )
     num_batches: int = doc(4, "distinct on-device batches rotated among (loader=false)", gt=0)
     num_workers: int = doc(4, "DataLoader workers (loader=true)", ge=0)
     pin_memory: bool = doc(False, "pin host batches (loader=true)")
@@ -273,7 +292,8 @@ class MlflowConfig:
     )
     experiment: str = doc("compile-sweeps", "MLflow experiment name")
     artifact_location: str | None = doc(
-        None, "artifact root for a new experiment; null: outputs/mlartifacts beside a sqlite store"
+        None,
+        "artifact root for a new experiment; null: outputs/mlartifacts beside a sqlite store, the server's default otherwise",
     )
 
     def check(self, at: str) -> Iterator[ConfigError]:
@@ -297,46 +317,77 @@ class BenchmarkConfig:
         True, "also measure eager in the same worker, interleaved in rounds, for `speedup/vs_eager`"
     )
     rounds: int = doc(
-        10, "timed rounds per variant before the first look; paired ones alternate (C E | E C ...)", gt=0
+        10,
+        "timed rounds per variant at least before the first look (more when trainer.steps asks for more steps); "
+        "paired variants alternate round by round (C E | E C | ...)",
+        gt=0,
     )
     round_s: float = doc(
-        0.02, "seconds a timed round aims at: short enough that paired rounds see the same host speed", gt=0
+        0.02,
+        "seconds a timed round aims at (the units in it sized from the warm-up; at least one): paired rounds shorter "
+        "than the spells of the host's speed (50-100 ms on the lent VMs) see the same host (docs/verdicts.md)",
+        gt=0,
     )
     budget_s: float = doc(
-        30.0, "seconds of timed rounds a job may spend deciding; 0: one look after the first rounds", ge=0
+        30.0,
+        "seconds of timed rounds a job may spend answering its question (the paired speedup clear of or within "
+        "sweep.min_effect_pct, its interval within benchmark.target_pct; a lone figure's interval within "
+        "benchmark.target_pct); then it says `undecided within budget`. 0: one look after the first rounds",
+        ge=0,
     )
     target_pct: float = doc(
-        1.0, "an interval's half-width (% of its figure) at which a job may stop measuring", gt=0
+        1.0,
+        "precise enough: an interval's half-width in % of its figure (the paired speedup's, or a lone figure's) "
+        "at which a job may stop measuring",
+        gt=0,
     )
     loss_rtol: float = doc(
-        0.05, "loss parity: max relative gap of compiled and eager losses over `parity_steps` steps", gt=0
+        0.05,
+        "loss parity tolerance: max relative gap between compiled and eager losses over the first `parity_steps`",
+        gt=0,
     )
     parity_steps: int = doc(
-        3, "steps over which loss parity is judged (later steps on random batches diverge chaotically)", gt=0
+        3,
+        "steps over which loss parity is judged (later steps on rotated random batches diverge chaotically,"
+        " at amp within a few steps)",
+        gt=0,
     )
     repeat: int = doc(
-        0, "repeat index: sweep `benchmark.repeat=0,1,2` for three jobs; the verdict pools them", ge=0
+        0,
+        "repeat index of this configuration: sweep `benchmark.repeat=0,1,2` to measure it in three separate jobs; the verdict pools repeats",
+        ge=0,
     )
     worker_start: str = doc(
         "template",
-        "how a sweep's job starts its worker: `template` forks a pre-imported process, `spawn` a fresh one",
+        "how a sweep's job starts its worker: `template` forks it from the sweep's pre-imported template process "
+        "(one per machine; imports done, no CUDA, no compiler state), `spawn` starts a fresh interpreter. "
+        "A single run spawns (unless PIPELINE_TEMPLATE_SOCKET names a running template, as the test suite's); a job that cannot fork "
+        "(SLURM task, no Linux, a template that touched CUDA) spawns and says why",
         choices=WORKER_STARTS,
     )
     overlap: bool = doc(
         False,
-        "compile the next job while this one measures: one-GPU jobs share a GPU (hydra/launcher=local_gpus)",
+        "compile the next job while this one measures: two jobs share a GPU (hydra/launcher=local_gpus), one "
+        "compiling, one measuring, each pinned to its own half of the CPU cores; a machine-wide lock lets one job "
+        "at a time run anything on the device after its compilation, the other job's worker and its compile processes "
+        "paused meanwhile (pipeline/measure/gate.py). One-GPU jobs only",
     )
     overlap_jobs: int = doc(
-        2, "with benchmark.overlap, how many jobs share one GPU (one measures, the others compile)", ge=2
+        2,
+        "with benchmark.overlap, how many jobs share one GPU: one measures while the others compile, each on its own "
+        "1/N of the CPU cores; more slots keep the GPU busy when compiling takes several times longer than measuring",
+        ge=2,
     )
     noisy_spread_pct: float = doc(
         10.0,
-        "flag a job noisy (`step/noisy`) when its steps' p10-p90 spread exceeds this % of the median",
+        "flag a job as noisy (`step/noisy`, a warning in its last line) when the p10-p90 spread of its measured steps exceeds this percentage of the median",
         gt=0,
     )
     host_check_s: float = doc(
         0.3,
-        "seconds of a reference workload timed between rounds (`host/reference_spread_pct`); 0: off",
+        "seconds of a torch-free reference workload timed in all, in bursts before each timed round (outside its time): "
+        "how far the host's own CPU speed moved while the job measured (`host/reference_spread_pct`; a launch-bound step "
+        "follows it). 0: off",
         ge=0,
     )
 
@@ -351,7 +402,8 @@ class DiagnoseConfig:
     cold_cache: bool = doc(False, "start from an empty inductor cache (cold-start compile time)")
     comm: bool = doc(
         True,
-        "distributed jobs: profile a few extra steps for exposed communication and bus bandwidth (comm/*)",
+        "distributed jobs: profile a few extra steps after measuring for the exposed communication and the "
+        "collectives' bus bandwidth (comm/*), against the machine's own from a probe run once per machine",
     )
 
 
@@ -361,20 +413,25 @@ class SweepConfig:
     resume: bool = doc(False, "skip jobs whose configuration already has a FINISHED run in sweep `sweep.id`")
     name: str | None = doc(None, "name of the named sweep file used, if any")
     min_effect_pct: float = doc(
-        1.0, "the smallest difference (%) the verdict calls a difference: closer configurations tie", gt=0
+        1.0,
+        "the smallest difference the verdict calls a difference: configurations closer than this are a tie, however precise the figures",
+        gt=0,
     )
     max_interval_pct: float = doc(
-        2.5, "a figure whose 95% interval's half-width exceeds this % of it is inconclusive", gt=0
+        2.5,
+        "a figure whose 95% interval is wider than this (half-width, % of the figure) cannot decide a verdict: it is inconclusive",
+        gt=0,
     )
     kind: str = doc(
         "compare",
-        "`compare`: the summary ranks the configurations; `suite`: one compile configuration over many "
-        "models, each answered against its own eager copy",
+        "`compare`: the summary ranks the configurations (fastest, tie or inconclusive); `suite`: one compile "
+        "configuration over many models, answered per model (compiled against its own eager copy: faster, slower, "
+        "no difference, inconclusive, failed) with no model ranked against another (sweep=timm_suite, hf_suite, tiny_suite)",
         choices=("compare", "suite"),
     )
     objective: str | None = doc(
         None,
-        "a metric returned to a search sweeper (Optuna), e.g. step/p50_ms; a failed job fails its trial",
+        "a metric the job returns to a search sweeper (sweep=compile_search, sweep=throughput_search: Optuna), e.g. step/p50_ms or throughput/samples_per_s; a job that fails returns its outcome: a failed trial",
     )
 
     def check(self, at: str) -> Iterator[ConfigError]:
@@ -397,28 +454,39 @@ class ParallelConfig:
 
     strategy: str = doc(
         "none",
-        "`none` (one device), `ddp` (DistributedDataParallel), `fsdp` (FSDP2 `fully_shard` per block)",
+        "`none` (one device, no process group), `ddp` (DistributedDataParallel), `fsdp` (FSDP2 `fully_shard` "
+        "per repeated block, then the root)",
         choices=PARALLEL_STRATEGIES,
     )
     nproc: int | None = doc(
-        1, f"processes (GPUs) per job, ddp/fsdp only; null: one per GPU, {CPU_RANKS} on the CPU", ge=1
+        1,
+        "processes (GPUs) per job, started by torchrun; ddp/fsdp only. null (parallel=ddp/fsdp's default): one per "
+        "GPU the job may use (gpu_pool's under hydra/launcher=local_gpus, else CUDA_VISIBLE_DEVICES or NVML's "
+        f"count), {CPU_RANKS} gloo processes on the CPU; resolved before the job starts, its run shows the number",
+        ge=1,
     )
     bucket_cap_mb: float = doc(
         25.0, "ddp: gradient bucket size in MiB (DDPOptimizer splits graphs at buckets)", gt=0
     )
     optimize_ddp: str = doc(
         "on",
-        "ddp with torch.compile: `on` (graphs split at buckets), `off` (one graph), `compiled_autograd`",
+        "ddp with torch.compile: `on` (torch._dynamo.config.optimize_ddp: graphs split at bucket boundaries so "
+        "all-reduce overlaps backward), `off` (one graph, buckets reduced after it), `compiled_autograd` "
+        "(optimize_ddp=python_reducer with compiled autograd: backward traced whole, the reducer in Python)",
         choices=OPTIMIZE_DDP,
     )
     reshard_after_forward: bool = doc(
         True, "fsdp: free the gathered parameters after forward (gathered again for backward)"
     )
     param_dtype: str | None = doc(
-        None, "fsdp: compute dtype of gathered weights; null: the weights' dtype", choices=PARAM_DTYPES
+        None,
+        "fsdp: MixedPrecisionPolicy param_dtype (compute dtype of gathered weights); null: the weights' dtype",
+        choices=PARAM_DTYPES,
     )
     reduce_dtype: str | None = doc(
-        None, "fsdp: gradient reduce-scatter dtype; null: param_dtype", choices=PARAM_DTYPES
+        None,
+        "fsdp: MixedPrecisionPolicy reduce_dtype (gradient reduce-scatter dtype); null: param_dtype",
+        choices=PARAM_DTYPES,
     )
 
     @property
@@ -447,7 +515,11 @@ class Config:
     model: ModelConfig = doc(MISSING, "model group: vit_b16, vit_tiny, resnet50, gpt2, ...")
     loss: LossConfig = doc(MISSING, "loss group: cross_entropy, distillation")
     precision: PrecisionConfig = doc(MISSING, "precision group: amp, fp32, tf32, amp_fp16, bf16")
-    scenario: Any = doc({}, "the scenario group (conf/scenario/): what a job runs and measures")
+    scenario: Any = doc(
+        {},
+        "the scenario group (conf/scenario/): what a job runs and measures; its keys are the scenario's own "
+        "(pipeline/scenarios/<name>/config.py)",
+    )
     compile: CompileConfig = doc(CompileConfig, "torch.compile settings")
     parallel: ParallelConfig = doc(
         ParallelConfig, "parallel group: none, ddp, fsdp (processes per job, DDP/FSDP2 knobs)"
@@ -457,12 +529,15 @@ class Config:
     device: str = doc("auto", "`auto` (cuda if present, else cpu), `cuda` or `cpu`", choices=DEVICES)
     profile: bool = doc(False, "record a torch.profiler trace of a few steps after warm-up")
     verbose: bool = doc(
-        False, "show the libraries' own warnings on the job's output; false: kept in its diagnostics.json"
+        False,
+        "show the libraries' own chatter on the job's output (inductor's perf hints, deprecation and future "
+        "warnings); false: they are kept in the job's diagnostics.json, its output shows the job's own lines",
     )
     gpu_pool: Any = doc(
         None,
-        "GPUs concurrent jobs on one machine share, one per job: `all` or a list like `[0,1]`; "
-        "null: what the launcher gives",
+        "GPUs that concurrent jobs on one machine share, one per job at a time: `all` or a list of indices like `[0,1]` "
+        "(a list, so a multirun does not sweep it); each job's worker sees only its GPU. hydra/launcher=local_gpus uses `all` unless this says otherwise; "
+        "null: the worker sees what the launcher gives",
     )
     mlflow: MlflowConfig = doc(MlflowConfig, "where runs are logged")
     benchmark: BenchmarkConfig = doc(BenchmarkConfig, "paired eager baseline")
