@@ -22,6 +22,7 @@ from pipeline.config.schema import CPU_RANKS, CompileConfig, Config, MlflowConfi
 from pipeline.job.gpu_pool import pool_indices
 from pipeline.nvml import nvml
 from pipeline.provenance import PROJECT_ROOT
+from pipeline.scenarios.generate.config import HF_FACTORY
 
 
 def validate(cfg: Config | DictConfig) -> Config:
@@ -43,7 +44,7 @@ def validate(cfg: Config | DictConfig) -> Config:
     return config
 
 
-TIMM_FACTORY, HF_FACTORY = "models.timm_models.create", "models.hf.create"
+TIMM_FACTORY = "models.timm_models.create"
 # At most one gloo rank per core and two DataLoader workers per core: beyond, a typo
 # (`parallel.nproc=1000`) starts hundreds of processes and the OOM killer picks among the host's.
 DATALOADER_WORKERS_PER_CORE = 2
