@@ -63,7 +63,7 @@ def run_job(cfg: DictConfig) -> str:
                 record_bad_job(sweep, err, list(hc.overrides.task), place)
             return BAD_INPUT
         try:
-            with lease.held(place.job_dir):  # a resumed sweep checks that no job of it still runs
+            with lease.hold(place.job_dir):  # a resumed sweep checks that no job of it still runs
                 return JobParent(config, place, signals).run()
         except lease.Busy as busy:
             print(f"job error: {busy}", file=sys.stderr, flush=True)

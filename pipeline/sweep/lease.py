@@ -11,7 +11,7 @@ import re
 import shlex
 import socket
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
@@ -24,8 +24,8 @@ class Busy(RuntimeError):
 
 
 def hold(folder: Path) -> IO[str]:
-    """Take the folder's lease for as long as the returned file stays open (keep a reference: closing
-    it, or the process ending, releases it). Raises Busy when another process holds it."""
+    """Take the folder's lease for as long as the returned file stays open (keep a reference, or `with
+    hold(folder):`; closing it, or the process ending, releases it). Raises Busy when another holds it."""
     folder.mkdir(parents=True, exist_ok=True)
     handle = open(folder / LEASE, "a+")  # noqa: SIM115 - open for as long as the lease is held
     try:
@@ -40,16 +40,6 @@ def hold(folder: Path) -> IO[str]:
     handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
     handle.flush()
     return handle
-
-
-@contextlib.contextmanager
-def held(folder: Path) -> Iterator[None]:
-    """The folder's lease for the block (Busy when another process holds it)."""
-    handle = hold(folder)
-    try:
-        yield
-    finally:
-        handle.close()
 
 
 def holders(sweep_dirs: Iterable[Path]) -> list[str]:
@@ -67,10 +57,8 @@ def record_array(sweep_dir: Path, array_id: str) -> None:
 def arrays(sweep_dirs: Iterable[Path]) -> list[str]:
     ids = []
     for sweep_dir in sweep_dirs:
-        try:
+        with contextlib.suppress(OSError):
             ids += SweepDir(sweep_dir).slurm_arrays.read_text().split()
-        except OSError:
-            continue
     return ids
 
 
@@ -91,14 +79,12 @@ def still_working(sweep_dirs: list[Path]) -> tuple[list[str], str]:
 
 def _holder(lease: Path) -> str | None:
     """Who holds this lease, or None when no one does."""
-    try:
-        with open(lease) as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return _read(handle)
-    except OSError:  # no lease file (no one ever held it), or no locks on this filesystem
-        pass
+    # OSError: no lease file (no one ever held it), or no locks on this filesystem
+    with contextlib.suppress(OSError), open(lease) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read(handle)
     return None
 
 
