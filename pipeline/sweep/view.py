@@ -32,7 +32,7 @@ TOKENS_PER_S, FIRST_TOKEN = "throughput/tokens_per_s", "generate/ttft_p50_ms"
 # Where the figures live on each device: the caching allocator's peak on a GPU, the process's RSS on a CPU.
 MEMORY = ("memory/peak_reserved_gib", "memory/cpu_rss_peak_gib")
 COMPILE = "compile/total_s"
-# The sweep's answer per row (set at its end, `mark_runs`): the winner marked on its own row.
+# The sweep's answer per row (set at its end, `publish_sweep_view`): the winner marked on its own row.
 VERDICT_TAG = "verdict"
 LAST_TAGS = ("noisy",)  # the job's own warning
 # Compiled and eager per-unit times on one line chart (MLflow's LINE charts take several metrics).
@@ -70,6 +70,12 @@ class RunsView:
     def state(self) -> dict[str, object]:
         order = [RUN_NAME, CREATED, *self.columns]  # a width applies only to a column listed here
         widths = {c: column_width(c) for c in order} | {RUN_NAME: self.name_width}
+        # The chart view: one section of a handful of charts, in order. MLflow adds a chart for every
+        # metric that has none: every other metric gets one, deleted, so that it adds none.
+        cards: list[dict[str, object]] = [bar_chart(m) for m in self.charts if m not in CURVES]
+        if CURVES[0] in self.charts:
+            cards += curve_charts(self.unit)
+        cards += [hidden_chart(m) for m in self.hidden if m not in self.charts]
         return {
             "searchFilter": self.search_filter,
             "orderByKey": f"metrics.`{self.objective.metric}`",  # sorted by the figure, shown rounded
@@ -81,17 +87,6 @@ class RunsView:
             "selectedColumns": list(self.columns),
             "columnOrder": order,
             "columnWidths": widths,
-            **self.chart_state(),
-        }
-
-    def chart_state(self) -> dict[str, object]:
-        """The chart view: one section of a handful of charts, in order. MLflow adds a chart for every
-        metric that has none: every other metric gets one, deleted, so that it adds none."""
-        cards: list[dict[str, object]] = [bar_chart(m) for m in self.charts if m not in CURVES]
-        if CURVES[0] in self.charts:
-            cards += curve_charts(self.unit)
-        cards += [hidden_chart(m) for m in self.hidden if m not in self.charts]
-        return {
             "compareRunSections": [
                 {"uuid": ANSWER_SECTION, "name": ANSWER_SECTION_NAME, "display": True, "isReordered": True}
             ],
@@ -104,13 +99,13 @@ class RunsView:
         state = json.dumps(self.state(), separators=(",", ":"))
         envelope = {"name": self.name, "createdAt": now_ms, "updatedAt": now_ms, "state": state}
         value = json.dumps(envelope, separators=(",", ":"))
-        if len(value) > MAX_VALUE_CHARS and self.hidden:  # the charts MLflow adds are the lesser evil
+        if len(value) <= MAX_VALUE_CHARS:
+            return value
+        if self.hidden:  # the charts MLflow adds are the lesser evil
             return dataclasses.replace(self, hidden=[]).tag_value(now_ms=now_ms)
-        if len(value) > MAX_VALUE_CHARS:
-            raise ValueError(
-                f"view {self.view_id!r} is {len(value)} characters; MLflow's UI takes {MAX_VALUE_CHARS}"
-            )
-        return value
+        raise ValueError(
+            f"view {self.view_id!r} is {len(value)} characters; MLflow's UI takes {MAX_VALUE_CHARS}"
+        )
 
 
 # The chart view's one section, so that the answer's charts sit side by side.
@@ -134,7 +129,7 @@ def hidden_chart(metric: str) -> dict[str, object]:
     return {"uuid": f"hidden-{metric}", "type": "BAR", "metricKey": metric, "deleted": True}
 
 
-def curve_charts(unit: str = "step") -> list[dict[str, object]]:
+def curve_charts(unit: str) -> list[dict[str, object]]:
     """Compiled and eager per-unit times on one line chart, under the compiled curve's own chart id so
     that MLflow does not add it alone; the eager curve's own chart is deleted for the same reason."""
     compiled, eager = CURVES
@@ -182,8 +177,7 @@ def columns_for(
     speedup, compile time and memory, the `noisy` flag last; once the sweep has run (`tags` given),
     only those some run has."""
     metrics = [*figure_metrics(objective, logged), SPEEDUP, COMPILE, *MEMORY]
-    latency_jobs = objective.metric.startswith("latency/") or (logged is not None and LATENCY_TAIL in logged)
-    context = {"latency/p50_ms": 1.0} if latency_jobs else None
+    context = {"latency/p50_ms": 1.0} if LATENCY_TAIL in metrics else None
     shown = [key for m in metrics if (key := shown_key(m, unit, context)) is not None]
     names = [VERDICT_TAG, *dict.fromkeys(shown), *LAST_TAGS]
     if tags is not None:
@@ -276,14 +270,6 @@ def stale_views(experiment_tags: dict[str, str], keep: int = KEEP_VIEWS) -> list
     return [key for _, key in ours[keep:]]
 
 
-def publish(tracker: Tracker, view: RunsView) -> str:
-    """Save the view, drop this project's oldest views beyond `KEEP_VIEWS`, return the view's URL."""
-    tracker.set_experiment_tag(view.tag_key, view.tag_value())
-    for key in stale_views(tracker.experiment_tags()):
-        tracker.delete_experiment_tag(key)
-    return tracker.runs_url(view.view_id)
-
-
 def publish_sweep_view(
     tracker: Tracker,
     *,
@@ -294,14 +280,16 @@ def publish_sweep_view(
     unit: str | None = None,
     summary: Summary | None = None,
 ) -> str:
-    """The sweep's view, saved; with its runs given, only the columns some run (or the parent) has; with
-    its summary, each job's row marked (`mark_runs`) and the experiment's description leading with the
-    answer (`describe_answer`)."""
+    """The sweep's view, saved (this project's oldest views beyond `KEEP_VIEWS` dropped), its URL returned;
+    with its runs given, only the columns some run (or the parent) has; with its summary, the verdict on
+    each job's own row (its `verdict` tag: the winner marked where it is ranked) and the experiment's
+    description leading with the answer (`describe_answer`)."""
     logged = tags = None
     names: list[str] = []
     if runs is not None:
         if summary is not None:
-            mark_runs(tracker, summary)
+            for run_id, word in row_verdicts(summary).items():
+                tracker.set_tags(run_id, {VERDICT_TAG: word})
             runs = tracker.sweep_children(sweep_id)
         parent = tracker.sweep_parent(sweep_id)
         everything = [*runs, *([parent] if parent is not None else [])]
@@ -319,7 +307,10 @@ def publish_sweep_view(
         tags=tags,
         names=names,
     )
-    url = publish(tracker, view)
+    tracker.set_experiment_tag(view.tag_key, view.tag_value())
+    for key in stale_views(tracker.experiment_tags()):
+        tracker.delete_experiment_tag(key)
+    url = tracker.runs_url(view.view_id)
     if summary is not None:
         describe_answer(tracker, summary, label=label, url=url)
     return url
@@ -348,12 +339,6 @@ def row_verdicts(summary: Summary) -> dict[str, str]:
         return "slower"
 
     return {row.run_id: word(row) for row in summary.rows if row.run_id}
-
-
-def mark_runs(tracker: Tracker, summary: Summary) -> None:
-    """The verdict on each job's own row (its `verdict` tag): the winner marked where it is ranked."""
-    for run_id, word in row_verdicts(summary).items():
-        tracker.set_tags(run_id, {VERDICT_TAG: word})
 
 
 # What this project last wrote as the experiment's description: a description a user wrote is never replaced.
@@ -413,16 +398,10 @@ def answer_line(summary: Summary) -> str:
 def describe_answer(tracker: Tracker, summary: Summary, *, label: str, url: str) -> None:
     """The experiment's description: the latest sweep's answer; left alone where a user wrote their own."""
     tags = tracker.experiment_tags()
-    current = tags.get(DESCRIPTION_TAG)
-    if current is not None and current not in (
-        tags.get(ANSWER_TAG),
-        experiment_description(tracker.experiment_id),
-    ):
+    own = experiment_description(tracker.experiment_id)
+    if tags.get(DESCRIPTION_TAG) not in (None, tags.get(ANSWER_TAG), own):
         return
     link = "#" + url.split("#", 1)[1] if "#" in url else url
-    text = (
-        f"{answer_line(summary)} ({label}: the latest sweep; [its runs ranked]({link}))\n\n"
-        + experiment_description(tracker.experiment_id)
-    )
+    text = f"{answer_line(summary)} ({label}: the latest sweep; [its runs ranked]({link}))\n\n{own}"
     tracker.set_experiment_tag(DESCRIPTION_TAG, text)
     tracker.set_experiment_tag(ANSWER_TAG, text)
