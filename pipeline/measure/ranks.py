@@ -99,31 +99,24 @@ def align_ranks(device: torch.device) -> None:
         dist.barrier()
 
 
-@dataclass(frozen=True)
-class RankSpread:
-    """One figure on every rank (index = rank)."""
+def spread_pct(values: list[float]) -> float:
+    """(max - min) / max, in %: how unequal the ranks are."""
+    top = max(values)
+    return 100 * (top - min(values)) / top if top > 0 else 0.0
 
-    values: list[float]
 
-    @property
-    def max(self) -> float:
-        return max(self.values)
-
-    @property
-    def spread_pct(self) -> float:
-        """(max - min) / max, in %: how unequal the ranks are."""
-        top = self.max
-        return 100 * (top - min(self.values)) / top if top > 0 else 0.0
+# The ranks' own medians and their paired eager copy's, named as PER_RANK's figures (the eager copy's: no maximum).
+OWN_P50 = ("step/rank_p50_max_ms", "step/rank_spread_pct", "rank/step_p50_ms")
+EAGER_P50 = (None, "eager/rank_spread_pct", "rank/eager_step_p50_ms")
 
 
 @dataclass(frozen=True, kw_only=True)
 class ParallelFigures:
-    """What a distributed job adds to its metrics: the world, and each per-rank figure's spread."""
+    """What a distributed job adds to its metrics: the world, and each per-rank figure on every rank (index =
+    rank) with the names of its maximum, spread and series."""
 
     world_size: int
-    rank_p50_ms: RankSpread
-    eager_rank_p50_ms: RankSpread | None
-    per_rank: dict[str, RankSpread]  # by registry name (PER_RANK), the ranks that report it
+    figures: list[tuple[tuple[str | None, str | None, str], list[float]]]
 
     @classmethod
     def collect(
@@ -131,40 +124,24 @@ class ParallelFigures:
     ) -> ParallelFigures:
         mine = [own_p50_ms, math.nan if eager_p50_ms is None else eager_p50_ms]
         mine += [float(metrics.get(name, math.nan)) for name in PER_RANK]
-        columns = list(zip(*gather(mine, device), strict=True))
-        spreads = {
-            name: RankSpread(list(col))
-            for name, col in zip(PER_RANK, columns[2:], strict=True)
+        own, eager, *columns = (list(col) for col in zip(*gather(mine, device), strict=True))
+        figures = [(OWN_P50, own)] + ([(EAGER_P50, eager)] if eager_p50_ms is not None else [])
+        figures += [
+            (names, col)
+            for names, col in zip(PER_RANK.values(), columns, strict=True)
             if not any(math.isnan(v) for v in col)
-        }
-        eager = None if eager_p50_ms is None else RankSpread(list(columns[1]))
-        return cls(
-            world_size=dist.get_world_size(),
-            rank_p50_ms=RankSpread(list(columns[0])),
-            eager_rank_p50_ms=eager,
-            per_rank=spreads,
-        )
+        ]
+        return cls(world_size=dist.get_world_size(), figures=figures)
 
     def metrics(self) -> dict[str, float]:
-        m = {
-            "parallel/world_size": float(self.world_size),
-            "step/rank_p50_max_ms": self.rank_p50_ms.max,
-            "step/rank_spread_pct": self.rank_p50_ms.spread_pct,
-        }
-        if self.eager_rank_p50_ms is not None:
-            m["eager/rank_spread_pct"] = self.eager_rank_p50_ms.spread_pct
-        for name, spread in self.per_rank.items():
-            max_name, spread_name, _ = PER_RANK[name]
-            m[max_name] = spread.max
+        m = {"parallel/world_size": float(self.world_size)}
+        for (max_name, spread_name, _), values in self.figures:
+            if max_name is not None:
+                m[max_name] = max(values)
             if spread_name is not None:
-                m[spread_name] = spread.spread_pct
+                m[spread_name] = spread_pct(values)
         return m
 
     def series(self) -> dict[str, list[float]]:
         """Per-rank values as metric histories whose step is the rank."""
-        s = {"rank/step_p50_ms": self.rank_p50_ms.values}
-        if self.eager_rank_p50_ms is not None:
-            s["rank/eager_step_p50_ms"] = self.eager_rank_p50_ms.values
-        for name, spread in self.per_rank.items():
-            s[PER_RANK[name][2]] = spread.values
-        return s
+        return {series: values for (_, _, series), values in self.figures}
