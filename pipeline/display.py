@@ -74,11 +74,9 @@ def with_interval(value: float, low: float, high: float, *, undetermined: bool =
 
 def significant_digits(text: str) -> int:
     """How many significant digits a number as written shows (`1,300` 2, `10.0` 3), for the UI test."""
-    digits = text.replace(",", "").lstrip("+-")
-    whole, _, fraction = digits.partition(".")
-    if not fraction:
-        return len(whole.lstrip("0").rstrip("0")) or 1
-    return len((whole + fraction).lstrip("0")) or 1
+    whole, _, fraction = text.replace(",", "").lstrip("+-").partition(".")
+    digits = whole + fraction if fraction else whole.rstrip("0")  # `1,300`: trailing zeros of a whole number
+    return len(digits.lstrip("0")) or 1
 
 
 # What a result's words call its unit (the work's unit, as the scenario states it).
@@ -92,26 +90,26 @@ def unit_word(unit: str | None) -> str:
 
 # A sweep of other units says its own word for "step" in these phrases only (names like `step/noisy` stay).
 STEP_PHRASES = (
-    ("step-time", "{u}-time"),
-    ("step times", "{u} times"),
-    ("step time", "{u} time"),
-    ("measured steps", "measured {u}s"),
-    ("tenth of steps", "tenth of {u}s"),
-    ("fastest step", "fastest {u}"),
-    ("of its steps", "of its {u}s"),
-    ("every step", "every {u}"),
-    ("the steps spread", "the {u}s spread"),
-    ("more steps", "more {u}s"),
-    ("autocorrelated steps", "autocorrelated {u}s"),
-    ("stalls and steps from", "stalls and {u}s from"),
-    ("over the measured steps", "over the measured {u}s"),
+    "step-time",
+    "step times",
+    "step time",
+    "measured steps",
+    "tenth of steps",
+    "fastest step",
+    "of its steps",
+    "every step",
+    "the steps spread",
+    "more steps",
+    "autocorrelated steps",
+    "stalls and steps from",
+    "over the measured steps",
 )
 
 
 def in_unit_words(text: str, word: str) -> str:
     """`text` saying `word` (`call`) where it says a training step."""
-    for phrase, replacement in STEP_PHRASES:
-        text = text.replace(phrase, replacement.format(u=word))
+    for phrase in STEP_PHRASES:
+        text = text.replace(phrase, phrase.replace("step", word))
     return text
 
 
