@@ -84,15 +84,6 @@ def median_effective_count(values_in_order: list[float]) -> float:
     return _worth(len(values_in_order), lag1_autocorrelation(ranks(values_in_order)))
 
 
-def quantiles(confidence: float, df: int) -> tuple[float, float]:
-    """Student's t (df degrees of freedom) and the normal's two-sided quantiles at `confidence`."""
-    if confidence == 0.95:
-        return t975(df), 1.96
-    from scipy.special import ndtri, stdtrit  # levels other than 95%: a measurement's looks
-
-    return float(stdtrit(max(1, df), 0.5 + confidence / 2)), float(ndtri(0.5 + confidence / 2))
-
-
 def median_interval(values_in_order: list[float], confidence: float = 0.95) -> tuple[float, float]:
     """Interval of the median of a series of durations at `confidence`, its low end at least 0: the hull of
     the normal-theory interval (median +- t 1.2533 sigma / sqrt(n_eff), sigma the MAD's, for short strongly
@@ -100,7 +91,13 @@ def median_interval(values_in_order: list[float], confidence: float = 0.95) -> t
     s = sorted(values_in_order)
     center = percentile(s, 0.5)
     n_eff = median_effective_count(values_in_order)
-    t, z = quantiles(confidence, int(n_eff) - 1)
+    df = int(n_eff) - 1
+    if confidence == 0.95:  # Student's t and the normal's two-sided quantiles
+        t, z = t975(df), 1.96
+    else:  # levels other than 95%: a measurement's looks
+        from scipy.special import ndtri, stdtrit
+
+        t, z = float(stdtrit(max(1, df), 0.5 + confidence / 2)), float(ndtri(0.5 + confidence / 2))
     sigma = 1.4826 * statistics.median(abs(v - center) for v in s)
     if sigma == 0 and len(s) > 1:
         sigma = statistics.stdev(s)
