@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from pipeline.measure.memory import MemoryPeaks, gib
 from pipeline.measure.parity import LossParity, loss_divergence
-from pipeline.measure.sequential import paired_interval
+from pipeline.measure.sequential import speedup_interval
 from pipeline.measure.stats import PAIRED, Latency
 from pipeline.measure.timing import Variant
 
@@ -72,12 +72,12 @@ def compare(
     """The paired speedup of a figure (the headline laps, or `label`'s) with its interval at `confidence`,
     the memory ratio (solo reserved peaks), and loss parity when `losses` (compiled, eager) are given."""
     logs = pair_log_ratios(main, eager, label)
-    found = paired_interval(logs, confidence)
+    low, speedup, high = speedup_interval(logs, confidence)
     probe_peaks = probe.peaks if cuda and probe is not None and probe.peaks.reserved else None
     return PairedComparison(
         eager=eager.latency(label, confidence),
-        speedup=math.exp(found.estimate),
-        ci95=(math.exp(found.low), math.exp(found.high)),
+        speedup=speedup,
+        ci95=(low, high),
         round_speedups=[math.exp(x) for x in logs],
         eager_peaks=probe_peaks,
         memory_ratio=main.peaks.reserved / probe_peaks.reserved if probe_peaks else None,
