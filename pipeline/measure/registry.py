@@ -4,6 +4,7 @@ Torch-free, so the job's parent and the sweep report can check and describe metr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import NamedTuple
 
 LOWER, HIGHER = "lower", "higher"
@@ -21,17 +22,8 @@ class Metric(NamedTuple):
     headline: int | None = None
 
 
-def lower(
-    unit: str, meaning: str, *, interval: tuple[str, str] | None = None, headline: int | None = None
-) -> Metric:
-    """A figure whose smaller value is better."""
-    return Metric(unit, meaning, LOWER, interval, headline)
-
-
-def higher(unit: str, meaning: str, *, interval: tuple[str, str] | None = None) -> Metric:
-    """A figure whose larger value is better."""
-    return Metric(unit, meaning, HIGHER, interval)
-
+lower = partial(Metric, better=LOWER)  # a figure whose smaller value is better
+higher = partial(Metric, better=HIGHER)  # a figure whose larger value is better
 
 METRICS: dict[str, Metric] = {
     "step/p50_ms": lower(
