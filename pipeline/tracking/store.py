@@ -157,11 +157,7 @@ def _free(db: Path, *, write: bool, timeout: float) -> bool:
     """Whether the store takes this use within `timeout` s (a write transaction begun and rolled back,
     or a read of its schema). An error other than a lock: not locked."""
     try:
-        with contextlib.closing(
-            sqlite3.connect(
-                _file_uri(db, "rw" if write else "ro"), uri=True, timeout=timeout, isolation_level=None
-            )
-        ) as conn:
+        with _connect(db, "rw" if write else "ro", timeout, isolation_level=None) as conn:
             if write:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute("ROLLBACK")
@@ -172,9 +168,10 @@ def _free(db: Path, *, write: bool, timeout: float) -> bool:
     return True
 
 
-def _file_uri(db: Path, mode: str) -> str:
-    """sqlite's URI for the file, opened `ro` (never written) or `rw` (never created)."""
-    return f"file:{urllib.parse.quote(str(db))}?mode={mode}"
+def _connect(db: Path, mode: str, timeout: float, **kwargs: Any) -> contextlib.closing[sqlite3.Connection]:
+    """A connection to the file, `ro` (never written) or `rw` (never created), closed after the block."""
+    uri = f"file:{urllib.parse.quote(str(db))}?mode={mode}"
+    return contextlib.closing(sqlite3.connect(uri, uri=True, timeout=timeout, **kwargs))
 
 
 def mlflow_client(tracking_uri: str, *, read_only: bool = False) -> Any:
@@ -185,7 +182,7 @@ def mlflow_client(tracking_uri: str, *, read_only: bool = False) -> Any:
 
     if not tracking_uri.startswith("sqlite:///"):
         return MlflowClient(tracking_uri=tracking_uri)
-    _quiet_database_errors()
+    logging.getLogger("mlflow.store.db.utils").addFilter(_one_line_database_errors)  # added once
     db = sqlite_path(tracking_uri)
     deadline = time.monotonic() + store_wait_s()
     if read_only:
@@ -200,18 +197,20 @@ def mlflow_client(tracking_uri: str, *, read_only: bool = False) -> Any:
         except Exception as first:  # a store an earlier first use left half set up?
             state = read_state(tracking_uri, deadline)
             if not state.half_set_up:
-                raise TrackingUnavailable(_cannot_open(tracking_uri, first)) from first
+                raise TrackingUnavailable(_cannot(tracking_uri, "open", first)) from first
             _repair(tracking_uri, state, first)
         try:
             return _opened(tracking_uri)
         except Exception as exc:
-            raise TrackingUnavailable(_cannot_open(tracking_uri, exc)) from exc
+            raise TrackingUnavailable(_cannot(tracking_uri, "open", exc)) from exc
 
 
-def _cannot_open(tracking_uri: str, exc: BaseException) -> str:
+def _cannot(tracking_uri: str, doing: str, exc: BaseException) -> str:
+    """One line for a store that cannot be opened (nothing in it was changed) or read."""
+    changed = "; nothing in it was changed" if doing == "open" else ""
     return (
-        f"mlflow.tracking_uri={tracking_uri!r}: cannot open the store ({type(exc).__name__}: "
-        f"{_error_line(str(exc))}); nothing in it was changed"
+        f"mlflow.tracking_uri={tracking_uri!r}: cannot {doing} the store ({type(exc).__name__}: "
+        f"{_error_line(str(exc))}){changed}"
     )
 
 
@@ -249,21 +248,15 @@ def _opened_for_reading(tracking_uri: str, deadline: float) -> Any:
     except StoreLocked:
         raise
     except Exception as exc:
-        raise TrackingUnavailable(
-            f"mlflow.tracking_uri={tracking_uri!r}: cannot read the store ({type(exc).__name__}: "
-            f"{_error_line(str(exc))})"
-        ) from exc
+        raise TrackingUnavailable(_cannot(tracking_uri, "read", exc)) from exc
 
 
 @contextlib.contextmanager
 def _locked(lock_file: Path) -> Iterator[None]:
     """An exclusive flock on `lock_file` for the block; unlocked where the filesystem has no locks."""
     with contextlib.ExitStack() as stack:
-        try:
-            handle = stack.enter_context(open(lock_file, "a"))
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            fcntl.flock(stack.enter_context(open(lock_file, "a")), fcntl.LOCK_EX)
         yield
 
 
@@ -313,7 +306,7 @@ def read_state(tracking_uri: str, deadline: float) -> StoreState:
 
 
 def _state(db: Path, *, timeout: float) -> StoreState:
-    with contextlib.closing(sqlite3.connect(_file_uri(db, "ro"), uri=True, timeout=timeout)) as conn:
+    with _connect(db, "ro", timeout) as conn:
         tables = tuple(row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
         revision = None
         if "alembic_version" in tables:
@@ -366,8 +359,10 @@ def _repair(tracking_uri: str, state: StoreState, cause: Exception) -> None:
         finally:
             _discard(copy)
     if state.runs == 0:
-        try:
-            aside = _move_aside(db, "broken")
+        try:  # the store under a new name (linked first, so its content always has one), its own name freed
+            aside = _unused_name(db, "broken")
+            os.link(db, aside)
+            os.unlink(db)
         except OSError as exc:
             failure += f"; could not move it aside ({type(exc).__name__}: {exc})"
         else:
@@ -388,7 +383,7 @@ def _repair_copy(db: Path, copy: OwnFile, state: StoreState) -> str:
     MLflow's schema and every run, else what went wrong."""
     try:
         with (
-            contextlib.closing(sqlite3.connect(_file_uri(db, "ro"), uri=True, timeout=5.0)) as source,
+            _connect(db, "ro", 5.0) as source,
             contextlib.closing(sqlite3.connect(copy.path)) as target,
         ):
             source.backup(target)
@@ -418,14 +413,6 @@ def _swap_in(copy: OwnFile, db: Path) -> Path:
     os.link(db, kept)
     os.replace(copy.path, db)
     return kept
-
-
-def _move_aside(db: Path, what: str) -> Path:
-    """The store under a new name (linked first, so its content always has one), its own name freed."""
-    aside = _unused_name(db, what)
-    os.link(db, aside)
-    os.unlink(db)
-    return aside
 
 
 def _discard(own: OwnFile) -> None:
@@ -482,17 +469,9 @@ def _sqlite_cause(text: str) -> str | None:
     return None
 
 
-class _OneLineDatabaseErrors(logging.Filter):
+def _one_line_database_errors(record: logging.LogRecord) -> bool:
     """MLflow logs each SQLAlchemy error with its traceback before raising it: keep one line."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info or "\n" in str(record.msg):
-            cause = _sqlite_cause(record.getMessage()) or record.getMessage().strip().splitlines()[0]
-            record.msg, record.args, record.exc_info, record.exc_text = cause, None, None, None
-        return True
-
-
-def _quiet_database_errors() -> None:
-    logger = logging.getLogger("mlflow.store.db.utils")
-    if not any(isinstance(f, _OneLineDatabaseErrors) for f in logger.filters):
-        logger.addFilter(_OneLineDatabaseErrors())
+    if record.exc_info or "\n" in str(record.msg):
+        cause = _sqlite_cause(record.getMessage()) or record.getMessage().strip().splitlines()[0]
+        record.msg, record.args, record.exc_info, record.exc_text = cause, None, None, None
+    return True
