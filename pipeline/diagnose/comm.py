@@ -38,13 +38,8 @@ def bus_factor(kind: str, world: int) -> float | None:
     """busbw / algbw for `kind` over `world` ranks (nccl-tests); None for a collective it does not define."""
     if world < 1:
         raise ValueError(f"world={world}: at least one rank")
-    if kind == ALL_REDUCE:
-        return 2 * (world - 1) / world
-    if kind in (ALL_GATHER, REDUCE_SCATTER):
-        return (world - 1) / world
-    if kind == BROADCAST:
-        return 1.0
-    return None
+    share = (world - 1) / world  # 2 * share is exactly 2 * (world - 1) / world: doubling rounds nothing
+    return {ALL_REDUCE: 2 * share, ALL_GATHER: share, REDUCE_SCATTER: share, BROADCAST: 1.0}.get(kind)
 
 
 def algbw_gbps(size_bytes: float, seconds: float) -> float:
@@ -61,15 +56,8 @@ def collective_kind(name: str) -> str:
     """A collective's kind from its name in a trace: an NCCL kernel's (`ncclDevKernel_AllReduce_Sum_f32`),
     its `Collective name` argument (`_allgather_base`), gloo's (`gloo:all_gather`)."""
     flat = name.lower().replace("_", "").replace(":", "")
-    for mark, kind in (
-        ("allreduce", ALL_REDUCE),
-        ("allgather", ALL_GATHER),
-        ("reducescatter", REDUCE_SCATTER),
-        ("broadcast", BROADCAST),
-    ):
-        if mark in flat:
-            return kind
-    return OTHER
+    kinds = (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST)
+    return next((kind for kind in kinds if kind.replace("_", "") in flat), OTHER)
 
 
 def dtype_bytes(name: Any) -> int | None:
