@@ -63,8 +63,7 @@ class Probe:
         return points[-1][1]
 
     def peak_busbw(self, kind: str = ALL_REDUCE) -> float | None:
-        found = [r.busbw_gbps for r in self.rows if r.kind == kind]
-        return max(found) if found else None
+        return max((r.busbw_gbps for r in self.rows if r.kind == kind), default=None)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -213,13 +212,11 @@ def _time_collective(kind: str, numel: int, device: Any, *, iters: int) -> float
     whole = torch.ones(numel, dtype=torch.float32, device=device)
     share = torch.ones(numel // world, dtype=torch.float32, device=device)
 
-    def call() -> None:
-        if kind == ALL_REDUCE:
-            dist.all_reduce(whole)
-        elif kind == ALL_GATHER:
-            dist.all_gather_into_tensor(whole, share)
-        else:
-            dist.reduce_scatter_tensor(share, whole)
+    call = {
+        ALL_REDUCE: lambda: dist.all_reduce(whole),
+        ALL_GATHER: lambda: dist.all_gather_into_tensor(whole, share),
+        REDUCE_SCATTER: lambda: dist.reduce_scatter_tensor(share, whole),
+    }[kind]
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # newer torch renames these; 2.11 has only these
