@@ -66,8 +66,15 @@ def _describe(err: BaseException) -> str:
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ConfigTypeError, ValidationError
 
     bad_yaml = yaml_error(err)
-    if bad_yaml is not None:
-        return _describe_yaml(bad_yaml)
+    if bad_yaml is not None:  # `<file>, line L, column C: <problem>`: the first place the parser stopped
+        mark = getattr(bad_yaml, "problem_mark", None) or getattr(bad_yaml, "context_mark", None)
+        problem = getattr(bad_yaml, "problem", None) or str(bad_yaml).splitlines()[0]
+        where = (
+            f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}"
+            if mark is not None
+            else "a config file"
+        )
+        return f"{where} is not valid YAML: {problem}"
     cause = err.__cause__ or err
     if isinstance(cause, ConfigTypeError) and "does not support deletion" in str(cause):
         key = getattr(cause, "full_key", "") or "?"
@@ -104,18 +111,6 @@ def _describe(err: BaseException) -> str:
             )
         return f"cannot parse the override: {first}"
     return " ".join(str(err).split())
-
-
-def _describe_yaml(err: BaseException) -> str:
-    """`<file>, line L, column C: <problem>`: the first place the YAML parser stopped."""
-    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-    where = (
-        f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}"
-        if mark is not None
-        else "a config file"
-    )
-    return f"{where} is not valid YAML: {problem}"
 
 
 HELP_WIDTH = 100  # `--help` fits a terminal this wide
