@@ -5,6 +5,7 @@ for real. The file is in `$PIPELINE_CACHE_DIR` (default `$XDG_CACHE_HOME/compile
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -40,11 +41,6 @@ def library_versions() -> dict[str, str | None]:
     return versions
 
 
-def _key(check: str, value: Any) -> str:
-    payload = json.dumps([library_versions(), check, value], sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode()).hexdigest()
-
-
 def _load(path: Path) -> set[str]:
     try:
         return set(json.loads(path.read_text()))
@@ -55,22 +51,18 @@ def _load(path: Path) -> set[str]:
 def passes(check: str, value: Any, run_check: Callable[[], bool]) -> bool:
     """`run_check()` (which may import torch or a model library), unless `check` already passed for
     this `value` with the installed library versions."""
-    path, key = cache_file(), _key(check, value)
+    path = cache_file()
+    payload = json.dumps([library_versions(), check, value], sort_keys=True, default=str)
+    key = hashlib.sha256(payload.encode()).hexdigest()
     if key in _load(path):
         return True
     ok = run_check()
+    # Only a pass is kept. Concurrent jobs may race: a lost key only costs one more real check; a
+    # read-only home only means the check runs every time.
     if ok:
-        _remember(path, key)
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(sorted(_load(path) | {key})))
+            os.replace(tmp, path)
     return ok
-
-
-def _remember(path: Path, key: str) -> None:
-    """Add a key; concurrent jobs may race, and a lost key only costs one more real check."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        keys = _load(path) | {key}
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(sorted(keys)))
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only home only means the check runs every time
