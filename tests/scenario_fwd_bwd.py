@@ -16,8 +16,7 @@ import torch
 from torch import nn
 
 from losses import build_loss
-from pipeline.axes.compile import Compiled, MakeStep, StepFn
-from pipeline.config.schema import CompileConfig
+from pipeline.axes.compile import Compiled, StepFn
 from pipeline.measure.timing import StepVariant
 from pipeline.scenarios.base import ScenarioConfig
 from pipeline.scenarios.protocol import Measured, Scenario
@@ -38,19 +37,16 @@ class FwdBwdScenario(Scenario):
             return build_loss(self.cfg.loss, self.spec)
 
     def recipe(self) -> Recipe:
-        def step(net: nn.Module, optimizer: Any, settings: CompileConfig) -> MakeStep:
-            def make_step(forward_loss: nn.Module, *, mark_cudagraph_step: bool) -> StepFn:
-                def fwd_bwd(batch: dict[str, torch.Tensor]) -> torch.Tensor:
-                    for p in net.parameters():
-                        p.grad = None
-                    with self.precision.autocast(self.device.type):
-                        loss = forward_loss(batch)
-                    loss.backward()
-                    return loss.detach()
+        def step(forward_loss: nn.Module, net: nn.Module, optimizer: Any) -> StepFn:
+            def fwd_bwd(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+                for p in net.parameters():
+                    p.grad = None
+                with self.precision.autocast(self.device.type):
+                    loss = forward_loss(batch)
+                loss.backward()
+                return loss.detach()
 
-                return fwd_bwd
-
-            return make_step
+            return fwd_bwd
 
         def unit(name: str, compiled: Compiled, net: nn.Module, setup_s: float) -> StepVariant:
             losses = torch.zeros(self.cfg.trainer.steps, device=self.device)

@@ -16,7 +16,7 @@ from torch import nn
 from pipeline.config.schema import CompileConfig
 
 StepFn = Callable[[Any], torch.Tensor]
-MakeStep = Callable[..., StepFn]  # (forward, *, mark_cudagraph_step) -> step
+MakeStep = Callable[[nn.Module], StepFn]  # forward -> step
 
 
 class ModelWithLoss(nn.Module):
@@ -93,11 +93,9 @@ SCOPE_DESCRIPTIONS = {
 }
 
 
-def marking_step_begin(step: StepFn, cudagraphs: bool) -> StepFn:
-    """`step` preceded by CUDA graphs' step-begin mark, outside the compiled function: inside one (a
+def marking_step_begin(step: StepFn) -> StepFn:
+    """`step` preceded by CUDA graphs' step-begin mark, outside any compiled function: inside one (a
     decode step at `scope=step`) the mark is a graph break."""
-    if not cudagraphs:
-        return step
 
     def marked(batch: Any) -> torch.Tensor:
         torch.compiler.cudagraph_mark_step_begin()
@@ -117,9 +115,7 @@ def apply_compile(
     """The scenario's step for `settings` (mode `eager` builds the plain eager step)."""
     if not settings.compiled:
         forward = ModelWithLoss(model, loss)
-        return Compiled(
-            step=make_step(forward, mark_cudagraph_step=False), forward=forward, description="nothing (eager)"
-        )
+        return Compiled(step=make_step(forward), forward=forward, description="nothing (eager)")
 
     kwargs = compile_kwargs(settings)
     scope, regions = settings.scope, 0
@@ -140,13 +136,11 @@ def apply_compile(
     compile_optimizer = settings.optimizer and scope != "step" and optimizer is not None
     if compile_optimizer:
         optimizer.step = torch.compile(optimizer.step, **{**kwargs, "fullgraph": False})  # type: ignore[method-assign, union-attr]
-    cudagraphs = settings.uses_cudagraphs
-    if scope == "step":  # the step-begin mark is called outside the compiled function: Dynamo skips it
-        step = marking_step_begin(
-            torch.compile(make_step(forward, mark_cudagraph_step=False), **kwargs), cudagraphs
-        )
-    else:
-        step = make_step(forward, mark_cudagraph_step=cudagraphs)
+    step = make_step(forward)
+    if scope == "step":
+        step = torch.compile(step, **kwargs)
+    if settings.uses_cudagraphs:
+        step = marking_step_begin(step)
     description = SCOPE_DESCRIPTIONS[scope].format(regions=regions)
     return Compiled(
         step=step,

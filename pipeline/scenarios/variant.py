@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from pipeline.axes.compile import Compiled, MakeStep, apply_compile
+from pipeline.axes.compile import Compiled, StepFn, apply_compile
 from pipeline.axes.optimizer import build_optimizer
 from pipeline.axes.parallel import parallelize
 from pipeline.config.schema import CompileConfig
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 class Recipe:
     """What a scenario's variant is made of."""
 
-    # (the placed model, its optimizer or None, the compile settings) -> apply_compile's make_step
-    step: Callable[[nn.Module, torch.optim.Optimizer | None, CompileConfig], MakeStep]
+    # (the forward apply_compile made, the placed model, its optimizer or None) -> the step
+    step: Callable[[nn.Module, nn.Module, torch.optim.Optimizer | None], StepFn]
     # (name, the compiled step, the model, the compile call's seconds) -> the timed variant
     unit: Callable[[str, Compiled, nn.Module, float], Variant]
     # what the scenario runs of the model the factory builds (generation: the HF causal LM inside)
@@ -65,10 +65,13 @@ def build_variant(
             tensor_lr=settings.compiles_optimizer,
             device=scenario.device,
         )
-    make_step = recipe.step(model, optimizer, settings)
     started = time.perf_counter()
     compiled = apply_compile(
-        settings, model=recipe.compiles(model), loss=scenario.head, make_step=make_step, optimizer=optimizer
+        settings,
+        model=recipe.compiles(model),
+        loss=scenario.head,
+        make_step=lambda forward: recipe.step(forward, model, optimizer),
+        optimizer=optimizer,
     )
     setup_s = time.perf_counter() - started
     return recipe.unit(name, compiled, model, setup_s), compiled

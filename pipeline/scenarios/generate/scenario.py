@@ -53,12 +53,10 @@ class NextToken(nn.Module):
         return logits[:, -1].argmax(-1, keepdim=True)
 
 
-def make_decode_step(forward: nn.Module, *, mark_cudagraph_step: bool) -> StepFn:
-    """apply_compile's `make_step` for one decode step."""
+def decode_step(forward: nn.Module, lm: nn.Module, optimizer: Any) -> StepFn:
+    """The recipe's step: one decode step, the forward alone (a function: `scope=step` compiles it)."""
 
     def decode(batch: dict[str, Any]) -> torch.Tensor:
-        if mark_cudagraph_step:
-            torch.compiler.cudagraph_mark_step_begin()
         return forward(batch)
 
     return decode
@@ -213,7 +211,7 @@ class GenerateScenario(Scenario):
             )
 
         return Recipe(
-            step=lambda model, optimizer, settings: make_decode_step,
+            step=decode_step,
             unit=unit,
             adapt=lambda built: built.model,  # the HF causal LM inside LogitsOnly
             compiles=Decoder,

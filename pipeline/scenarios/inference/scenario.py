@@ -11,7 +11,6 @@ from torch import nn
 
 from pipeline.axes.compile import Compiled, StepFn
 from pipeline.axes.data import DeviceBatches, Interleaved
-from pipeline.axes.precision import Precision
 from pipeline.config.schema import Config
 from pipeline.measure.parity import output_parity
 from pipeline.measure.stats import PAIRED, Latency
@@ -25,21 +24,6 @@ class Outputs(nn.Module):
 
     def forward(self, batch: dict[str, torch.Tensor], outputs: torch.Tensor) -> torch.Tensor:
         return outputs
-
-
-def inference_step_factory(*, precision: Precision, device_type: str):
-    """apply_compile's `make_step` for one forward call (the protocol holds inference_mode around it)."""
-
-    def make_step(forward: nn.Module, *, mark_cudagraph_step: bool) -> StepFn:
-        def infer(batch: dict[str, torch.Tensor]) -> torch.Tensor:
-            if mark_cudagraph_step:
-                torch.compiler.cudagraph_mark_step_begin()
-            with precision.autocast(device_type):
-                return forward(batch)
-
-        return infer
-
-    return make_step
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,11 +70,21 @@ class InferenceScenario(Scenario):
         return streams[0] if len(streams) == 1 else Interleaved(streams)
 
     def recipe(self) -> Recipe:
+        precision, device_type = self.precision, self.device.type
+
+        def step(forward: nn.Module, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> StepFn:
+            """One forward call (the protocol holds inference_mode around it)."""
+
+            def infer(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+                with precision.autocast(device_type):
+                    return forward(batch)
+
+            return infer
+
         def unit(name: str, compiled: Compiled, model: nn.Module, setup_s: float) -> StepVariant:
             return StepVariant(name, compiled.step, self.batch_stream(), setup_s=setup_s)
 
-        make_step = inference_step_factory(precision=self.precision, device_type=self.device.type)
-        return Recipe(step=lambda model, optimizer, settings: make_step, unit=unit)
+        return Recipe(step=step, unit=unit)
 
     def finish_report(self, report: UnitReport, measured: Measured) -> None:
         """The latency a request sees beside the back-to-back figure; output parity: compiled and eager on

@@ -4,16 +4,17 @@ loss curves."""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
 from losses import build_loss
-from pipeline.axes.compile import Compiled, MakeStep
-from pipeline.config.schema import CompileConfig
+from pipeline.axes.compile import Compiled
 from pipeline.diagnose.flops import count_flops
 from pipeline.measure.timing import StepVariant
 from pipeline.scenarios.protocol import Measured, Scenario, UnitReport
-from pipeline.scenarios.train.step import train_step_factory
+from pipeline.scenarios.train.step import make_train_step
 from pipeline.scenarios.variant import Recipe
 
 
@@ -25,19 +26,12 @@ class TrainScenario(Scenario):
             return build_loss(self.cfg.loss, self.spec).to(dtype=self.precision.param_dtype).train()
 
     def recipe(self) -> Recipe:
-        precision, device = self.precision, self.device
-
-        def step(
-            model: nn.Module, optimizer: torch.optim.Optimizer | None, settings: CompileConfig
-        ) -> MakeStep:
-            assert optimizer is not None
-            return train_step_factory(optimizer=optimizer, precision=precision, device_type=device.type)
-
         def unit(name: str, compiled: Compiled, model: nn.Module, setup_s: float) -> StepVariant:
             # grown between rounds
-            losses = torch.zeros(self.cfg.trainer.steps, device=device, dtype=torch.float32)
+            losses = torch.zeros(self.cfg.trainer.steps, device=self.device, dtype=torch.float32)
             return StepVariant(name, compiled.step, self.batches(), outputs=losses, setup_s=setup_s)
 
+        step = functools.partial(make_train_step, precision=self.precision, device_type=self.device.type)
         return Recipe(step=step, unit=unit)
 
     def paired_losses(self, measured: Measured) -> tuple[list[float], list[float]] | None:
