@@ -7,6 +7,7 @@ import itertools
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -95,8 +96,7 @@ def thread_cpu_and_wait_ns() -> dict[int, tuple[int, int]] | None:
     threads = {}
     for tid in tasks:
         try:
-            with open(f"/proc/self/task/{tid}/schedstat") as f:
-                fields = f.read().split()
+            fields = Path(f"/proc/self/task/{tid}/schedstat").read_text().split()
         except OSError:  # a thread that ended meanwhile, or no schedstat here
             continue
         if len(fields) >= 2:
@@ -130,14 +130,12 @@ def descendants_cpu_ticks() -> dict[int, int]:
             continue
         for tid in tids:
             try:
-                with open(f"/proc/{parent}/task/{tid}/children") as f:
-                    children = [int(c) for c in f.read().split()]
+                children = [int(c) for c in Path(f"/proc/{parent}/task/{tid}/children").read_text().split()]
             except OSError:
                 continue
             for child in children:
                 try:
-                    with open(f"/proc/{child}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
+                    fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
                 except OSError:  # ended meanwhile
                     continue
                 ticks[child] = int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)

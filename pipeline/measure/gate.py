@@ -23,8 +23,7 @@ def start_time(pid: int) -> str | None:
     """The process's start time since boot (/proc/<pid>/stat, field 22): with the pid, it names one process,
     never a later one that reuses the pid. None if there is no such process."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     return stat.rsplit(")", 1)[1].split()[19]  # fields after the command's name start at field 3
