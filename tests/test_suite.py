@@ -3,6 +3,9 @@ counted by outcome, with the aggregates seed 001 reports; never a cross-model ra
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import pytest
 
 from pipeline.sweep.suite import FAILED, FASTER, INCONCLUSIVE, SAME, SLOWER, answer, classify
@@ -39,3 +42,21 @@ def test_the_aggregates_count_outcomes_and_show_an_interval_only_over_five_model
     many = answer([outcome(m, 1.5, 1.4, 1.6, **{"compile/total_s": 10.0}) for m in "abcde"], bootstrap=boot)
     assert many.geomean_ci == (1.5, 1.5) and many.pass_rate == 1.0 and many.compile_s_median == 10.0
     assert any(line.startswith("suite: 5 models") for line in many.lines())
+
+
+def test_the_geometric_means_over_models_are_taken_on_the_log_scale():
+    """The geometric mean of the speedups and of the memory ratios, as the answer's lines print them."""
+    speedups, ratios = (1.1, 1.3, 0.93), (0.8, 1.2, 0.7)
+    result = answer(
+        [
+            outcome(m, s, s * 0.99, s * 1.01, **{"memory/ratio_vs_eager": r})
+            for m, s, r in zip("abc", speedups, ratios, strict=True)
+        ],
+        bootstrap=lambda values, intervals: (0.0, 0.0),
+    )
+    assert result.geomean == pytest.approx(math.exp(statistics.fmean(map(math.log, speedups))), rel=1e-12)
+    assert result.memory_ratio_geomean == pytest.approx(math.prod(ratios) ** (1 / 3), rel=1e-12)
+    assert "geometric-mean speedup over passing models: 1.10x (no interval over 3 models: 5 at least)" in (
+        result.lines()
+    )
+    assert "peak memory compiled / eager, geometric mean: 0.88" in result.lines()

@@ -16,7 +16,8 @@ from pipeline.measure.registry import bounds, headline
 from pipeline.measure.stats import undetermined
 from pipeline.status import FINISHED
 from pipeline.sweep.render import verdict_words
-from pipeline.sweep.summary import Row, Summary, geomean
+from pipeline.sweep.suite import geomean
+from pipeline.sweep.summary import Row, Summary
 
 COMPILED_COLOR, EAGER_COLOR = "tab:orange", "tab:gray"
 

@@ -18,6 +18,10 @@ OUTCOMES = (FASTER, SLOWER, SAME, INCONCLUSIVE, FAILED)
 MIN_MODELS_FOR_INTERVAL = 5  # a bootstrap over fewer models is not an interval worth printing
 
 
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelOutcome:
     """One model's compiled job against its paired eager copy."""
@@ -118,7 +122,7 @@ def answer(outcomes: list[ModelOutcome], *, bootstrap: Bootstrap) -> SuiteAnswer
     passing = [o for o in outcomes if o.outcome != FAILED and o.speedup]
     speedups = [o.speedup for o in passing if o.speedup]
     if speedups:
-        result.geomean = math.exp(statistics.fmean(math.log(s) for s in speedups))
+        result.geomean = geomean(speedups)
         if len(speedups) >= MIN_MODELS_FOR_INTERVAL:
             intervals = [(o.low or o.speedup, o.high or o.speedup) for o in passing]
             result.geomean_ci = bootstrap(speedups, intervals)  # type: ignore[arg-type]
@@ -131,5 +135,5 @@ def answer(outcomes: list[ModelOutcome], *, bootstrap: Bootstrap) -> SuiteAnswer
         result.compile_s_median = statistics.median(compile_s)
     ratios = [o.memory_ratio for o in outcomes if o.memory_ratio]
     if ratios:
-        result.memory_ratio_geomean = math.exp(statistics.fmean(math.log(r) for r in ratios))
+        result.memory_ratio_geomean = geomean(ratios)
     return result

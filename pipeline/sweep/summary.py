@@ -49,7 +49,7 @@ from pipeline.measure.stats import t975
 from pipeline.status import FINISHED, JOB_LOST, NON_FINITE_LOSS, RESULT_NOT_LOGGED, SKIPPED
 from pipeline.sweep import suite
 from pipeline.sweep.pareto import ParetoFront, pareto_front
-from pipeline.sweep.suite import SuiteAnswer
+from pipeline.sweep.suite import SuiteAnswer, geomean
 from pipeline.sweep.verdict import SEVERE_SLOWDOWN, Z95, Estimate, Rule, Verdict, decide, severe_job
 from pipeline.sweep_context import SweepContext
 from pipeline.tracking import RunRecord
@@ -431,10 +431,6 @@ FAILURE_CLASSES = {
 
 
 # ------------------------------------------------------------------------------------ the summary
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def bootstrap_geomean(
     values: list[float],
     intervals: list[tuple[float, float]] | None = None,
