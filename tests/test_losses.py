@@ -55,10 +55,10 @@ def test_cross_entropy_shifts_next_token_targets():
 def test_cross_entropy_ignores_unlabelled_masked_tokens():
     import dataclasses
 
-    from pipeline.axes.data import make_sample
+    from pipeline.axes.data import make_device_batch
 
     spec = InputSpec(kind="tokens", vocab_size=7, seq_len=64, target="masked_token")
-    _, labels = make_sample(spec, torch.Generator().manual_seed(0))
+    labels = make_device_batch(spec, None, generator=torch.Generator().manual_seed(0))["targets"]
     labels = labels.unsqueeze(0)
     assert (labels == -100).any() and (labels != -100).any()
     logits = torch.randn(1, 64, 7)

@@ -16,42 +16,28 @@ from pipeline.config.schema import DataConfig, InputSpec
 Batch = dict[str, torch.Tensor]
 
 
-def make_sample(spec: InputSpec, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """One (input, target) pair on the CPU."""
-    if spec.kind == "image":
-        image = torch.randn((spec.channels, spec.height, spec.width), generator=generator)
-        return image, torch.randint(spec.num_classes, (), generator=generator)
-    tokens = torch.randint(spec.vocab_size, (spec.seq_len,), generator=generator)
-    if spec.target == "next_token":
-        return tokens, tokens.clone()
-    if spec.target == "masked_token":
-        labels = torch.full_like(tokens, -100)
-        masked = torch.rand(tokens.shape, generator=generator) < 0.15
-        labels[masked] = tokens[masked]
-        return tokens, labels
-    return tokens, torch.randint(spec.num_classes, (), generator=generator)
-
-
 def make_device_batch(
     spec: InputSpec,
-    batch_size: int,
+    batch_size: int | None,
     *,
-    device: torch.device,
-    float_dtype: torch.dtype,
     generator: torch.Generator,
+    device: torch.device | None = None,
+    float_dtype: torch.dtype = torch.float32,
 ) -> Batch:
-    """One batch drawn on the device (no host work, no copy), the same for the same seeded generator."""
+    """One batch drawn on `device` (no host work, no copy), the same for the same seeded generator;
+    `batch_size=None` draws one sample, without the batch dimension (a DataLoader worker's, on the CPU)."""
     draw = {"generator": generator, "device": device}
+    batch = () if batch_size is None else (batch_size,)
     if spec.kind == "image":
-        inputs = torch.randn((batch_size, spec.channels, spec.height, spec.width), **draw).to(float_dtype)
-        return {"inputs": inputs, "targets": torch.randint(spec.num_classes, (batch_size,), **draw)}
-    tokens = torch.randint(spec.vocab_size, (batch_size, spec.seq_len), **draw)
+        inputs = torch.randn((*batch, spec.channels, spec.height, spec.width), **draw).to(float_dtype)
+        return {"inputs": inputs, "targets": torch.randint(spec.num_classes, batch, **draw)}
+    tokens = torch.randint(spec.vocab_size, (*batch, spec.seq_len), **draw)
     if spec.target == "next_token":
         targets = tokens.clone()
     elif spec.target == "masked_token":
         targets = torch.where(torch.rand(tokens.shape, **draw) < 0.15, tokens, torch.full_like(tokens, -100))
     else:
-        targets = torch.randint(spec.num_classes, (batch_size,), **draw)
+        targets = torch.randint(spec.num_classes, batch, **draw)
     return {"inputs": tokens, "targets": targets}
 
 
@@ -97,8 +83,10 @@ class FakeDataset(Dataset):
     def __len__(self) -> int:
         return self.length
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return make_sample(self.spec, torch.Generator().manual_seed(self.seed * 1_000_003 + index))
+    def __getitem__(self, index: int) -> Batch:
+        return make_device_batch(
+            self.spec, None, generator=torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+        )
 
 
 class LoaderBatches(Iterator[Batch]):
@@ -129,8 +117,7 @@ class LoaderBatches(Iterator[Batch]):
         return value.to(self.float_dtype) if value.is_floating_point() else value
 
     def __next__(self) -> Batch:
-        inputs, targets = next(self.iterator)
-        return {"inputs": self.to_device(inputs), "targets": self.to_device(targets)}
+        return {key: self.to_device(value) for key, value in next(self.iterator).items()}
 
 
 def make_batches(
