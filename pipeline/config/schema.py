@@ -25,11 +25,8 @@ COMPILE_SCOPES = ("model", "loss", "model_and_loss", "regional", "step")
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes that run compiled code as CUDA graphs
 DEVICES = ("auto", "cuda", "cpu")
 INPUT_KINDS = ("image", "tokens")
-TOKEN_TARGETS = ("next_token", "masked_token", "class")
 AUTOCAST_DTYPES = ("bfloat16", "float16")
 PARAM_DTYPES = ("float32", "bfloat16", "float16")
-DISTILL_KINDS = ("mse", "kl")
-PARALLEL_STRATEGIES = ("none", "ddp", "fsdp")
 CPU_RANKS = 2  # parallel.nproc=null on the CPU (and what SLURM asks for): gloo processes
 OPTIMIZE_DDP = ("on", "off", "compiled_autograd")
 WORKER_STARTS = ("template", "spawn")
@@ -62,7 +59,7 @@ class InputSpec:
         "class",
         "what the labels are: `class` (one per image), `next_token` (causal LM, shifted in the loss), "
         "`masked_token` (masked LM: 15% of positions labelled, the rest ignored)",
-        choices=TOKEN_TARGETS,
+        choices=("next_token", "masked_token", "class"),
     )
 
     def check(self, at: str) -> Iterator[ConfigError]:
@@ -100,7 +97,7 @@ class LossConfig(_Labelled):
     id: str = doc(MISSING, "short label used in run names and tags")
     _target_: str = doc("losses.cross_entropy.CrossEntropy", "dotted path of the loss module's class")
     kind: str = doc(
-        "mse", "distillation only: `mse` (student vs teacher logits) or `kl`", choices=DISTILL_KINDS
+        "mse", "distillation only: `mse` (student vs teacher logits) or `kl`", choices=("mse", "kl")
     )
     temperature: float = doc(2.0, "distillation `kl` only: softmax temperature", gt=0)
     alpha: float = doc(
@@ -456,7 +453,7 @@ class ParallelConfig:
         "none",
         "`none` (one device, no process group), `ddp` (DistributedDataParallel), `fsdp` (FSDP2 `fully_shard` "
         "per repeated block, then the root)",
-        choices=PARALLEL_STRATEGIES,
+        choices=("none", "ddp", "fsdp"),
     )
     nproc: int | None = doc(
         1,
@@ -682,27 +679,18 @@ def unknown_keys(node: Any, cls: type = Config, at: str = "") -> list[ConfigErro
         return []
     hints = typing.get_type_hints(cls)
     names = [f.name for f in fields(cls)]
+    prefix = f"{at}." if at else ""
     removed = "cannot be removed (~): the schema needs it; set its values instead"
-    errors = [
-        ConfigError(f"{at}.{name}" if at else name, None, removed) for name in names if name not in node
-    ]
+    errors = [ConfigError(f"{prefix}{name}", None, removed) for name in names if name not in node]
     for key in node:
-        path = f"{at}.{key}" if at else str(key)
         if key not in hints:
             close = difflib.get_close_matches(str(key), names, n=1)
-            hint = f" (did you mean {at + '.' if at else ''}{close[0]}?)" if close else ""
-            where = at or "the top level"
-            errors.append(
-                ConfigError(
-                    path,
-                    _raw(node, key),
-                    f"not a config key{hint}; {where} has {', '.join(n for n in names if not n.startswith('_'))}",
-                )
-            )
-            continue
-        sub = _dataclass_in(hints[key])
-        if sub is not None:
-            errors += unknown_keys(node._get_node(key), sub, path)
+            hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
+            known = ", ".join(n for n in names if not n.startswith("_"))
+            allowed = f"not a config key{hint}; {at or 'the top level'} has {known}"
+            errors.append(ConfigError(f"{prefix}{key}", _raw(node, key), allowed))
+        elif (sub := _dataclass_in(hints[key])) is not None:
+            errors += unknown_keys(node._get_node(key), sub, f"{prefix}{key}")
     return errors
 
 
