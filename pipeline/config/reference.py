@@ -19,7 +19,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from pipeline.config.schema import Config, _dataclass_in
+from pipeline.config.schema import Config, _dataclass_in, register_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "reference.md"
@@ -44,16 +44,6 @@ def _type_text(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp)).replace("dict", "mapping")
 
 
-def _default_config() -> Any:
-    from hydra import compose, initialize_config_dir
-
-    from pipeline.config.schema import register_configs
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose("config")
-
-
 _ABSENT = object()
 
 
@@ -68,8 +58,6 @@ def _value(raw: dict[str, Any], path: str) -> Any:
 
 
 def _text(value: Any) -> str:
-    if value is _ABSENT:
-        return ""
     text = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
     return f"`{text}`"
 
@@ -91,6 +79,8 @@ def rows(cls: type, prefix: str, raw: dict[str, Any]) -> list[tuple[str, str, st
             choices.append("`null`")
         allowed = ", ".join(choices) or _type_text(tp)
         value = _value(raw, path)
+        if value is _ABSENT:  # a key its config file leaves out (a scenario's): the class's default
+            value = f.default_factory() if f.default is MISSING else f.default
         default = "(required)" if value == "???" else _text(value)
         out.append((path, default, allowed, f.metadata.get("help", "")))
     return out
@@ -109,12 +99,8 @@ def scenario_rows(help_text: str) -> list[tuple[str, str, str, str]]:
         node = yaml.safe_load((CONF / "scenario" / f"{name}.yaml").read_text()) or {}
         node = node.get("scenario", node)  # a file in the _global_ package holds its node under `scenario`
         for path, default, allowed, meaning in rows(cls, "scenario.", {"scenario": node}):
-            if path == "scenario._target_":
-                continue
-            if default == "":
-                f = next(f for f in fields(cls) if f"scenario.{f.name}" == path)
-                default = _text(f.default_factory() if f.default is MISSING else f.default)
-            out.append((path, default, allowed, f"`scenario={name}`: {meaning}"))
+            if path != "scenario._target_":
+                out.append((path, default, allowed, f"`scenario={name}`: {meaning}"))
     return out
 
 
@@ -131,7 +117,11 @@ def group_line(group: str) -> str:
 
 
 def render() -> str:
-    raw = OmegaConf.to_container(_default_config(), resolve=False)
+    from hydra import compose, initialize_config_dir
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        raw = OmegaConf.to_container(compose("config"), resolve=False)
     lines = [START, "", "| key | default | allowed | meaning |", "|---|---|---|---|"]
     for path, default, allowed, meaning in rows(Config, "", raw):
         cells = [f"`{path}`", default, allowed, meaning]
