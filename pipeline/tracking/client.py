@@ -87,36 +87,33 @@ class Tracker(SweepQueries):
 
     @property
     def experiment_id(self) -> str:
-        """Get or create the experiment, with its type and description (`describe_experiment`)."""
-        if self._experiment_id is None:
-            exp = self._client.get_experiment_by_name(self.experiment_name)
-            if exp is None and self.read_only:
-                raise NoExperiment(f"experiment {self.experiment_name!r} is not in {redact_uri(self.uri)}")
-            if exp is None:
-                try:
-                    self._experiment_id = self._client.create_experiment(
-                        self.experiment_name, artifact_location=self.artifact_location
-                    )
-                except Exception:  # another process won the race
-                    exp = self._client.get_experiment_by_name(self.experiment_name)
-                    if exp is None:
-                        raise
-            tags: dict[str, str] = {}
-            if exp is not None:
-                self._experiment_id, tags = exp.experiment_id, dict(exp.tags)
-            if not self.read_only:
-                self.describe_experiment(tags)
-        return self._experiment_id
-
-    def describe_experiment(self, tags: dict[str, str]) -> None:
-        """The experiment's type and description, where it has none: a user's own stay."""
-        assert self._experiment_id is not None
+        """Get or create the experiment; its type and description are set where it has none (a user's stay)."""
+        if self._experiment_id is not None:
+            return self._experiment_id
+        exp = self._client.get_experiment_by_name(self.experiment_name)
+        if exp is None and self.read_only:
+            raise NoExperiment(f"experiment {self.experiment_name!r} is not in {redact_uri(self.uri)}")
+        if exp is None:
+            try:
+                self._experiment_id = self._client.create_experiment(
+                    self.experiment_name, artifact_location=self.artifact_location
+                )
+            except Exception:  # another process won the race
+                exp = self._client.get_experiment_by_name(self.experiment_name)
+                if exp is None:
+                    raise
+        tags: dict[str, str] = {}
+        if exp is not None:
+            self._experiment_id, tags = exp.experiment_id, dict(exp.tags)
+        if self.read_only:
+            return self._experiment_id
         key, kind = EXPERIMENT_KIND
         wanted = {key: kind, DESCRIPTION_TAG: experiment_description(self._experiment_id)}
         for name, value in wanted.items():
             if name not in tags:
                 with contextlib.suppress(Exception):  # a read-only store: the runs matter, not this
                     self._client.set_experiment_tag(self._experiment_id, name, value)
+        return self._experiment_id
 
     def runs_url(self, view_id: str | None = None) -> str:
         """Where the UI shows this experiment's runs table, in a saved view when given one (a sqlite store
@@ -249,10 +246,7 @@ class Tracker(SweepQueries):
 
     def clear_error(self, run_id: str) -> None:
         """Drop the `error_type` / `error_message` tags of a run completed after all."""
-        run = self.get_run(run_id)
-        for key in ("error_type", "error_message"):
-            if run is not None and key in run.tags:
-                self._client.delete_tag(run_id, key)
+        self.delete_tags(run_id, ("error_type", "error_message"))
 
     def _not_yet_logged(
         self, run_id: str, metrics: dict[str, float], series: dict[str, list[tuple[int, float]]]
@@ -267,12 +261,6 @@ class Tracker(SweepQueries):
         return {k: v for k, v in metrics.items() if k not in have}, missing_series
 
     # ------------------------------------------------------------------------------------- reading
-    def has_experiment(self) -> bool:
-        try:
-            return bool(self.experiment_id)
-        except NoExperiment:
-            return False
-
     def read_json_artifact(self, run_id: str, path: str) -> dict[str, Any] | None:
         """A JSON artifact of a run (e.g. run_info.json), or None when it is not there."""
         try:
@@ -292,10 +280,12 @@ class Tracker(SweepQueries):
             return None
 
     def runs(self, filter_string: str, max_results: int = 5000) -> list[RunRecord]:
-        if self.read_only and not self.has_experiment():
+        try:
+            experiment_id = self.experiment_id
+        except NoExperiment:  # read only, and the store has no such experiment: none of its runs
             return []
         found = self._client.search_runs(
-            [self.experiment_id], filter_string=filter_string, max_results=max_results
+            [experiment_id], filter_string=filter_string, max_results=max_results
         )
         return [_record(run) for run in found]
 
