@@ -168,21 +168,14 @@ class CacheState:
         inductor, aot = counters["inductor"], counters["aot_autograd"]
         hits = inductor.get("fxgraph_cache_hit", 0) + aot.get("autograd_cache_hit", 0)
         misses = inductor.get("fxgraph_cache_miss", 0) + aot.get("autograd_cache_miss", 0)
-        first = next(
-            (
-                e
-                for e in get_compilation_metrics()
-                if getattr(e, "inductor_fx_local_cache_hit_count", None)
-                or getattr(e, "inductor_fx_local_cache_miss_count", None)
-            ),
-            None,
-        )
-        if not hits and not misses:
-            state = "unused"
-        elif first is not None:
-            state = "cold" if first.inductor_fx_local_cache_miss_count else "warm"
-        else:
-            state = "cold" if misses else "warm"
+        used = [
+            e
+            for e in get_compilation_metrics()
+            if getattr(e, "inductor_fx_local_cache_hit_count", None)
+            or getattr(e, "inductor_fx_local_cache_miss_count", None)
+        ]
+        cold = used[0].inductor_fx_local_cache_miss_count if used else misses
+        state = "unused" if not hits and not misses else "cold" if cold else "warm"
         return cls(hits=hits, misses=misses, state=state)
 
 
