@@ -10,7 +10,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -46,39 +46,6 @@ class JobPlace:
     sweep: SweepContext | None = None
     job_num: int | None = None
 
-    @property
-    def label(self) -> str:
-        return f"job {self.job_num}" if self.sweep is not None else "job"
-
-
-@dataclass(kw_only=True)
-class JobRun:
-    """The job's MLflow run, opened once, as late as possible (while the worker imports its libraries)."""
-
-    tracker: Tracker | None
-    config: Config
-    name: str
-    tags: dict[str, str]
-    parent: str | None
-    job_dir: Path
-    run_id: str | None = field(default=None, init=False)  # set by open()
-
-    def open(self) -> str:
-        """The run's id, creating the run (and the tracker) the first time."""
-        if self.run_id is None:
-            try:
-                if self.tracker is None:
-                    self.tracker = Tracker.from_config(self.config.mlflow)
-                self.run_id = self.tracker.start_run(self.name, self.tags, parent_run_id=self.parent)
-                with contextlib.suppress(OSError):  # a full disk: result.json names the run too
-                    record_run_id(self.job_dir, self.run_id)  # --sync logs a late result here, nowhere else
-            except TrackingUnavailable:
-                raise
-            except Exception as exc:  # the store answered, but not with a run
-                why = f"could not open the job's run: {type(exc).__name__}: {exc}"
-                raise TrackingUnavailable(why) from exc
-        return self.run_id
-
 
 class JobParent:
     """One job, start to finish: `run()` returns its outcome; only an interrupt outside submitit raises."""
@@ -92,7 +59,8 @@ class JobParent:
         self.name = distinct_name(config, self.varied, place.job_num)
         self.config_hash = config_hash(config)
         self.display = JobProgress(self.name, verbose=bool(getattr(config, "verbose", False)))
-        self.job_run: JobRun | None = None  # made once the store is known to answer
+        self.tracker: Tracker | None = None  # made once the store is known to answer, if not before
+        self.run_id: str | None = None  # set by open_run()
         self.started = 0.0  # when the worker was asked for (job_wall_s counts from there)
         self.gpu_wait_s = 0.0  # waiting for a free GPU of gpu_pool (not the job's own time)
 
@@ -108,15 +76,13 @@ class JobParent:
         except OSError as err:  # a full disk, a folder made read-only mid-sweep
             return self.unwritable(err)
         try:
-            tracker = self.check_store()
+            done = self.check_store()
         except TrackingUnavailable as err:
             self.say(f"mlflow error: {err}", err=True)
             return FAILED
-        except AlreadyFinished as done:
-            print(f"{self.name}: {done}", flush=True)
-            self.skipped(done.run_id)
+        if done is not None:
+            self.skipped(done)
             return SKIPPED
-        self.job_run = self.new_run(tracker)
         self.started = time.monotonic()
         try:
             with self.signals.interruptible():
@@ -138,21 +104,24 @@ class JobParent:
         return outcome
 
     # ----------------------------------------------------------------------------- phases
-    def check_store(self) -> Tracker | None:
-        """Stop the job if the store cannot be used; resuming, skip it if the store has it FINISHED.
-        Returns the tracker when one had to be made."""
+    def check_store(self) -> str | None:
+        """Stop the job if the store cannot be used; resuming, the id of the store's FINISHED run of
+        this configuration in the sweep, if any (the job is skipped)."""
         sweep = self.place.sweep
         if sweep is None or not sweep.resume:
             check_reachable(self.config.mlflow.tracking_uri)
             return None
-        tracker = Tracker.from_config(self.config.mlflow)
-        done = tracker.finished_run_for(sweep.sweep_id, self.config_hash)
-        if done is not None:
-            raise AlreadyFinished(done.run_id, sweep.sweep_id)
-        return tracker
+        self.tracker = Tracker.from_config(self.config.mlflow)
+        done = self.tracker.finished_run_for(sweep.sweep_id, self.config_hash)
+        return done.run_id if done is not None else None
 
     def skipped(self, run_id: str) -> None:
         """A resumed job that already finished: its result names that run, and the sweep counts it done."""
+        assert self.place.sweep is not None
+        print(
+            f"{self.name}: already FINISHED in sweep {self.place.sweep.sweep_id} (run {run_id}), skipped",
+            flush=True,
+        )
         path = self.folder.result
         if not path.exists():  # a resumption in the same folder keeps the earlier result
             done = JobResult(status=SKIPPED, mlflow_run_id=run_id, mlflow_synced=True)
@@ -176,23 +145,29 @@ class JobParent:
         slurm = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID")
         return tags | {key.lower(): os.environ[key] for key in slurm if key in os.environ}
 
-    def new_run(self, tracker: Tracker | None) -> JobRun:
-        parent = self.place.sweep.parent_run_id if self.place.sweep else None
-        return JobRun(
-            tracker=tracker,
-            config=self.config,
-            name=self.name,
-            tags=self.tags(),
-            parent=parent,
-            job_dir=self.job_dir,
-        )
+    def open_run(self) -> str:
+        """The job's run id, opening the run (and the tracker) the first time, as late as possible."""
+        if self.run_id is None:
+            try:
+                if self.tracker is None:
+                    self.tracker = Tracker.from_config(self.config.mlflow)
+                parent = self.place.sweep.parent_run_id if self.place.sweep else None
+                self.run_id = self.tracker.start_run(self.name, self.tags(), parent_run_id=parent)
+                with contextlib.suppress(OSError):  # a full disk: result.json names the run too
+                    record_run_id(self.job_dir, self.run_id)  # --sync logs a late result here, nowhere else
+            except TrackingUnavailable:
+                raise
+            except Exception as exc:  # the store answered, but not with a run
+                why = f"could not open the job's run: {type(exc).__name__}: {exc}"
+                raise TrackingUnavailable(why) from exc
+        return self.run_id
 
-    def open_run(self) -> None:
+    def on_worker_started(self) -> None:
         """While the worker imports its libraries: a Ctrl-C or scancel now lands once the run exists."""
-        assert self.job_run is not None
         with signals_held():
-            run_id = self.job_run.open()
-        print(f"{self.place.label} {self.name}: run {run_id}, output {self.job_dir}", flush=True)
+            run_id = self.open_run()
+        label = f"job {self.place.job_num}" if self.place.sweep is not None else "job"
+        print(f"{label} {self.name}: run {run_id}, output {self.job_dir}", flush=True)
 
     def supervise(self) -> JobResult:
         """The worker's run, on a GPU of the pool when there is one."""
@@ -202,7 +177,7 @@ class JobParent:
             cache_dir=inductor_cache_dir(self.config, self.job_dir, self.place.sweep),
             on_progress=self.display.update,
             on_line=lambda text: self.display.worker_line(scrub(text, self.secrets)),
-            on_started=self.open_run,
+            on_started=self.on_worker_started,
             extra_env={"PIPELINE_COMMAND": command_line()},
             start=plan(
                 self.config.benchmark.worker_start,
@@ -243,9 +218,8 @@ class JobParent:
         self.display.close()
         result = JobResult()
         result.fail(KILLED, "Interrupted", f"interrupted ({type(interrupt).__name__}: {interrupt})")
-        assert self.job_run is not None
         try:
-            self.job_run.open()  # stopped before its run was opened: the run records that too
+            self.open_run()  # stopped before its run was opened: the run records that too
         except Exception as exc:
             self.say(f"mlflow error: could not record the interrupted job ({exc})", err=True)
         else:
@@ -257,8 +231,7 @@ class JobParent:
 
     def finish(self, result: JobResult) -> str:
         """Keep the result on disk first, then log it; where the disk cannot keep it, MLflow still gets it."""
-        assert self.job_run is not None
-        run_id = self.job_run.open()
+        run_id = self.open_run()
         result.mlflow_run_id = run_id
         result.metrics["job/wall_s"] = time.monotonic() - self.started - self.gpu_wait_s
         if self.gpu_wait_s:
@@ -266,25 +239,23 @@ class JobParent:
         result.info["parent_pid"] = os.getpid()
         not_kept = ""
         try:
-            write_job_files(
-                result, self.folder, self.config.trainer.warmup_steps, compiled=self.config.compile.compiled
-            )
+            write_job_files(result, self.folder, self.config)
             result.write(self.folder.result)
         except OSError as err:
             not_kept = f"{type(err).__name__}: {err}"
         logging_started = time.monotonic()
-        tracker = self.job_run.tracker
+        tracker = self.tracker
         assert tracker is not None
         try:  # a hung server (SIGSTOPped, overloaded) costs seconds, not every request's retries
             if self.config.mlflow.tracking_uri.startswith(("http://", "https://")):
                 check_reachable(self.config.mlflow.tracking_uri)
         except TrackingUnavailable as err:
-            return self.not_logged(tracker, run_id, str(err), not_kept, answering=False)
+            return self.not_logged(run_id, str(err), not_kept, answering=False)
         try:
             tracker.log_payload(run_id, run_payload(self.config, result, self.job_dir))
         except Exception as exc:
             error = f"{type(exc).__name__}: {describe_store_error(exc, self.config.mlflow.tracking_uri)}"
-            return self.not_logged(tracker, run_id, error, not_kept)
+            return self.not_logged(run_id, error, not_kept)
         result.mlflow_synced = True
         result.info["mlflow_log_s"] = time.monotonic() - logging_started  # local copy only: MLflow has it
         try:
@@ -306,33 +277,38 @@ class JobParent:
         reason = f"cannot write the job's folder {self.job_dir} ({type(err).__name__}: {err.strerror or err})"
         self.say(f"job error: {reason}; the job did not run", err=True)
         try:
-            if self.job_run is None:
-                self.job_run = self.new_run(None)
-            run_id = self.job_run.open()
-            assert self.job_run.tracker is not None
-            self.job_run.tracker.close_run(run_id, FAILED, error_type="JobFolderNotWritable", message=reason)
+            run_id = self.open_run()
+            assert self.tracker is not None
+            self.tracker.close_run(run_id, FAILED, error_type="JobFolderNotWritable", message=reason)
         except Exception as exc:
             self.say(f"mlflow error: could not record the job ({type(exc).__name__}: {exc})", err=True)
         return FAILED
 
-    def not_logged(
-        self, tracker: Tracker, run_id: str, error: str, not_kept: str = "", *, answering: bool = True
-    ) -> str:
-        """The store took the run but not the whole result: close the run FAILED with the reason where
-        the store still answers (`answering`), and say so. `not_kept`: why the disk could not keep it
-        either (then the result is lost, and the job FAILED); else the job is NOT_SYNCED."""
+    def not_logged(self, run_id: str, error: str, not_kept: str = "", *, answering: bool = True) -> str:
+        """The store took the run but not the whole result: close the run FAILED with the reason in one
+        attempt (the store already failed a request) where it still answers (`answering`), else it stays
+        RUNNING until `--sync` completes it or closes it KILLED; and say so. `not_kept`: why the disk could
+        not keep it either (then the result is lost, and the job FAILED); else the job is NOT_SYNCED."""
         sync = sync_command([self.job_dir])
         if not_kept:
+            error_type = "ResultLost"
             reason = (
                 f"the result is lost: MLflow could not take it ({error}) nor the disk keep it ({not_kept})"
             )
-            closed = close_after_failure(tracker, run_id, "ResultLost", reason, answering=answering)
+        else:
+            error_type = RESULT_NOT_LOGGED
+            reason = (
+                f"could not log the result ({error}); it is kept in {self.folder.result}: `{sync}` uploads it"
+            )
+        closed = "left RUNNING"
+        if answering:
+            assert self.tracker is not None
+            with contextlib.suppress(Exception), one_attempt():  # the store may be gone altogether
+                self.tracker.close_run(run_id, FAILED, error_type=error_type, message=reason)
+                closed = "closed FAILED"
+        if not_kept:
             self.say(f"mlflow error: run {run_id}: {reason}; run {closed}", err=True)
             return FAILED
-        reason = (
-            f"could not log the result ({error}); it is kept in {self.folder.result}: `{sync}` uploads it"
-        )
-        closed = close_after_failure(tracker, run_id, RESULT_NOT_LOGGED, reason, answering=answering)
         bound = retry_bound(self.config.mlflow.tracking_uri)
         self.say(
             f"mlflow error: could not log run {run_id} ({error}{'; ' + bound if bound else ''}); run {closed}; "
@@ -363,29 +339,6 @@ def distinct_name(config: Config, varied: list[str], job_num: int | None) -> str
     return name
 
 
-def close_after_failure(
-    tracker: Tracker, run_id: str, error_type: str, reason: str, *, answering: bool
-) -> str:
-    """Close the run FAILED in one attempt (the store already failed a request); where it is gone the
-    run stays RUNNING until `--sync` completes it or closes it KILLED."""
-    if not answering:
-        return "left RUNNING"
-    try:
-        with one_attempt():
-            tracker.close_run(run_id, FAILED, error_type=error_type, message=reason)
-        return "closed FAILED"
-    except Exception:  # the store is gone altogether
-        return "left RUNNING"
-
-
-class AlreadyFinished(Exception):
-    """Resuming: this configuration already has a FINISHED run in the sweep."""
-
-    def __init__(self, run_id: str, sweep_id: str):
-        super().__init__(f"already FINISHED in sweep {sweep_id} (run {run_id}), skipped")
-        self.run_id = run_id
-
-
 def inductor_cache_dir(config: Config, job_dir: Path, sweep: SweepContext | None) -> Path:
     """Shared by a sweep's jobs by default; per job with `diagnose.cold_cache=true`; or as configured."""
     if config.diagnose.cold_cache:
@@ -395,16 +348,16 @@ def inductor_cache_dir(config: Config, job_dir: Path, sweep: SweepContext | None
     return SweepDir(Path(sweep.sweep_dir)).inductor_cache if sweep else JobDir(job_dir).inductor_cache
 
 
-def write_job_files(result: JobResult, folder: JobDir, warmup_steps: int, *, compiled: bool = True) -> None:
+def write_job_files(result: JobResult, folder: JobDir, config: Config) -> None:
     """Beside the result: per-unit times as CSV (the job's own variant, then its paired eager copy's),
     run_info.json, diagnostics.json and the error with its traceback."""
-    own = "compiled" if compiled else "eager"
+    own = "compiled" if config.compile.compiled else "eager"
     with open(folder.step_times, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["variant", "step", "step_time_ms"])
         for variant, key in ((own, "curve/step_ms"), ("paired_eager", "curve/eager_step_ms")):
             for i, ms in enumerate(result.series.get(key, [])):
-                writer.writerow([variant, warmup_steps + i, f"{ms:.6f}"])
+                writer.writerow([variant, config.trainer.warmup_steps + i, f"{ms:.6f}"])
     run_info = {"environment": result.environment, "info": result.info}
     folder.run_info.write_text(json.dumps(run_info, indent=1, default=str))
     if result.diagnostics:
