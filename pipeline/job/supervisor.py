@@ -22,7 +22,7 @@ from typing import Any
 from pipeline.config.schema import Config, to_dict
 from pipeline.job.lifeline import PARENT_ENV, START_GATE_ENV
 from pipeline.job.result import JobResult
-from pipeline.job.worker_start import READY_TIMEOUT_S, ForkedWorker, StartPlan, start_worker
+from pipeline.job.worker_start import READY_TIMEOUT_S, SPAWN, TEMPLATE, ForkedWorker, StartPlan, start_worker
 from pipeline.jobdir import RANK_RESULT_GLOB, JobDir
 from pipeline.progress import parse_progress
 from pipeline.redaction import write_private
@@ -53,10 +53,6 @@ class WorkerLaunch:
     on_started: Callable[[], None] | None = None  # runs while the worker imports its libraries
     extra_env: dict[str, str] = field(default_factory=dict)
     start: StartPlan = field(default_factory=StartPlan)  # forked from the sweep's template, or spawned
-
-    @property
-    def timeout_s(self) -> float:
-        return self.config.trainer.timeout_s
 
 
 def worker_env(
@@ -106,30 +102,26 @@ def _log_tail(log_path: Path, lines: int = 30) -> str:
 def run_worker(launch: WorkerLaunch) -> JobResult:
     """Run one worker to its end. `on_started` runs while the worker imports its libraries; if it raises,
     the worker is killed and the error goes on. The timeout counts from the start."""
-    job_dir, timeout_s = launch.job_dir, launch.timeout_s
+    job_dir, timeout_s = launch.job_dir, launch.config.trainer.timeout_s
     job_dir.mkdir(parents=True, exist_ok=True)
     folder = JobDir(job_dir)
     config_path, result_path, log_path = folder.job_config, folder.result, folder.worker_log
     write_private(config_path, json.dumps(to_dict(launch.config), indent=1))  # unredacted: this user's only
-    result_path.unlink(missing_ok=True)
+    gate = folder.job_ready  # made once the job's run is open: the worker waits for it
+    for stale in [result_path, *job_dir.glob(RANK_RESULT_GLOB), folder.rank_failures, gate]:
+        stale.unlink(missing_ok=True)
     trace_dir = folder.torch_trace if launch.config.diagnose.trace else None
     cmd = worker_command(launch.config, config_path, result_path)
-    for stale in job_dir.glob(RANK_RESULT_GLOB):
-        stale.unlink()
-    folder.rank_failures.unlink(missing_ok=True)
-    gate = folder.job_ready  # made once the job's run is open: the worker waits for it
-    gate.unlink(missing_ok=True)
     env = {**worker_env(launch.cache_dir, trace_dir, launch.extra_env), START_GATE_ENV: str(gate)}
     started, started_at = time.monotonic(), time.time()
     # Unbuffered: a full disk fails a write, never the file's closing (nothing left to flush).
     with open(log_path, "wb", buffering=0) as log:
         pump = Pump(log, launch.on_progress, launch.on_line)
         wait_s = min(READY_TIMEOUT_S, timeout_s)  # the first job of a sweep waits while the template imports
-        started_worker = start_worker(cmd, env=env, cwd=PROJECT_ROOT, start=launch.start, wait_s=wait_s)
-        proc = started_worker.proc
-        if started_worker.note:
-            pump.write(started_worker.note + "\n")
-            launch.on_line(started_worker.note)
+        proc, note = start_worker(cmd, env=env, cwd=PROJECT_ROOT, start=launch.start, wait_s=wait_s)
+        if note:
+            pump.write(note + "\n")
+            launch.on_line(note)
         with contextlib.suppress(OSError):  # a later look's convenience; the job knows its worker
             folder.worker_pid.write_text(str(proc.pid))
         reader = threading.Thread(target=pump.run, args=(proc,), daemon=True)
@@ -140,16 +132,14 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
                 launch.on_started()
             gate.touch()  # an OSError (a full disk): the worker is stopped, the job fails saying why
             proc.wait(timeout=max(0.0, timeout_s - (time.monotonic() - started)))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            pump.quiet = True  # what a killed worker prints as it dies stays in worker.log
-            _kill_group(proc)
-        except BaseException:
-            # a stopped job: e.g. torch's launcher's traceback of SIGTERM, in worker.log only
+        except BaseException as stopped:
+            # what a killed worker prints as it dies (torch's launcher's SIGTERM traceback): worker.log only
             pump.quiet = True
             _kill_group(proc)
-            reader.join(timeout=5)
-            raise
+            timed_out = isinstance(stopped, subprocess.TimeoutExpired)
+            if not timed_out:  # a stopped job
+                reader.join(timeout=5)
+                raise
         reader.join(timeout=10)
     _kill_group(proc)  # leftovers of the worker (DataLoader or compile workers), if any
     wall_s = time.monotonic() - started
@@ -171,9 +161,9 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
     if trace_dir is not None:
         result.info["tlparse"] = run_tlparse(trace_dir, folder.tlparse)
     result.metrics["job/worker_wall_s"] = wall_s
-    result.info["worker_start"] = started_worker.how
-    if started_worker.note:
-        result.info["worker_start_note"] = started_worker.note
+    result.info["worker_start"] = TEMPLATE if isinstance(proc, ForkedWorker) else SPAWN
+    if note:
+        result.info["worker_start_note"] = note
     result.info["worker_started_at"], result.info["worker_ended_at"] = started_at, time.time()
     result.info["worker_exit"] = "killed" if proc.returncode is None else signal_description(proc.returncode)
     try:
@@ -214,13 +204,19 @@ def ranks_result(job_dir: Path, result_path: Path, returncode: int | None, log_t
     if rank0 is not None and rank0.status == FINISHED and returncode == 0:
         return rank0
     results = [r for r in (rank0, *map(_read_or_new, job_dir.glob(RANK_RESULT_GLOB))) if r and r.error]
-    exits = _rank_failures(JobDir(job_dir).rank_failures)
+    try:
+        exits = json.loads(JobDir(job_dir).rank_failures.read_text())
+    except (OSError, ValueError):
+        exits = []
     reported = {r.info.get("rank", 0) for r in results}
     killed = [e for e in exits if e["exitcode"] < 0 and e["rank"] not in reported]
     killed_outright = [e for e in killed if -e["exitcode"] not in CONSEQUENTIAL_SIGNALS]
     own = [r for r in results if not r.info.get("peer_failure")]
     if not killed_outright and (own or (results and not killed)):
-        result = _earliest(own or results, listed={e["rank"] for e in exits})
+        # the failure that came first: among the ranks torch's launcher saw fail (when any), the earliest
+        failed, listed = own or results, {e["rank"] for e in exits}
+        seen = [r for r in failed if r.info.get("rank", 0) in listed] or failed
+        result = min(seen, key=lambda r: r.info.get("failed_at", float("inf")))
     else:
         result = rank0 or JobResult()
         first = (killed_outright or killed or exits or [None])[0]
@@ -233,19 +229,6 @@ def ranks_result(job_dir: Path, result_path: Path, returncode: int | None, log_t
         result.info["failed_rank"] = first["rank"] if first else None
     result.info["rank_exits"] = exits
     return result
-
-
-def _earliest(results: list[JobResult], *, listed: set[int]) -> JobResult:
-    """The failure that came first: among the ranks torch's launcher saw fail (when any), the earliest."""
-    first_listed = [r for r in results if r.info.get("rank", 0) in listed] or results
-    return min(first_listed, key=lambda r: r.info.get("failed_at", float("inf")))
-
-
-def _rank_failures(path: Path) -> list[dict[str, Any]]:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return []
 
 
 def run_tlparse(trace_dir: Path, out_dir: Path) -> str:

@@ -198,8 +198,8 @@ class ForkedWorker:
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.returncode is None:
-            message = self._take_line()
-            if message is not None:
+            if b"\n" in self.pending:  # the template's message: the worker's exit status
+                message, _, self.pending = self.pending.partition(b"\n")
                 self._exited(int(json.loads(message)["exit"]))
                 break
             left = None if deadline is None else deadline - time.monotonic()
@@ -216,12 +216,6 @@ class ForkedWorker:
                 self.pending += chunk
         assert self.returncode is not None
         return self.returncode
-
-    def _take_line(self) -> bytes | None:
-        if b"\n" not in self.pending:
-            return None
-        line, _, self.pending = self.pending.partition(b"\n")
-        return line
 
     def _exited(self, code: int) -> None:
         self.returncode = code
@@ -264,27 +258,16 @@ def fork_worker(
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class StartedWorker:
-    """The worker process and how it started (`template` or `spawn`, with the reason it spawned)."""
-
-    proc: subprocess.Popen | ForkedWorker
-    how: str
-    note: str = ""
-
-
 def start_worker(
     cmd: list[str], *, env: dict[str, str], cwd: Path, start: StartPlan, wait_s: float
-) -> StartedWorker:
-    """The worker process, forked from the template when the plan says so and it can, else spawned."""
-    note = start.note
-    if start.template is not None and not note:
-        note = fork_supported()
+) -> tuple[subprocess.Popen | ForkedWorker, str]:
+    """The worker process, forked from the template when the plan says so and it can, else spawned; and
+    the line that says why it was spawned ('' where it forked, or nothing is to be said)."""
+    note = start.note or (fork_supported() if start.template is not None else "")
     if start.template is not None and not note:
         try:
             argv = cmd[cmd.index("pipeline.job.worker") + 1 :]
-            forked = fork_worker(start.template, argv=argv, env=env, cwd=cwd, wait_s=wait_s)
-            return StartedWorker(proc=forked, how=TEMPLATE)
+            return fork_worker(start.template, argv=argv, env=env, cwd=cwd, wait_s=wait_s), ""
         except TemplateRefused as refused:
             note = str(refused)
     proc = subprocess.Popen(
@@ -299,11 +282,7 @@ def start_worker(
         cwd=cwd,
     )
     said = note and not start.quiet
-    return StartedWorker(
-        proc=proc,
-        how=SPAWN,
-        note=f"worker spawned, not forked from the sweep's template: {note}" if said else "",
-    )
+    return proc, f"worker spawned, not forked from the sweep's template: {note}" if said else ""
 
 
 # ----------------------------------------------------------------------------- the wire
