@@ -93,7 +93,7 @@ def cuda_refusal() -> str:
     if pid == 0:  # the probe: only asks torch's flag, and leaves at once
         os._exit(3 if torch.cuda._is_in_bad_fork() else 0)
     _, status = os.waitpid(pid, 0)
-    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3:
+    if os.waitstatus_to_exitcode(status) == 3:
         return "a worker forked from the template could not use CUDA (torch queried the CUDA runtime while the template imported)"
     return ""
 
@@ -213,11 +213,10 @@ class Template:
         fds = request.get("fds", [])
         try:
             if len(fds) != 2:
-                send_message(conn, {"refused": "the request did not carry its output and lifeline pipes"})
-                conn.close()
-                return
-            env = {str(k): str(v) for k, v in request["env"].items()}
-            refusal = fork_refusal(self.state, env)
+                refusal = "the request did not carry its output and lifeline pipes"
+            else:
+                env = {str(k): str(v) for k, v in request["env"].items()}
+                refusal = fork_refusal(self.state, env)
             if refusal:
                 send_message(conn, {"refused": refusal})
                 conn.close()
@@ -266,9 +265,8 @@ class Template:
             conn = self.state.workers.pop(pid, None)
             if conn is None:
                 continue
-            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
             with contextlib.suppress(OSError):
-                send_message(conn, {"exit": code})
+                send_message(conn, {"exit": os.waitstatus_to_exitcode(status)})
             with contextlib.suppress(KeyError, ValueError):
                 self.selector.unregister(conn)
             conn.close()
