@@ -279,13 +279,10 @@ def over_compile_budget(cfg: Config, result: JobResult) -> None:
         )
 
 
-LOSS_CURVE, EAGER_LOSS_CURVE = "curve/loss", "curve/eager_loss"
-
-
 def non_finite_loss(result: JobResult) -> None:
     """A job whose training loss became NaN or infinite trained nothing: it fails (`NonFiniteLoss`) so it
     is never ranked; its figures stay, with how many steps' loss was not finite and the first."""
-    losses = result.series.get(LOSS_CURVE) or []
+    losses = result.series.get("curve/loss") or []
     bad = [step for step, loss in enumerate(losses) if not math.isfinite(loss)]
     if not bad:
         return
@@ -293,7 +290,7 @@ def non_finite_loss(result: JobResult) -> None:
     result.metrics["loss/non_finite_steps"] = len(bad)
     result.metrics["loss/first_non_finite_step"] = first
     what = "NaN" if math.isnan(losses[first]) else "infinite"
-    eager = result.series.get(EAGER_LOSS_CURVE) or []
+    eager = result.series.get("curve/eager_loss") or []
     paired = (
         "; the paired eager copy's loss stayed finite: the compiled step computes something else"
         if eager and all(math.isfinite(loss) for loss in eager)
