@@ -56,16 +56,13 @@ def compile_kwargs(settings: CompileConfig) -> dict[str, Any]:
     return kwargs
 
 
-def is_repeated(module: nn.Module) -> bool:
-    kinds = [type(c) for c in module.children()]
-    return isinstance(module, (nn.ModuleList, nn.Sequential)) and len(kinds) >= 2 and len(set(kinds)) == 1
-
-
 def repeated_blocks(module: nn.Module) -> list[nn.Module]:
-    """The innermost runs of same-class blocks (ViT `blocks`, ConvNeXt stage blocks, HF layers)."""
+    """The innermost runs of same-class blocks (ViT `blocks`, ConvNeXt stage blocks, HF layers): a
+    ModuleList or Sequential of two or more children, all of one class."""
     found: list[nn.Module] = []
     for child in module.children():
-        if is_repeated(child):
+        kinds = [type(c) for c in child.children()]
+        if isinstance(child, (nn.ModuleList, nn.Sequential)) and len(kinds) >= 2 and len(set(kinds)) == 1:
             inner = [block for c in child.children() for block in repeated_blocks(c)]
             found.extend(inner or list(child.children()))
         else:
