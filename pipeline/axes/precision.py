@@ -59,9 +59,6 @@ class Precision:
         with torch.autocast(device_type=device_type, dtype=self.autocast_dtype):
             yield
 
-    def make_scaler(self, device_type: str) -> torch.amp.GradScaler | None:
-        return torch.amp.GradScaler(device_type) if self.grad_scaler else None
-
     @property
     def input_dtype(self) -> torch.dtype:
         """Floating-point inputs follow the weights."""

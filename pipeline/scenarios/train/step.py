@@ -21,7 +21,7 @@ def make_train_step(
 ) -> StepFn:
     """The recipe's step: one training step on one batch, returning the detached loss (still on the device)."""
     assert optimizer is not None
-    scaler = precision.make_scaler(device_type)
+    scaler = torch.amp.GradScaler(device_type) if precision.grad_scaler else None
 
     def train_step(batch: Batch) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
