@@ -70,13 +70,9 @@ def parallelize(model: nn.Module, par: ParallelConfig, device: torch.device) -> 
 
         ids = [device.index] if device.type == "cuda" else None
         return DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=par.bucket_cap_mb)
-    if par.strategy == "fsdp":
-        return shard(model, par)
-    return model
-
-
-def shard(model: nn.Module, par: ParallelConfig) -> nn.Module:
-    """FSDP2: each repeated block its own unit, then the root (the rest of the parameters)."""
+    if par.strategy != "fsdp":
+        return model
+    # FSDP2: each repeated block its own unit, then the root (the rest of the parameters)
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     policy = MixedPrecisionPolicy(
