@@ -39,11 +39,10 @@ class Work:
     def from_tags(cls, tags: Mapping[str, str]) -> Work | None:
         """The work a run's tags state, or None for a run that states none (a failure before its worker)."""
         try:
-            tokens = tags.get("tokens_per_unit") or None
             return cls(
                 unit=tags["unit"],
                 samples=float(tags["samples_per_unit"]),
-                tokens=float(tokens) if tokens else None,
+                tokens=float(tags["tokens_per_unit"]) if tags.get("tokens_per_unit") else None,
                 objective=tags.get("objective") or STEP_P50,
             )
         except (KeyError, ValueError):
