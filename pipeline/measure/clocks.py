@@ -156,7 +156,6 @@ class OthersCpu:
         self._children: dict[int, int] = {}
 
     def start(self, ticks: CpuTicks | None) -> None:
-        """Begin a span at `ticks` (:func:`cpu_ticks`)."""
         self._cpus = ticks.affine if ticks is not None else None
         self._children = descendants_cpu_ticks()
 

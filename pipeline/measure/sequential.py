@@ -45,7 +45,6 @@ class Looks:
 
     @property
     def per_look(self) -> float:
-        """The share of alpha each look spends."""
         return self.alpha / len(self.counts)
 
     @property

@@ -85,7 +85,6 @@ def _compiler_config() -> dict[str, str]:
 
 
 def snapshot() -> dict[str, str]:
-    """Every setting above, as text."""
     out: dict[str, str] = {}
     for name, read in _flags().items():
         try:
