@@ -60,16 +60,22 @@ def constant_line(summary: Summary) -> str:
         if k not in shown and configured
     ]
     header, rows = _table(summary, compact=False)
-    first = len(header) - len(MEASURE_COLUMNS)
-    for i, name in enumerate(header[first:], first):
-        values = {row[i] for row in rows}
-        if len(rows) > 1 and len(values) == 1 and name in CONSTANT_WHEN_EQUAL:
-            same.append(f"{name}={values.pop()}")
+    same += [f"{header[i]}={value}" for i, value in _shared_measures(header, rows).items()]
     return "every job: " + ", ".join(same) if same else ""
 
 
 # Measure columns the compact table leaves out (to the line above it) when every job has the same value.
 CONSTANT_WHEN_EQUAL = ("speedup", "compile s", "peak GiB", "graph breaks", "status")
+
+
+def _shared_measures(header: list[str], rows: list[list[str]]) -> dict[int, str]:
+    """The CONSTANT_WHEN_EQUAL columns (by index) with one value in every row, when there are two or more."""
+    first = len(header) - len(MEASURE_COLUMNS)
+    return {
+        i: rows[0][i]
+        for i in range(first, len(header))
+        if len(rows) > 1 and header[i] in CONSTANT_WHEN_EQUAL and len({row[i] for row in rows}) == 1
+    }
 
 
 def sorted_rows(summary: Summary) -> list[Row]:
@@ -128,14 +134,10 @@ def table(summary: Summary, *, compact: bool) -> tuple[list[str], list[list[str]
     """(header, rows) of the configuration table; compact: the measure columns every job shares left
     out (they are on the line above the table)."""
     header, rows = _table(summary, compact=compact)
-    if not compact or len(rows) < 2:
+    if not compact:
         return header, rows
-    first = len(header) - len(MEASURE_COLUMNS)
-    keep = [
-        i
-        for i, name in enumerate(header)
-        if i < first or name not in CONSTANT_WHEN_EQUAL or len({row[i] for row in rows}) > 1
-    ]
+    shared = _shared_measures(header, rows)
+    keep = [i for i in range(len(header)) if i not in shared]
     return [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
 
 
@@ -339,22 +341,6 @@ def write_csv(summary: Summary, path: Path) -> None:
 DROP_FIRST = ("status", "graph breaks", "peak GiB")
 
 
-def fit(header: list[str], rows: list[list[str]], width: int) -> tuple[list[str], list[list[str]], list[str]]:
-    """The table without its least telling columns until each column fits its widest cell in `width`
-    (two spaces between columns), so that no cell folds; and the columns dropped."""
-
-    def needed(cols: list[int]) -> int:
-        return sum(max(len(header[i]), *(len(r[i]) for r in rows)) + 2 for i in cols)
-
-    cols = list(range(len(header)))
-    dropped = []
-    for name in DROP_FIRST:
-        if needed(cols) > width and name in header:
-            cols.remove(header.index(name))
-            dropped.append(name)
-    return [header[i] for i in cols], [[r[i] for i in cols] for r in rows], dropped
-
-
 def sweep_unit(summary: Summary) -> str:
     """What the sweep's jobs call a unit of their work (`step`, `call`), or `unit` where they differ."""
     units = {r.work.unit for r in summary.rows if r.work is not None}
@@ -388,26 +374,31 @@ def verdict_words(summary: Summary) -> str:
 
 def answer_lines(summary: Summary, width: int) -> list[str]:
     """The sweep's answer, the last lines on the terminal, each within `width`: the ranked table and the
-    verdict (a suite's answer per model instead)."""
+    verdict (a suite's answer per model instead). The table drops DROP_FIRST's columns, in that order,
+    until each column fits its widest cell in `width` (two spaces between columns), so that no cell folds."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    out = io.StringIO()
-    console = Console(width=width, file=out, no_color=True, highlight=False)
-    header, rows, _ = fit(*answer_table(summary), width)
-    widest = sum(max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(len(header)))
+    header, rows = answer_table(summary)
+    widths = [max(len(name), *(len(r[i]) for r in rows)) for i, name in enumerate(header)]
+    cols = list(range(len(header)))
+    for name in DROP_FIRST:
+        if sum(widths[i] + 2 for i in cols) > width and name in header:
+            cols.remove(header.index(name))
     view = Table(
         title=f"sweep {summary.sweep_id}: {summary.objective.label}",
         box=None,
         pad_edge=False,
-        collapse_padding=widest + 2 * (len(header) - 1) > width,  # one space between columns, not two
+        # one space between columns, not two
+        collapse_padding=sum(widths[i] for i in cols) + 2 * (len(cols) - 1) > width,
     )
-    for col in header:
-        view.add_column(col, overflow="fold")
+    for i in cols:
+        view.add_column(header[i], overflow="fold")
     for row in rows:
-        view.add_row(*(Text(cell) for cell in row))  # plain text: `[undetermined]` is no markup tag
-    console.print(view)
+        view.add_row(*(Text(row[i]) for i in cols))  # plain text: `[undetermined]` is no markup tag
+    out = io.StringIO()
+    Console(width=width, file=out, no_color=True, highlight=False).print(view)
     lines = [line.rstrip() for line in out.getvalue().splitlines()]
     words = summary.suite.lines() if summary.suite is not None else [verdict_words(summary)]
     for text in filter(None, words):
