@@ -64,10 +64,15 @@ def _flags() -> dict[str, Callable[[], object]]:
     }
 
 
-def _compiler_config() -> dict[str, str]:
-    """Compiler settings that differ from their defaults (only for modules already imported: a snapshot
-    imports nothing)."""
+def snapshot() -> dict[str, str]:
     out: dict[str, str] = {}
+    for name, read in _flags().items():
+        try:
+            out[name] = str(read())
+        except Exception:
+            out[name] = "None"
+    # Compiler settings that differ from their defaults (only for modules already imported: a snapshot
+    # imports nothing).
     for prefix, module_name in (
         ("inductor", "torch._inductor.config"),
         ("dynamo", "torch._dynamo.config"),
@@ -81,17 +86,6 @@ def _compiler_config() -> dict[str, str]:
             out.update({f"{prefix}.{k}": repr(copy[k]) for k in copy if not module._is_default(k)})
         except Exception as exc:  # a torch whose config module reads differently: say so
             out[f"{prefix}.?"] = f"unreadable: {type(exc).__name__}"
-    return out
-
-
-def snapshot() -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name, read in _flags().items():
-        try:
-            out[name] = str(read())
-        except Exception:
-            out[name] = "None"
-    out.update(_compiler_config())
     out.update({f"env.{k}": v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)})
     return out
 
