@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pipeline.measure.stats import undetermined
 from pipeline.sweep.plots import save_figure
+from pipeline.sweep.render import interval_cells
 from pipeline.sweep.summary import Configuration, Summary
 from pipeline.sweep.verdict import Z95, Estimate, Rule, compare
 
@@ -159,19 +160,12 @@ def write(found: SweepComparison, out_dir: Path) -> list[Path]:
                 [
                     c.name,
                     c.flag,
-                    c.a.value,
-                    *_interval_cells(c.a.low, c.a.high),
-                    c.b.value,
-                    *_interval_cells(c.b.low, c.b.high),
-                    c.ratio,
-                    *_interval_cells(c.low, c.high),
+                    *interval_cells(c.a.value, c.a.low, c.a.high),
+                    *interval_cells(c.b.value, c.b.low, c.b.high),
+                    *interval_cells(c.ratio, c.low, c.high),
                 ]
             )
     return [md, table, plot(found, out_dir / "compare.png")]
-
-
-def _interval_cells(low: float, high: float) -> tuple[object, object]:
-    return ("undetermined", "undetermined") if undetermined(low, high) else (low, high)
 
 
 def plot(found: SweepComparison, path: Path) -> Path:

@@ -317,11 +317,8 @@ def write_csv(summary: Summary, path: Path) -> None:
             ]
         )
         for r in summary.rows:
-            figure: tuple[object, ...] = ("", "", "")
-            if r.passing and summary.objective.metric in r.metrics:
-                figure = summary.objective.estimate(r.metrics)
-                if undetermined(figure[1], figure[2]):  # type: ignore[arg-type]
-                    figure = (figure[0], UNDETERMINED, UNDETERMINED)
+            measured = r.passing and summary.objective.metric in r.metrics
+            figure = interval_cells(*summary.objective.estimate(r.metrics)) if measured else ["", "", ""]
             writer.writerow(
                 [
                     r.name,
@@ -334,6 +331,11 @@ def write_csv(summary: Summary, path: Path) -> None:
                     *(r.metrics.get(k, "") for k in metric_names),
                 ]
             )
+
+
+def interval_cells(value: float, low: float, high: float) -> list[object]:
+    """A figure and its interval's ends as CSV cells; both ends `undetermined` for an interval too wide."""
+    return [value, UNDETERMINED, UNDETERMINED] if undetermined(low, high) else [value, low, high]
 
 
 # Columns a narrow terminal drops first (they stay in summary.md and summary.csv); the figure, the
