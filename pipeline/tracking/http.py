@@ -55,11 +55,8 @@ def check_reachable(tracking_uri: str, *, read_only: bool = False) -> None:
     that cannot be written (`read_only`: read) or stays locked, or a server that fails its health check."""
     if tracking_uri.startswith("sqlite:///"):
         check_sqlite(tracking_uri, write=not read_only)
-    elif tracking_uri.startswith(("http://", "https://")):
-        _check_health(tracking_uri)
-
-
-def _check_health(tracking_uri: str) -> None:
+    if not tracking_uri.startswith(("http://", "https://")):
+        return
     shown = redact_uri(tracking_uri)
     try:
         with urllib.request.urlopen(_health_request(tracking_uri), timeout=HEALTH_TIMEOUT_S) as response:
