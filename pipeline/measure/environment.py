@@ -23,28 +23,6 @@ def _version(module: str) -> str | None:
         return None
 
 
-def gpu_environment(device: torch.device) -> dict[str, Any]:
-    props = torch.cuda.get_device_properties(device)
-    env: dict[str, Any] = {
-        "gpu_name": props.name,
-        "gpu_memory_gib": round(gib(props.total_memory), 2),
-        "gpu_sm_count": props.multi_processor_count,
-        "gpu_capability": f"{props.major}.{props.minor}",
-        "gpu_index": torch.cuda.current_device(),
-        "cuda_version": torch.version.cuda,
-        "cudnn_version": torch.backends.cudnn.version(),
-    }
-    try:
-        with nvml() as n:
-            env["driver_version"] = n.nvmlSystemGetDriverVersion()
-            handle = n.nvmlDeviceGetHandleByPciBusId(pci_bus_id(device))
-            env["gpu_uuid"] = n.nvmlDeviceGetUUID(handle)
-            env["gpu_physical_index"] = n.nvmlDeviceGetIndex(handle)
-    except Exception as exc:  # NVML missing or not permitted: say so rather than guess
-        env["nvml"] = f"unavailable: {type(exc).__name__}"
-    return env
-
-
 def environment(device: torch.device) -> dict[str, Any]:
     """GPU, driver, library versions, commit and host, without the ones unknown here."""
     env: dict[str, Any] = {
@@ -63,7 +41,24 @@ def environment(device: torch.device) -> dict[str, Any]:
         "command": os.environ.get("PIPELINE_COMMAND"),
     }
     if device.type == "cuda":
-        env.update(gpu_environment(device))
+        props = torch.cuda.get_device_properties(device)
+        env |= {
+            "gpu_name": props.name,
+            "gpu_memory_gib": round(gib(props.total_memory), 2),
+            "gpu_sm_count": props.multi_processor_count,
+            "gpu_capability": f"{props.major}.{props.minor}",
+            "gpu_index": torch.cuda.current_device(),
+            "cuda_version": torch.version.cuda,
+            "cudnn_version": torch.backends.cudnn.version(),
+        }
+        try:
+            with nvml() as n:
+                env["driver_version"] = n.nvmlSystemGetDriverVersion()
+                handle = n.nvmlDeviceGetHandleByPciBusId(pci_bus_id(device))
+                env["gpu_uuid"] = n.nvmlDeviceGetUUID(handle)
+                env["gpu_physical_index"] = n.nvmlDeviceGetIndex(handle)
+        except Exception as exc:  # NVML missing or not permitted: say so rather than guess
+            env["nvml"] = f"unavailable: {type(exc).__name__}"
     return {k: v for k, v in env.items() if v is not None}
 
 
