@@ -86,6 +86,34 @@ def test_the_swept_keys_are_what_the_config_sets_and_a_fixed_value_leaves_the_se
     assert "trainer.batch_size=choice(2,4)" in swept(cfg.hydra)  # the command line's own space
 
 
+def test_overrides_outside_hydras_grammar_are_axes_by_their_commas_and_fixed_values_in_a_search():
+    """Text Hydra cannot parse (it refuses it before any job): the sweep's axes guess from its commas;
+    a search's check of its space takes it as a fixed value, and leaves the space as it is."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf, open_dict, read_write
+
+    from pipeline.config.schema import register_configs
+    from pipeline.sweep.callbacks import leave_out_what_cannot_run_here
+
+    register_configs()
+    task = ["a=x,,y", "b=[x,y", "p=choice(3", "c=1,2"]
+    hydra_cfg = OmegaConf.create(
+        {"sweeper": {"params": {"p": "1,2", "q": "1,2"}}, "overrides": {"task": task}}
+    )
+    assert swept(hydra_cfg) == ["q=1,2", "a=x,,y", "c=1,2"]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        cfg = loader.load_configuration("config", ["sweep=throughput_search", "device=cpu"], RunMode.MULTIRUN)
+        with read_write(cfg.hydra), open_dict(cfg.hydra):
+            cfg.hydra.overrides.task = ["precision=amp,,fp8", "trainer.batch_size=2,,4"]
+        space = OmegaConf.to_container(cfg.hydra.sweeper.params)
+        leave_out_what_cannot_run_here(cfg)  # no key of the space is left out, none raises
+    assert OmegaConf.to_container(cfg.hydra.sweeper.params) == space
+    assert list(cfg.hydra.overrides.task) == ["precision=amp,,fp8", "trainer.batch_size=2,,4"]
+
+
 def test_every_trial_of_a_search_counts_and_a_resumption_replaces_its_earlier_run():
     bad = {"error_type": "ConfigError", "overrides": "trainer.batch_size=0"}
     runs_ = [
