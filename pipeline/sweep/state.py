@@ -90,15 +90,16 @@ def swept(hydra_cfg: Any) -> list[str]:
     axes = {str(k): str(v) for k, v in (hydra_cfg.sweeper.get("params") or {}).items()}
     for override in hydra_cfg.overrides.task:
         key, _, value = str(override).partition("=")
-        if _sweeps(str(override)):
+        if sweeps(str(override)):
             axes[key] = value
         else:
             axes.pop(key, None)
     return [f"{k}={v}" for k, v in axes.items()]
 
 
-def _sweeps(override: str) -> bool:
-    """Whether a command-line override gives several values (`a,b`, `choice(a)`, `range(1,3)`)."""
+def sweeps(override: str, *, guess: bool = True) -> bool:
+    """Whether a command-line override gives several values (`a,b`, `choice(a)`, `range(1,3)`); text not
+    in Hydra's grammar by its commas, or (without `guess`) as one value."""
     try:
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -106,7 +107,7 @@ def _sweeps(override: str) -> bool:
         return bool(parsed.is_sweep_override())
     except Exception:  # not Hydra's grammar: Hydra refuses it before any job
         value = override.partition("=")[2]
-        return "," in value and not value.startswith(("[", "{"))
+        return guess and "," in value and not value.startswith(("[", "{"))
 
 
 # Overrides that say where a sweep runs and what it logs to, not what its jobs do: a resumption may
