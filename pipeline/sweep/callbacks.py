@@ -61,6 +61,7 @@ from pipeline.sweep.state import (
     planned_jobs,
     planned_work,
     resume_command,
+    sweeps,
     swept,
     swept_keys,
     task_config,
@@ -110,9 +111,7 @@ class SweepCallback(Callback):
         search = "optuna" in str(config.hydra.sweeper.get("_target_", "")).lower()
         quiet_framework_logs(verbose=is_verbose(config), optuna=search)
         try:
-            refuse_slurm_without_slurm(config)
-            refuse_gpu_launcher_without_gpus(config)
-            refuse_overlap_one_job_at_a_time(config)
+            refuse_what_the_launcher_cannot_do(config)
             leave_out_what_cannot_run_here(config)
             ACTIVE_SWEEP = start_sweep(config)
             if note := sweep_cpu_note(config):
@@ -479,7 +478,8 @@ def _wall_so_far(tracker: Tracker, parent: RunRecord) -> float:
 
 
 def _parent_tags(config: DictConfig, sweep_id: str, dirs: list[str]) -> dict[str, str]:
-    tags = {
+    named = {"sweep_objective": config.sweep.objective, "sweep_name": config.sweep.name}  # where set
+    return {
         "sweep_id": sweep_id,
         "sweep_parent": "true",
         "sweep_dir": dirs[-1],
@@ -490,12 +490,8 @@ def _parent_tags(config: DictConfig, sweep_id: str, dirs: list[str]) -> dict[str
         "min_effect_pct": str(config.sweep.min_effect_pct),
         "max_interval_pct": str(config.sweep.max_interval_pct),
         "sweep_kind": str(config.sweep.kind),
+        **{tag: str(value) for tag, value in named.items() if value},
     }
-    if config.sweep.objective:
-        tags["sweep_objective"] = str(config.sweep.objective)
-    if config.sweep.name:
-        tags["sweep_name"] = config.sweep.name
-    return tags
 
 
 def _warn_sqlite_on_slurm(config: DictConfig, mlflow: MlflowConfig) -> None:
@@ -643,39 +639,31 @@ def uses_local_gpus(config: DictConfig) -> bool:
     return "LocalLauncher" in str(config.hydra.launcher.get("_target_", ""))
 
 
-def refuse_gpu_launcher_without_gpus(config: DictConfig) -> None:
-    """hydra/launcher=local_gpus on a machine where NVML finds no GPU for gpu_pool=all: refused."""
-    pool = OmegaConf.select(config, "gpu_pool", default=None)
-    if not uses_local_gpus(config) or pool not in (None, "all"):
-        return  # a pool that names its GPUs (pretend ones too, as the tests do) is taken as given
-    try:
-        found, why = len(pool_indices("all")), "no GPU"
-    except Exception as err:
-        found, why = 0, type(err).__name__
-    if not found:
-        raise _bad_input(
-            f"hydra/launcher=local_gpus gives each job one of this machine's GPUs, and NVML finds none "
-            f"here ({why}): leave it out to run the jobs one at a time, or name GPUs with gpu_pool=[0,1]",
-        )
-
-
 def uses_slurm(config: DictConfig) -> bool:
     return "Slurm" in str(config.hydra.launcher.get("_target_", ""))
 
 
-def refuse_slurm_without_slurm(config: DictConfig) -> None:
-    """hydra/launcher=slurm where there is no sbatch: refused before the parent run opens (not
-    submitit's traceback)."""
+def refuse_what_the_launcher_cannot_do(config: DictConfig) -> None:
+    """Refused before the parent run opens (not the launcher's traceback): hydra/launcher=slurm where
+    there is no sbatch; hydra/launcher=local_gpus where NVML finds no GPU for gpu_pool=all; and
+    benchmark.overlap with a launcher that runs jobs one at a time (it would do nothing)."""
     if uses_slurm(config) and shutil.which("sbatch") is None:
         raise _bad_input(
             "hydra/launcher=slurm submits the jobs to SLURM, and there is no SLURM here (no sbatch "
             "on PATH): leave hydra/launcher out to run them on this machine, one at a time, or start a test "
             "cluster with `make slurm-up`",
         )
-
-
-def refuse_overlap_one_job_at_a_time(config: DictConfig) -> None:
-    """benchmark.overlap with a launcher that runs jobs one at a time would do nothing: refused."""
+    # a pool that names its GPUs (pretend ones too, as the tests do) is taken as given
+    if uses_local_gpus(config) and OmegaConf.select(config, "gpu_pool", default=None) in (None, "all"):
+        try:
+            found, why = len(pool_indices("all")), "no GPU"
+        except Exception as err:
+            found, why = 0, type(err).__name__
+        if not found:
+            raise _bad_input(
+                f"hydra/launcher=local_gpus gives each job one of this machine's GPUs, and NVML finds none "
+                f"here ({why}): leave it out to run the jobs one at a time, or name GPUs with gpu_pool=[0,1]",
+            )
     if OmegaConf.select(config, "benchmark.overlap", default=False) is True and not uses_local_gpus(config):
         raise _bad_input(
             "benchmark.overlap=true compiles the next job while one measures, which needs jobs that "
@@ -693,9 +681,9 @@ def leave_out_what_cannot_run_here(config: DictConfig) -> None:
     loader = GlobalHydra.instance().config_loader()
     parser = OverridesParser.create()
     task = [str(o) for o in config.hydra.overrides.task]
-    fixed = [o for o in task if not _sweep_override(parser, o)]
+    fixed = [o for o in task if not sweeps(o, guess=False)]
     space = {str(k): str(v) for k, v in (config.hydra.sweeper.get("params") or {}).items()}
-    space.update({o.partition("=")[0]: o.partition("=")[2] for o in task if _sweep_override(parser, o)})
+    space.update({o.partition("=")[0]: o.partition("=")[2] for o in task if sweeps(o, guess=False)})
     for key, value in space.items():
         (override,) = parser.parse_overrides([f"{key}={value}"])
         if override.value_type not in (ValueType.CHOICE_SWEEP, ValueType.SIMPLE_CHOICE_SWEEP):
@@ -710,14 +698,6 @@ def leave_out_what_cannot_run_here(config: DictConfig) -> None:
         for choice, why in refused.items():
             print(f"search: {key}={choice} left out of the search space: {why}", flush=True)
         _set_space(config, key, f"choice({', '.join(kept)})")
-
-
-def _sweep_override(parser: Any, override: str) -> bool:
-    try:
-        (parsed,) = parser.parse_overrides([override])
-        return bool(parsed.is_sweep_override())
-    except Exception:
-        return False
 
 
 def _refused_here(loader: Any, config: DictConfig, fixed: list[str], key: str, choice: str) -> str:
