@@ -3,6 +3,7 @@ its allowed values, declared once, read by :mod:`pipeline.config.checks` and `ma
 
 from __future__ import annotations
 
+import copy
 from dataclasses import field, is_dataclass
 from typing import Any
 
@@ -17,13 +18,11 @@ def doc(
     within: tuple[float, float] | None = None,
 ) -> Any:
     """A dataclass field with its help text and its constraints (read by the checks and `make docs`).
-    A dataclass type or a dict default becomes a default factory."""
+    A dataclass type or a dict or list default becomes a default factory."""
     limits = {"choices": choices, "gt": gt, "ge": ge, "within": within}
     meta = {"help": help} | {key: value for key, value in limits.items() if value is not None}
     if isinstance(default, type) and is_dataclass(default):
         return field(default_factory=default, metadata=meta)
-    if isinstance(default, dict):
-        return field(default_factory=lambda: dict(default), metadata=meta)
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata=meta)
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda: copy.copy(default), metadata=meta)
     return field(default=default, metadata=meta)
