@@ -199,10 +199,8 @@ def _read_gloo(complete: list[dict[str, Any]], world: int, main_tid: Any) -> Tra
 def _gloo_size(kind: str, args: dict[str, Any], world: int) -> int | None:
     """A gloo collective's S from its input shape; an all-gather's input is one rank's share."""
     dims, types = args.get("Input Dims") or [], args.get("Input type") or []
-    if not dims or not types or not isinstance(dims[0], list):
-        return None
-    width = dtype_bytes(types[0])
-    if width is None:
+    width = dtype_bytes(types[0]) if types else None
+    if not dims or width is None or not isinstance(dims[0], list):
         return None
     size = math.prod(int(d) for d in dims[0]) * width
     return size * world if kind == ALL_GATHER else size
