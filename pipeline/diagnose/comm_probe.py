@@ -100,12 +100,6 @@ def size_words(size: float) -> str:
     return f"{size:g} B"
 
 
-def cache_path(machine: dict[str, Any]) -> Path:
-    """Under the machine's cache (pipeline.config.known_good's), keyed by `machine`."""
-    digest = hashlib.sha256(json.dumps(machine, sort_keys=True).encode()).hexdigest()[:16]
-    return cache_root() / "comm_probe" / f"{digest}.json"
-
-
 # ----------------------------------------------------------------------------------------- on the ranks
 
 
@@ -150,7 +144,8 @@ def ensure(device: Any, job_copy: Path | None = None, *, force: bool = False) ->
 
     rank = dist.get_rank()
     machine = machine_key(device)
-    path = cache_path(machine)
+    digest = hashlib.sha256(json.dumps(machine, sort_keys=True).encode()).hexdigest()[:16]
+    path = cache_root() / "comm_probe" / f"{digest}.json"  # the machine's cache, as known_good's
     probe = None if force or rank != 0 else Probe.load(path)
     where = device if dist.get_backend() == "nccl" else torch.device("cpu")
     cached = torch.tensor([0.0 if probe is None else 1.0], device=where)
