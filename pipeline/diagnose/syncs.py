@@ -19,13 +19,11 @@ def _user_frame(stack: list[traceback.FrameSummary]) -> str:
     import sysconfig
 
     paths = sysconfig.get_paths()
-    stdlib = tuple({paths["stdlib"], paths.get("platstdlib", paths["stdlib"])})
+    stdlib = (paths["stdlib"], paths.get("platstdlib", paths["stdlib"]), "<frozen")
     libraries = tuple(
         {paths["purelib"], paths["platlib"], str(Path(torch.__file__).parent), str(Path(__file__).parents[1])}
     )
-    outside_stdlib = [
-        f for f in stack if not f.filename.startswith(stdlib) and not f.filename.startswith("<frozen")
-    ]
+    outside_stdlib = [f for f in stack if not f.filename.startswith(stdlib)]
     user = [f for f in outside_stdlib if not f.filename.startswith(libraries)]
     frame = (user or outside_stdlib or stack)[-1]
     return f"{frame.filename}:{frame.lineno}: {(frame.line or '').strip()}"
