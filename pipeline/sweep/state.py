@@ -44,20 +44,15 @@ def axis_key(key: str) -> str:
     """A swept key as the config names what it sets: `+x` -> `x`; a config group whose options are
     packaged elsewhere (`# @package compile.options` in conf/inductor/*.yaml) -> that package."""
     key = key.lstrip("+~")
-    return _group_package(key) or key
-
-
-def _group_package(group: str) -> str | None:
-    folder = CONF / group
-    if not group.isidentifier() or not folder.is_dir():
-        return None
-    for path in sorted(folder.glob("*.yaml")):
+    if not key.isidentifier() or not (CONF / key).is_dir():
+        return key
+    for path in sorted((CONF / key).glob("*.yaml")):
         with open(path) as f:
             for line in itertools.islice(f, 5):
                 found = _PACKAGE.match(line.strip())
-                if found and found.group(1) not in ("_group_", "_global_", group):
+                if found and found.group(1) not in ("_group_", "_global_", key):
                     return found.group(1)
-    return None
+    return key
 
 
 def axes_tag(hydra_cfg: Any) -> str:
@@ -232,9 +227,7 @@ def task_config(config: Any) -> Any:
 def planned_objective(config: Any) -> Objective:
     """The objective the summary will rank by, from the work each planned job will state."""
     configured = config.sweep.get("objective")
-    if configured:
-        return choose([], configured)
-    return choose(planned_work(config))
+    return choose([] if configured else planned_work(config), configured)
 
 
 def planned_work(config: Any) -> list[Work | None]:
@@ -308,7 +301,6 @@ def _compose_jobs(
     loader: Any, config: Any, jobs: list[list[str]], tracking_uri: str | None
 ) -> list[PlannedJob]:
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import open_dict
 
     from pipeline.config.compose import describe_compose_error, printable
     from pipeline.config.errors import ConfigError
@@ -322,9 +314,7 @@ def _compose_jobs(
         try:
             composed = loader.load_sweep_config(config, overrides)
             HydraConfig.instance().set_config(composed)
-            with open_dict(composed):
-                del composed["hydra"]
-            job = checked(composed)
+            job = checked(task_config(composed))
         except Exception as err:
             error = printable(str(err)) if isinstance(err, ConfigError) else describe_compose_error(err)
             planned.append(PlannedJob(num=num, name=" ".join(overrides), error=error))
