@@ -12,9 +12,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hydra import initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import OverrideType, Quote, QuotedString, ValueType
+from hydra.types import RunMode
+from omegaconf import open_dict
+
+from pipeline.config.compose import describe_compose_error, printable
+from pipeline.config.errors import ConfigError
+from pipeline.config.schema import register_configs, to_config
+from pipeline.identity import config_hash, run_name
+from pipeline.job.preflight import checked, with_ranks
 from pipeline.measure.objective import Objective, Work, choose
+from pipeline.progress import format_duration
 from pipeline.scenarios import CONF
 from pipeline.status import EXIT_FAILED
+from pipeline.tracking import Tracker
 
 
 class SweepStopped(SystemExit):
@@ -96,8 +111,6 @@ def sweeps(override: str, *, guess: bool = True) -> bool:
     """Whether a command-line override gives several values (`a,b`, `choice(a)`, `range(1,3)`); text not
     in Hydra's grammar by its commas, or (without `guess`) as one value."""
     try:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
         (parsed,) = OverridesParser.create().parse_overrides([override])
         return bool(parsed.is_sweep_override())
     except Exception:  # not Hydra's grammar: Hydra refuses it before any job
@@ -114,9 +127,6 @@ NOT_THE_WORK_PREFIXES = ("hydra.", "hydra/", "mlflow.")
 def the_work(overrides: list[str]) -> dict[str, str]:
     """The command-line overrides that decide the sweep's jobs, as `key: value` read as Hydra reads them:
     a sweep's values sorted (the same jobs), `+key` as `key`, `~key` as removed, the last repeat wins."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import OverrideType, ValueType
-
     parser = OverridesParser.create()
     work: dict[str, str] = {}
     for text in overrides:
@@ -155,8 +165,6 @@ _YAML_WORDS = {"true", "false", "null", "nan", "inf", "yes", "no", "on", "off", 
 def hydra_value(text: str) -> str:
     """`text` as a Hydra override value that Hydra reads back as this very string: a plain word as it
     is, else in Hydra's single quotes (`'c;id>pwned'`, `'o\\'brien'`)."""
-    from hydra.core.override_parser.types import Quote, QuotedString
-
     if _PLAIN_VALUE.fullmatch(text) and text.lower() not in _YAML_WORDS:
         return text
     return QuotedString(text=text, quote=Quote.single).with_quotes()
@@ -185,7 +193,6 @@ def planned_jobs(hydra_cfg: Any) -> list[list[str]] | None:
     they go (Optuna)."""
     try:
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-        from hydra.core.override_parser.overrides_parser import OverridesParser
 
         if "BasicSweeper" not in str(hydra_cfg.sweeper.get("_target_", "")):
             return None
@@ -203,8 +210,6 @@ _COMPOSED: dict[tuple[int, tuple[str, ...]], tuple[Any, Any]] = {}
 def composed_job(config: Any, overrides: list[str]) -> Any:
     """A planned job's config as its launcher will compose it (with its `hydra` node), composed once per
     process (about 0.3 s of CPU each); the caller must not change it. Raises what composing raises."""
-    from hydra.core.global_hydra import GlobalHydra
-
     key = (id(config), tuple(overrides))
     cached = _COMPOSED.get(key)
     if cached is not None and cached[0] is config:
@@ -216,8 +221,6 @@ def composed_job(config: Any, overrides: list[str]) -> Any:
 
 def task_config(config: Any) -> Any:
     """The job's config as its task function gets it: without the `hydra` node."""
-    from omegaconf import open_dict
-
     task = copy.deepcopy(config)
     with open_dict(task):
         del task["hydra"]
@@ -232,11 +235,6 @@ def planned_objective(config: Any) -> Objective:
 
 def planned_work(config: Any) -> list[Work | None]:
     """Each planned job's work per unit (None for a job whose config does not compose or check)."""
-    from hydra.core.global_hydra import GlobalHydra
-
-    from pipeline.config.schema import to_config
-    from pipeline.job.preflight import with_ranks
-
     jobs = planned_jobs(config.hydra) or []
     if not jobs or not GlobalHydra.instance().is_initialized():
         return []
@@ -268,13 +266,6 @@ class PlannedJob:
 def plan_lines(overrides: list[str], tracking_uri: str | None = None) -> list[str]:
     """`report --plan`: the jobs `python -m pipeline.run -m <overrides>` would run, each with the median
     wall time of earlier finished runs of its configuration (else unknown), and the total; nothing runs."""
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.types import RunMode
-
-    from pipeline.config.compose import describe_compose_error
-    from pipeline.config.schema import register_configs
-
     register_configs()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
@@ -300,13 +291,6 @@ def plan_lines(overrides: list[str], tracking_uri: str | None = None) -> list[st
 def _compose_jobs(
     loader: Any, config: Any, jobs: list[list[str]], tracking_uri: str | None
 ) -> list[PlannedJob]:
-    from hydra.core.hydra_config import HydraConfig
-
-    from pipeline.config.compose import describe_compose_error, printable
-    from pipeline.config.errors import ConfigError
-    from pipeline.identity import config_hash, run_name
-    from pipeline.job.preflight import checked
-
     varied = swept_keys(config.hydra)
     store = None
     planned = []
@@ -333,8 +317,6 @@ def _compose_jobs(
 
 def _store(uri: str, experiment: str) -> Any:
     """The store the jobs would log to, where it exists (a dry run makes no store); None otherwise."""
-    from pipeline.tracking import Tracker
-
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
         return None
     try:
@@ -344,8 +326,6 @@ def _store(uri: str, experiment: str) -> Any:
 
 
 def _plan_text(command: str, planned: list[PlannedJob], config: Any) -> list[str]:
-    from pipeline.progress import format_duration
-
     bad = [p for p in planned if p.error]
     lines = [f"plan: {len(planned)} job(s) for `{command}` (nothing runs)"]
     width = max((len(p.name) for p in planned if not p.error), default=0)
