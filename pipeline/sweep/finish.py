@@ -280,7 +280,7 @@ def _finish_left(tracker: Tracker, sweep: SweepContext, folder: Path) -> bool:
             f"parent run {parent.run_id} {parent.status}; {resume_hint(sweep)}"
         )
         return False
-    end = finish_sweep(sweep, tracker, wall_s=_wall_when_left(tracker, sweep))
+    end = finish_sweep(sweep, tracker, wall_s=_wall_when_left(tracker, sweep, parent))
     print_answer(end.summary)
     if end.incomplete:
         print(
@@ -305,10 +305,9 @@ def resume_hint(sweep: SweepContext) -> str:
     return f"run the missing jobs by resuming it: `{command}`{masked}"
 
 
-def _wall_when_left(tracker: Tracker, sweep: SweepContext) -> float | None:
+def _wall_when_left(tracker: Tracker, sweep: SweepContext, parent: RunRecord | None) -> float | None:
     """The wall time of a sweep finished late: as logged when its end failed, else up to its last
     job's end (never the time it then waited for `--sync`)."""
-    parent = tracker.get_run(sweep.parent_run_id)
     if parent is not None and "sweep/wall_s" in parent.metrics:
         return parent.metrics["sweep/wall_s"]
     ends = [r.end_time_ms for r in tracker.sweep_children(sweep.sweep_id) if r.end_time_ms]
