@@ -123,9 +123,8 @@ def render() -> str:
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         raw = OmegaConf.to_container(compose("config"), resolve=False)
     lines = [START, "", "| key | default | allowed | meaning |", "|---|---|---|---|"]
-    for path, default, allowed, meaning in rows(Config, "", raw):
-        cells = [f"`{path}`", default, allowed, meaning]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    for path, *cells in rows(Config, "", raw):
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in [f"`{path}`", *cells]) + " |")
     lines += [
         "",
         "Config groups (`group=option` on the command line; one YAML file per option under `conf/`):",
