@@ -75,32 +75,30 @@ class Noise:
         """Why the step times should not be trusted to a few percent, or None when they can."""
         if not self.noisy and not self.contended:
             return None
-        parts = []
         if self.noisy:
-            parts.append(
+            head = (
                 f"noisy: p10-p90 of the measured steps spans {self.spread_pct:.0f}% of the median "
                 f"(benchmark.noisy_spread_pct={self.limit_pct:g})"
             )
         else:
-            parts.append("contended: the measured steps held steady")
+            head = "contended: the measured steps held steady"
         if self.cpu_steal_pct is not None:
-            parts[-1] += f", host CPU steal {self.cpu_steal_pct:.1f}%"
+            head += f", host CPU steal {self.cpu_steal_pct:.1f}%"
         if self.cpu_wait_pct is not None and self.cpu_wait_pct >= 1:
-            parts[-1] += (
-                f", its threads waited for a CPU {self.cpu_wait_pct:.0f}% of the time they wanted one"
-            )
+            head += f", its threads waited for a CPU {self.cpu_wait_pct:.0f}% of the time they wanted one"
             if self.self_contended:
-                parts[-1] += (
+                head += (
                     f" while other processes used {self.others_cpu_pct:.0f}% of its CPUs: its own processes "
                     "(DataLoader workers, threads) held them, a cost of the configuration"
                 )
             elif self.contended and self.others_cpu_pct is not None:
-                parts[-1] += f", other processes using {self.others_cpu_pct:.0f}% of its CPUs"
+                head += f", other processes using {self.others_cpu_pct:.0f}% of its CPUs"
         if self.contended:
-            parts[-1] += (
+            head += (
                 f" while its work ran on {self.compute_threads} threads, which then wait on each other: a whole job "
                 "can run in such a stall looking quiet (fewer threads than free cores, OMP_NUM_THREADS, avoid it)"
             )
+        parts = [head]
         if self.host_spread_pct is not None and self.host_spread_pct > self.limit_pct:
             parts.append(
                 f"the host's own CPU speed moved {self.host_spread_pct:.0f}% (p10-p90 of a torch-free reference "
