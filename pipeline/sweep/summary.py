@@ -296,24 +296,17 @@ def _base(row: Row, without: tuple[str, ...] = (*COMPILE_KEYS, REPEAT_KEY)) -> t
     return tuple(sorted((k, v) for k, v in row.config.items() if k not in without))
 
 
-def _latency_interval(objective: Objective) -> tuple[str, str] | None:
-    """(the low-end metric, the section) of the median duration behind the objective, if it has one."""
-    base = OBJECTIVES.get(objective.inverse_of, objective) if objective.inverse_of else objective
-    if base.interval is None:
-        return None
-    return base.interval[0], base.metric.split("/", 1)[0]
-
-
 def reach(row: Row, objective: Objective) -> float | None:
     """The best a job's figure may be once the host's slowing (which only slows steps) is allowed for:
     a noisy job's median's best end sped up by p90 / p10; a crowded one's fastest step sped up by its
     slowdown or by 1 / (1 - others' CPU share); a waiting one's best end sped up by its wait share.
     None for a quiet job, or an unbounded noisy one (pipeline/sweep/verdict.py)."""
-    keys = _latency_interval(objective)
+    base = OBJECTIVES.get(objective.inverse_of, objective) if objective.inverse_of else objective
     wait = row.metrics.get("step/cpu_wait_pct")
-    if not (row.noisy or waited(wait) or row.crowded) or keys is None:
+    if not (row.noisy or waited(wait) or row.crowded) or base.interval is None:
         return None
-    low_key, section = keys
+    # the low-end metric and the section of the median duration behind the objective
+    low_key, section = base.interval[0], base.metric.split("/", 1)[0]
     m = row.metrics
     floors = []
     if row.noisy or row.crowded:
@@ -484,11 +477,11 @@ def summarize(
     rule = rule or Rule()
     summary.min_effect_pct = rule.min_effect_pct
     rule = dataclasses.replace(rule, higher_is_better=summary.objective.higher_is_better)
-    summary.verdict = decide([c.estimate for c in summary.configurations], rule, summary.objective.label)
     summary.severe_slowdown = rule.severe_slowdown
-    if kind == SUITE:
-        summary.verdict = None  # models are not ranked against each other
+    if kind == SUITE:  # models are not ranked against each other
         summary.suite = suite_answer(summary.rows, rule.min_effect_pct)
+    else:
+        summary.verdict = decide([c.estimate for c in summary.configurations], rule, summary.objective.label)
     if summary.objective.higher_is_better and summary.suite is None:
         summary.pareto = pareto_front(summary.rows, summary.objective.metric)
     _aggregates(summary)
