@@ -64,14 +64,10 @@ class DeviceBatches(Iterator[Batch]):
         return next(self.batches)
 
 
-class Interleaved(Iterator[Batch]):
+def interleaved(streams: list[DeviceBatches]) -> Iterator[Batch]:
     """Several batch streams served in turn (batches of different sizes: the dynamic-batch case)."""
-
-    def __init__(self, streams: list[DeviceBatches]):
-        self.streams = itertools.cycle(streams)
-
-    def __next__(self) -> Batch:
-        return next(next(self.streams))
+    for stream in itertools.cycle(streams):
+        yield next(stream)
 
 
 class FakeDataset(Dataset):

@@ -4,13 +4,14 @@ a unit being one call. Compiled outputs are checked against the paired eager cop
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from pipeline.axes.compile import Compiled, StepFn
-from pipeline.axes.data import DeviceBatches, Interleaved
+from pipeline.axes.data import Batch, interleaved
 from pipeline.config.schema import Config
 from pipeline.measure.parity import output_parity
 from pipeline.measure.stats import PAIRED, Latency
@@ -65,9 +66,9 @@ class InferenceScenario(Scenario):
     def prepare(self) -> nn.Module:
         return Outputs()
 
-    def batch_stream(self) -> DeviceBatches | Interleaved:
+    def batch_stream(self) -> Iterator[Batch]:
         streams = [self.batches(size) for size in self.sizes]
-        return streams[0] if len(streams) == 1 else Interleaved(streams)
+        return streams[0] if len(streams) == 1 else interleaved(streams)
 
     def recipe(self) -> Recipe:
         precision, device_type = self.precision, self.device.type
