@@ -2,7 +2,7 @@
 and backward without an optimizer step. It names its step and its timed unit (`recipe`); the axes
 (weights' dtype, precision, parallel wrap, compilation and the compile call's time) are applied by
 pipeline/scenarios/variant.py, and the protocol (pipeline/scenarios/protocol.py) gives it everything
-else: warm-up, paired eager rounds, compile time, memory, noise, the report.
+else: warm-up, paired eager rounds and loss parity, compile time, memory, noise, the report.
 
 The built-in scenarios keep their config class apart from their implementation (config.py, scenario.py)
 so that a job's parent never imports torch; a scenario of one's own may be one module, as this one."""
@@ -19,7 +19,7 @@ from losses import build_loss
 from pipeline.axes.compile import Compiled, StepFn
 from pipeline.measure.timing import StepVariant
 from pipeline.scenarios.base import ScenarioConfig
-from pipeline.scenarios.protocol import Measured, Scenario
+from pipeline.scenarios.protocol import Scenario
 from pipeline.scenarios.variant import Recipe
 
 
@@ -53,9 +53,3 @@ class FwdBwdScenario(Scenario):
             return StepVariant(name, compiled.step, self.batches(), outputs=losses, setup_s=setup_s)
 
         return Recipe(step=step, unit=unit)
-
-    def paired_losses(self, measured: Measured) -> tuple[list[float], list[float]]:
-        """Loss parity against the eager copy: the losses each variant's steps returned."""
-        compiled, eager = measured.main.recorded_outputs(), measured.eager.recorded_outputs()  # type: ignore[union-attr]
-        both = min(len(compiled), len(eager))
-        return compiled[:both], eager[:both]

@@ -42,7 +42,7 @@ from pipeline.measure.paired import PairedComparison, compare, pair_log_ratios
 from pipeline.measure.ranks import ParallelFigures, agree, agreed_looks, align_ranks, slowest_rank_steps
 from pipeline.measure.sequential import Measuring, Stop, StopRule, speedup_interval
 from pipeline.measure.stats import Latency, Throughput
-from pipeline.measure.timing import LATENCY, Timer, Variant, units_per_round
+from pipeline.measure.timing import LATENCY, StepVariant, Timer, Variant, units_per_round
 from pipeline.progress import Progress
 from pipeline.scenarios.variant import Recipe, build_variant, placed_model
 
@@ -192,8 +192,14 @@ class Scenario:
         return []
 
     def paired_losses(self, measured: Measured) -> tuple[list[float], list[float]] | None:
-        """Compiled and eager loss curves to judge parity on (training only)."""
-        return None
+        """Compiled and eager loss curves to judge parity on (training only): the losses each variant's
+        steps returned."""
+        if not self.cfg.scenario.trains:
+            return None
+        assert isinstance(measured.main, StepVariant) and isinstance(measured.eager, StepVariant)
+        compiled, eager = measured.main.recorded_outputs(), measured.eager.recorded_outputs()
+        both = min(len(compiled), len(eager))  # the compiled variant ran its solo round more
+        return compiled[:both], eager[:both]
 
     # ----------------------------------------------------------------------------- phases
     def method(self) -> str:

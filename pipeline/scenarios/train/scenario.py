@@ -34,12 +34,6 @@ class TrainScenario(Scenario):
         step = functools.partial(make_train_step, precision=self.precision, device_type=self.device.type)
         return Recipe(step=step, unit=unit)
 
-    def paired_losses(self, measured: Measured) -> tuple[list[float], list[float]] | None:
-        assert isinstance(measured.main, StepVariant) and isinstance(measured.eager, StepVariant)
-        compiled, eager = measured.main.recorded_outputs(), measured.eager.recorded_outputs()
-        both = min(len(compiled), len(eager))  # the compiled variant ran its solo round more
-        return compiled[:both], eager[:both]
-
     def finish_report(self, report: UnitReport, measured: Measured) -> None:
         main = measured.main
         assert isinstance(main, StepVariant)
