@@ -14,7 +14,7 @@ from pathlib import Path
 from pipeline.measure.stats import undetermined
 from pipeline.sweep.plots import save_figure
 from pipeline.sweep.render import interval_cells
-from pipeline.sweep.summary import Configuration, Summary
+from pipeline.sweep.summary import Summary
 from pipeline.sweep.verdict import Z95, Estimate, Rule, compare
 
 REGRESSION, IMPROVEMENT, SAME, UNDECIDED = "regression", "improvement", "same", "undecided"
@@ -65,9 +65,6 @@ class SweepComparison:
     only_in_b: list[str] = field(default_factory=list)
     environment: dict[str, tuple[str, str]] = field(default_factory=dict)  # what differs: key -> (A, B)
 
-    def flagged(self, flag: str) -> list[Change]:
-        return [c for c in self.changes if c.flag == flag]
-
 
 def change(a: Estimate, b: Estimate, rule: Rule, *, higher_is_better: bool) -> Change:
     """One configuration in sweep A and in sweep B, judged by the verdict's own rule (docs/verdicts.md):
@@ -94,26 +91,18 @@ def compare_sweeps(a: Summary, b: Summary, rule: Rule) -> SweepComparison:
         )
     higher = a.objective.higher_is_better
     found = SweepComparison(a=a.sweep_id, b=b.sweep_id, objective=a.objective.label, higher_is_better=higher)
-    in_a, in_b = _by_key(a.configurations), _by_key(b.configurations)
+    in_a, in_b = ({c.rows[0].pool_hash or c.name: c for c in s.configurations} for s in (a, b))
     for key, config_b in in_b.items():
         if key in in_a:
             found.changes.append(change(in_a[key].estimate, config_b.estimate, rule, higher_is_better=higher))
         else:
             found.only_in_b.append(config_b.name)
     found.only_in_a = [c.name for key, c in in_a.items() if key not in in_b]
-    found.environment = environment_changes(a, b)
-    return found
-
-
-def _by_key(configs: list[Configuration]) -> dict[str, Configuration]:
-    return {c.rows[0].pool_hash or c.name: c for c in configs}
-
-
-def environment_changes(a: Summary, b: Summary) -> dict[str, tuple[str, str]]:
     env_a, env_b = (next((r.environment for r in s.rows if r.environment), {}) for s in (a, b))
-    return {
+    found.environment = {
         k: (env_a.get(k, "?"), env_b.get(k, "?")) for k in ENVIRONMENT_KEYS if env_a.get(k) != env_b.get(k)
     }
+    return found
 
 
 def lines(found: SweepComparison) -> list[str]:
@@ -122,7 +111,8 @@ def lines(found: SweepComparison) -> list[str]:
         out.append("changed: " + ", ".join(f"{k} {va} -> {vb}" for k, (va, vb) in found.environment.items()))
     else:
         out.append("changed: nothing in torch, triton, CUDA, driver, GPU or library versions")
-    counts = {flag: len(found.flagged(flag)) for flag in (REGRESSION, IMPROVEMENT, SAME, UNDECIDED)}
+    flags = [c.flag for c in found.changes]
+    counts = {flag: flags.count(flag) for flag in (REGRESSION, IMPROVEMENT, SAME, UNDECIDED)}
     out.append(", ".join(f"{n} {flag}" for flag, n in counts.items()) + f" of {len(found.changes)} matched")
     unit = "ms" if not found.higher_is_better else "/s"
     order = {REGRESSION: 0, IMPROVEMENT: 1, UNDECIDED: 2, SAME: 3}
