@@ -209,8 +209,9 @@ def decide(estimates: list[Estimate], rule: Rule, objective: str) -> Verdict:
     }
     beaten = {y if c.better == x else x for (x, y), c in results.items() if c.better}
     unbeaten = [e.name for e in estimates if e.name not in beaten]
-    if len(unbeaten) == 1 and _beats_all(unbeaten[0], estimates, results):
-        ways = sorted({WAYS[c.reason] for pair, c in results.items() if unbeaten[0] in pair})
+    own = [c for pair, c in results.items() if len(unbeaten) == 1 and unbeaten[0] in pair]
+    if own and all(c.better == unbeaten[0] for c in own):  # the one unbeaten beats every other
+        ways = sorted({WAYS[c.reason] for c in own})
         return verdict(kind=FASTEST, fastest=unbeaten[0], reason="separated by " + " and ".join(ways))
     contenders = unbeaten or [e.name for e in estimates]
     undecided = [
@@ -225,11 +226,3 @@ def decide(estimates: list[Estimate], rule: Rule, objective: str) -> Verdict:
         return verdict(kind=INCONCLUSIVE, tied=contenders, reason=reason)
     reason = f"within {rule.min_effect_pct:g}% of each other, measured precisely enough to say so"
     return verdict(kind=TIE, tied=contenders, reason=reason)
-
-
-def _beats_all(name: str, estimates: list[Estimate], results: dict[tuple[str, str], Comparison]) -> bool:
-    return all(
-        (results.get((name, e.name)) or results[(e.name, name)]).better == name
-        for e in estimates
-        if e.name != name
-    )
