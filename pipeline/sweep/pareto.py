@@ -48,16 +48,12 @@ class ParetoFront:
         return [p for p in self.points if p.on_front]
 
 
-def memory_metric(metric_sets: list[dict[str, float]]) -> str | None:
-    """The first memory figure every job has (device memory where jobs ran on a GPU)."""
-    return next((m for m in MEMORY_METRICS if metric_sets and all(m in ms for ms in metric_sets)), None)
-
-
 def pareto_front(rows: list, throughput_metric: str) -> ParetoFront | None:
     """The front over the finished jobs (`Row`s) that measured `throughput_metric`; None when fewer
     than two did or they share no memory figure."""
     done = [r for r in rows if r.status == FINISHED and throughput_metric in r.metrics]
-    memory = memory_metric([r.metrics for r in done])
+    # the first memory figure every job has (device memory where jobs ran on a GPU)
+    memory = next((m for m in MEMORY_METRICS if done and all(m in r.metrics for r in done)), None)
     if len(done) < 2 or memory is None:
         return None
     points = [
