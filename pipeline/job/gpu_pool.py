@@ -51,7 +51,7 @@ def gpu_slot(
     waited = False
     with _ticket(lock_dir / "queue", turn or f"{time.time():017.6f}") as mine:
         while True:
-            held, slot = ([], 0) if not _my_turn(mine) else _take_any(indices, lock_dir, count, per_gpu)
+            held, slot = _take(indices, lock_dir, count, per_gpu) if _my_turn(mine) else ([], 0)
             if held:
                 break
             if not waited and callable(on_wait):
@@ -75,12 +75,6 @@ def gpu_slot(
         yield env
     finally:
         _release(held)
-
-
-def _take_any(
-    indices: list[int], lock_dir: Path, count: int, per_gpu: int
-) -> tuple[list[tuple[int, Any]], int]:
-    return (_take(indices, lock_dir, count), 0) if per_gpu == 1 else _take_slot(indices, lock_dir, per_gpu)
 
 
 @contextlib.contextmanager
@@ -119,28 +113,20 @@ def _my_turn(mine: Path) -> bool:
     return True
 
 
-def _take(indices: list[int], lock_dir: Path, count: int) -> list[tuple[int, Any]]:
-    """`count` free GPUs, locked (exclusive flock per GPU), or none at all."""
-    held: list[tuple[int, Any]] = []
-    for index in indices:
-        handle = _try_lock(lock_dir / f"gpu{index}.lock")
-        if handle is not None:
-            held.append((index, handle))
-        if len(held) == count:
-            return held
-    _release(held)
-    return []
-
-
-def _take_slot(indices: list[int], lock_dir: Path, per_gpu: int) -> tuple[list[tuple[int, Any]], int]:
-    """One slot of one GPU, locked, and the slot's number (every GPU's first slot before any's second;
-    slot 0's lock is the GPU's own, which a job without overlap takes); ([], 0) when every slot is taken."""
+def _take(indices: list[int], lock_dir: Path, count: int, per_gpu: int) -> tuple[list[tuple[int, Any]], int]:
+    """`count` free GPUs of one slot, all locked (exclusive flock per GPU and slot) or none, and the slot's
+    number (every GPU's first slot before any's second; slot 0's lock is the GPU's own, which a job
+    without overlap takes; overlap is for one-GPU jobs); ([], 0) when no slot has `count` free."""
     for slot in range(per_gpu):
+        held: list[tuple[int, Any]] = []
         for index in indices:
             name = f"gpu{index}.lock" if slot == 0 else f"gpu{index}.slot{slot}.lock"
             handle = _try_lock(lock_dir / name)
             if handle is not None:
-                return [(index, handle)], slot
+                held.append((index, handle))
+            if len(held) == count:
+                return held, slot
+        _release(held)
     return [], 0
 
 
