@@ -248,12 +248,6 @@ HOW = (
 )
 
 
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
-    return "\n".join(out)
-
-
 def to_markdown(summary: Summary, *, compact: bool = False) -> str:
     """summary.md (full table) or the parent run's description (compact: verdict first, varying columns)."""
     out = io.StringIO()
@@ -267,7 +261,11 @@ def to_markdown(summary: Summary, *, compact: bool = False) -> str:
     if shared := constant_line(summary):  # the columns every job shares, once (summary.csv holds them all)
         out.write(shared + "\n\n")
     if not compact:
-        out.write(markdown_table(*table(summary, compact=True)) + "\n\n")
+        header, rows = table(summary, compact=True)
+        out.write("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
+        out.write(
+            "".join("| " + " | ".join(c.replace("|", "/") for c in row) + " |\n" for row in rows) + "\n"
+        )
     out.write("\n".join(f"- {in_words(summary, line)}" for line in aggregate_lines(summary)) + "\n\n")
     out.write(in_words(summary, HOW.format(objective=summary.objective.label)) + "\n")
     if compact:
@@ -343,15 +341,11 @@ def interval_cells(value: float, low: float, high: float) -> list[object]:
 DROP_FIRST = ("status", "graph breaks", "peak GiB")
 
 
-def sweep_unit(summary: Summary) -> str:
-    """What the sweep's jobs call a unit of their work (`step`, `call`), or `unit` where they differ."""
-    units = {r.work.unit for r in summary.rows if r.work is not None}
-    return unit_word(units.pop()) if len(units) == 1 else "step" if not units else "unit"
-
-
 def in_words(summary: Summary, text: str) -> str:
-    """`text` in the words of the sweep's own unit (a call's, not a training step's)."""
-    return in_unit_words(text, sweep_unit(summary))
+    """`text` in the words of the sweep's own unit (a call's, not a training step's): what its jobs call a
+    unit of their work (`step`, `call`), or `unit` where they differ."""
+    units = {r.work.unit for r in summary.rows if r.work is not None}
+    return in_unit_words(text, unit_word(units.pop()) if len(units) == 1 else "step" if not units else "unit")
 
 
 def verdict_words(summary: Summary) -> str:
