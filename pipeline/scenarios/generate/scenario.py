@@ -63,7 +63,8 @@ def decode_step(forward: nn.Module, lm: nn.Module, optimizer: Any) -> StepFn:
 
 
 class GenerationVariant(Variant):
-    """One variant: a model with its cache; a unit prefills the prompt and decodes one token at a time."""
+    """One variant: a model with its static KV cache (room for the prompt and the new tokens); a unit
+    prefills the prompt and decodes one token at a time."""
 
     primary = DECODE
     starts_idle = True  # a timed unit syncs before its prompt: no lead-in needed (Timer.lead_in_units)
@@ -74,14 +75,16 @@ class GenerationVariant(Variant):
         *,
         lm: nn.Module,
         compiled: Compiled,
-        cache: Any,
         prompt: torch.Tensor,
         new_tokens: int,
         setup_s: float,
     ):
+        from transformers import StaticCache
+
         super().__init__(name, setup_s=setup_s)
-        self.lm, self.compiled, self.cache = lm, compiled, cache
-        self.prompt, self.new_tokens = prompt, new_tokens
+        lm.config.use_cache = True
+        self.cache = StaticCache(config=lm.config, max_cache_len=prompt.shape[1] + new_tokens)
+        self.lm, self.compiled, self.prompt, self.new_tokens = lm, compiled, prompt, new_tokens
         # transformers 5.x takes the KV cache as `cache` (the old keyword warns that it is deprecated)
         self.cache_arg = "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
         # the unit's start, the prefill, the decode's start, each decode step
@@ -189,22 +192,15 @@ class GenerateScenario(Scenario):
 
     def prompt(self) -> torch.Tensor:
         generator = torch.Generator(device=self.device).manual_seed(self.cfg.trainer.seed)
-        vocab = self.cfg.model.input.vocab_size
-        return torch.randint(
-            vocab, (self.batch_size, self.prompt_len), generator=generator, device=self.device
-        )
+        shape = (self.batch_size, self.prompt_len)
+        return torch.randint(self.spec.vocab_size, shape, generator=generator, device=self.device)
 
     def recipe(self) -> Recipe:
-        from transformers import StaticCache
-
         def unit(name: str, compiled: Compiled, lm: nn.Module, setup_s: float) -> GenerationVariant:
-            lm.config.use_cache = True
-            cache = StaticCache(config=lm.config, max_cache_len=self.prompt_len + self.new_tokens)
             return GenerationVariant(
                 name,
                 lm=lm,
                 compiled=compiled,
-                cache=cache,
                 prompt=self.prompt(),
                 new_tokens=self.new_tokens,
                 setup_s=setup_s,
