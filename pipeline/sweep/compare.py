@@ -29,6 +29,8 @@ ENVIRONMENT_KEYS = (
     "transformers",
     "python",
 )
+# compare.csv's columns after the configuration and its flag: each figure with its 95% interval's ends
+CSV_FIGURES = ("a", "a_low", "a_high", "b", "b_low", "b_high", "ratio_b_over_a", "ratio_low", "ratio_high")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,21 +132,7 @@ def write(found: SweepComparison, out_dir: Path) -> list[Path]:
     table = out_dir / "compare.csv"
     with open(table, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(
-            [
-                "config",
-                "flag",
-                "a",
-                "a_low",
-                "a_high",
-                "b",
-                "b_low",
-                "b_high",
-                "ratio_b_over_a",
-                "ratio_low",
-                "ratio_high",
-            ]
-        )
+        writer.writerow(["config", "flag", *CSV_FIGURES])
         for c in found.changes:
             writer.writerow(
                 [
