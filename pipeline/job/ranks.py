@@ -22,11 +22,6 @@ from pipeline.job.result import write_timeout
 from pipeline.job.supervisor import NVLINK_MULTICAST_OFF, signal_description
 
 
-def torchrun_args(nproc: int, worker_args: list[str]) -> list[str]:
-    """torchrun's command line for one node, `nproc` worker processes."""
-    return ["--standalone", f"--nproc-per-node={nproc}", "--module", "pipeline.job.worker", *worker_args]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -46,14 +41,16 @@ def main(argv: list[str] | None = None) -> int:
     # The host's CPUs shared among the ranks (torchrun would set 1 thread per rank, and say so), so
     # that a CPU job's ranks get the threads a one-process job would have in all.
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.nproc)))
-    worker_args = (
+    # torchrun's command line for one node, `nproc` worker processes, then the worker's own arguments
+    torchrun = ["--standalone", f"--nproc-per-node={args.nproc}", "--module", "pipeline.job.worker"]
+    torchrun += (
         [a for a in args.worker_args if a != "--"] if args.worker_args[:1] == ["--"] else args.worker_args
     )
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
     try:
-        run(parse_args(torchrun_args(args.nproc, worker_args)))
+        run(parse_args(torchrun))
     except ChildFailedError as exc:
         Path(args.failures).write_text(json.dumps(rank_failures(exc.failures), indent=1))
         return 1
