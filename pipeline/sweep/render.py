@@ -294,26 +294,18 @@ def ranked_item(header: list[str], row: list[str]) -> str:
     return f"{row[0]}: {', '.join(cells)}" if cells else row[0]
 
 
+# summary.csv's columns of the objective's figure, after a job's identity, outcome, status and error
+FIGURE_COLUMNS = ("objective", "figure", "figure_ci95_low", "figure_ci95_high")
+
+
 def write_csv(summary: Summary, path: Path) -> None:
     metric_names = sorted({k for r in summary.rows for k in r.metrics})
     keys = [*TABLE_KEYS, *summary.varied]
     outcomes = {o.run_name: o.outcome for o in summary.suite.outcomes} if summary.suite else None
+    outcome = ["outcome"] if outcomes is not None else []  # a suite's: vs the model's own eager copy
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(
-            [
-                "run_name",
-                *keys,
-                *(["outcome"] if outcomes is not None else []),  # a suite's: vs the model's own eager copy
-                "status",
-                "error",
-                "objective",
-                "figure",
-                "figure_ci95_low",
-                "figure_ci95_high",
-                *metric_names,
-            ]
-        )
+        writer.writerow(["run_name", *keys, *outcome, "status", "error", *FIGURE_COLUMNS, *metric_names])
         for r in summary.rows:
             measured = r.passing and summary.objective.metric in r.metrics
             figure = interval_cells(*summary.objective.estimate(r.metrics)) if measured else ["", "", ""]
