@@ -279,10 +279,17 @@ def configurations(rows: list[Row], objective: Objective) -> list[Configuration]
         for g in groups.values()
     ]
     by_base = {_base(c.rows[0]): c.name for c in configs if not c.rows[0].compiled}
-    return [
-        Configuration(name=c.name, rows=c.rows, estimate=_with_eager(c, by_base.get(_base(c.rows[0]))))
-        for c in configs
-    ]
+    # a compiled configuration learns its eager counterpart in the sweep and its paired speedup
+    for c in configs:
+        paired = [r for r in c.rows if SPEEDUP in r.metrics]
+        if c.rows[0].compiled and paired:
+            c.estimate = dataclasses.replace(
+                c.estimate,
+                eager_name=by_base.get(_base(c.rows[0])),
+                speedup=pooled_speedup(paired),
+                base=repr(_base(c.rows[0])),
+            )
+    return configs
 
 
 def _pool_name(rows: list[Row]) -> str:
@@ -384,19 +391,6 @@ def pooled_speedup(rows: list[Row]) -> tuple[float, float, float]:
     between = t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
     half = max(within, between)
     return math.exp(center), math.exp(center - half), math.exp(center + half)
-
-
-def _with_eager(config: Configuration, eager_name: str | None) -> Estimate:
-    """A compiled configuration learns its eager counterpart in the sweep and its paired speedup."""
-    rows = [r for r in config.rows if SPEEDUP in r.metrics]
-    if not config.rows[0].compiled or not rows:
-        return config.estimate
-    return dataclasses.replace(
-        config.estimate,
-        eager_name=eager_name,
-        speedup=pooled_speedup(rows),
-        base=repr(_base(config.rows[0])),
-    )
 
 
 # ------------------------------------------------------------------------------------ failures
