@@ -93,19 +93,17 @@ def run_name(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> str:
 
 
 def _name_part(key: str, label: str, value: str) -> str:
-    """`seed=1`; swept inductor options by the preset that sets them (`inductor=coordinate_descent`,
-    `inductor=none`), not as their JSON."""
-    preset = inductor_preset(value) if key == "compile.options" else None
-    return f"{label}={value}" if preset is None else f"inductor={preset}"
-
-
-def inductor_preset(options_json: str) -> str | None:
-    """The conf/inductor preset whose options are these (JSON text), or None."""
-    try:
-        options = json.loads(options_json)
-    except ValueError:
-        return None
-    return next((name for name, preset in _inductor_presets() if preset == options), None)
+    """`seed=1`; swept inductor options by the conf/inductor preset that sets them
+    (`inductor=coordinate_descent`, `inductor=none`), not as their JSON."""
+    if key == "compile.options":
+        try:
+            options = json.loads(value)
+        except ValueError:
+            options = None  # no preset's: each is a mapping
+        for name, preset in _inductor_presets():
+            if preset == options:
+                return f"inductor={name}"
+    return f"{label}={value}"
 
 
 @functools.cache
