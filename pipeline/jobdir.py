@@ -33,9 +33,6 @@ class _File:
 class JobDir:
     path: Path
 
-    def __truediv__(self, name: str) -> Path:
-        return self.path / name
-
     config_yaml = _File("config.yaml")  # redacted: MLflow gets it
     job_config = _File(JOB_CONFIG)  # unredacted: stays local
     job_ready = _File("job_ready")  # made once the job's run is open: the worker measures nothing before it
