@@ -62,8 +62,6 @@ class RunRecord:
 
 
 class Tracker(SweepQueries):
-    """Owns the MLflow client for one tracking URI and experiment."""
-
     def __init__(
         self,
         tracking_uri: str,
@@ -152,7 +150,6 @@ class Tracker(SweepQueries):
         )
 
     def delete_tags(self, run_id: str, keys: Iterable[str]) -> None:
-        """Remove these tags where the run has them."""
         run = self._client.get_run(run_id)
         for key in keys:
             if key in run.data.tags:
@@ -310,17 +307,14 @@ STORE_SETUP_LOGGERS = ("mlflow.store.db.utils", "alembic.runtime.migration")
 @contextlib.contextmanager
 def quiet_store_setup() -> Iterator[None]:
     """MLflow's store set-up without its INFO lines, unless the user sets MLFLOW_LOGGING_LEVEL."""
-    if os.environ.get("MLFLOW_LOGGING_LEVEL"):
-        yield
-        return
-    loggers = [logging.getLogger(name) for name in STORE_SETUP_LOGGERS]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
+    names = () if os.environ.get("MLFLOW_LOGGING_LEVEL") else STORE_SETUP_LOGGERS
+    levels = {logger: logger.level for logger in map(logging.getLogger, names)}
+    for logger in levels:
         logger.setLevel(max(logger.getEffectiveLevel(), logging.WARNING))
     try:
         yield
     finally:
-        for logger, level in zip(loggers, levels, strict=True):
+        for logger, level in levels.items():
             logger.setLevel(level)
 
 
