@@ -4,6 +4,7 @@ timeout even when that process cannot stop it. Torch-free: the worker installs i
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import select
@@ -73,11 +74,9 @@ def die_with_parent(signum: int = signal.SIGKILL) -> None:
     """The kernel sends `signum` when this process's parent ends. Linux only; elsewhere the watchdog alone."""
     if not sys.platform.startswith("linux"):
         return
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _watch(parent: int, deadline: float, on_timeout: Callable[[], None]) -> None:

@@ -247,11 +247,9 @@ class Template:
 
     def dropped(self, conn: socket.socket) -> None:
         """A job closed its connection early: its worker ends by its lifeline; stop watching it."""
-        try:
+        with contextlib.suppress(OSError):
             if conn.recv(1, socket.MSG_PEEK):
                 return
-        except OSError:
-            pass
         self.selector.unregister(conn)
 
     def reap(self) -> None:

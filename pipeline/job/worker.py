@@ -9,6 +9,7 @@ result file at the end, failed or not. It never talks to MLflow: its parent does
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import faulthandler
 import json
@@ -306,7 +307,7 @@ def non_finite_loss(result: JobResult) -> None:
 
 def _record_memory_at_failure(result: JobResult) -> None:
     """Peak memory up to the failure (an out-of-memory error is only useful with it)."""
-    try:
+    with contextlib.suppress(Exception):
         import torch
 
         from pipeline.measure.memory import cpu_rss_peak_gib, gib
@@ -315,8 +316,6 @@ def _record_memory_at_failure(result: JobResult) -> None:
             result.metrics["memory/job_peak_allocated_gib"] = gib(torch.cuda.max_memory_allocated())
             result.metrics["memory/job_peak_reserved_gib"] = gib(torch.cuda.max_memory_reserved())
         result.metrics["memory/cpu_rss_peak_gib"] = cpu_rss_peak_gib()
-    except Exception:
-        pass
 
 
 if __name__ == "__main__":
