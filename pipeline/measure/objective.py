@@ -72,8 +72,7 @@ class Objective:
             low, high = self.interval
             return value, metrics.get(low, value), metrics.get(high, value)
         if self.inverse_of is not None:
-            base = OBJECTIVES[self.inverse_of]
-            p50, low, high = base.estimate(metrics)
+            p50, low, high = OBJECTIVES[self.inverse_of].estimate(metrics)
             # A median whose interval reaches 0 ms (two or three measured steps) bounds no rate above.
             return value, value * p50 / high, value * p50 / low if low > 0 else math.inf
         return value, value, value

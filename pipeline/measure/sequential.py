@@ -231,8 +231,7 @@ class Measuring:
         precise = self.rule.precise(low, estimate, high)
         last = self.index == len(self.looks.counts) - 1
         if not last and self.rule.budget_s > 0:
-            per_round = seconds / max(rounds, 1)
-            ahead = per_round * (self.looks.counts[self.index + 1] - rounds)
+            ahead = seconds / max(rounds, 1) * (self.looks.counts[self.index + 1] - rounds)  # at its own pace
             last = seconds + ahead > self.rule.budget_s * OVERRUN
         if precise and (answer is not None or not self.paired):
             reason = DECIDED if self.paired else PRECISE
