@@ -34,10 +34,10 @@ def retry_bound(tracking_uri: str) -> str:
 
 
 @contextlib.contextmanager
-def one_attempt(timeout_s: float = HEALTH_TIMEOUT_S) -> Iterator[None]:
-    """MLflow's HTTP requests in the block are tried once, for `timeout_s` (read at each request): for a
-    best-effort call after the store already failed a request."""
-    once = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": f"{timeout_s:g}"}
+def one_attempt() -> Iterator[None]:
+    """MLflow's HTTP requests in the block are tried once, for HEALTH_TIMEOUT_S (read at each request):
+    for a best-effort call after the store already failed a request."""
+    once = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": f"{HEALTH_TIMEOUT_S:g}"}
     before = {name: os.environ.get(name) for name in once}
     os.environ.update(once)
     try:
