@@ -112,8 +112,7 @@ def paired_interval(log_ratios: list[float], confidence: float) -> Interval:
         c = math.floor(middle - (middle - c) * math.sqrt(n / _effective(log_ratios)))
     if c is None or c < 0:
         return t_interval(log_ratios, confidence)
-    estimate = statistics.median(walsh)
-    return Interval(estimate, walsh[c], walsh[len(walsh) - 1 - c], "signed-rank")
+    return Interval(statistics.median(walsh), walsh[c], walsh[len(walsh) - 1 - c], "signed-rank")
 
 
 def speedup_interval(log_ratios: list[float], confidence: float) -> tuple[float, float, float]:
