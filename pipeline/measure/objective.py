@@ -145,6 +145,4 @@ def choose(works: Iterable[Work | None], configured: str | None = None) -> Objec
     defaults = {w.objective for w in known}
     if len(per_unit) <= 1:
         return objective_named(defaults.pop() if len(defaults) == 1 else STEP_P50)
-    if all(w.tokens for w in known):
-        return TOKENS
-    return SAMPLES
+    return TOKENS if all(w.tokens for w in known) else SAMPLES
