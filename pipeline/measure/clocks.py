@@ -175,6 +175,4 @@ class OthersCpu:
     @property
     def pct(self) -> float | None:
         """Others' share of this process's CPUs' time, %: a few on a quiet host."""
-        if self.capacity_ticks <= 0:
-            return None
-        return 100 * max(0.0, self.others_ticks) / self.capacity_ticks
+        return 100 * max(0.0, self.others_ticks) / self.capacity_ticks if self.capacity_ticks > 0 else None
