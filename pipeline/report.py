@@ -243,11 +243,8 @@ def summarize_folders(root: Path, out_dir: Path | None) -> int:
             file=sys.stderr,
         )
         return 1
-    kept = (
-        f"; the sweep's own {SweepDir(root).summary_files[0]} is kept as its end wrote it"
-        if target != root
-        else ""
-    )
+    own = SweepDir(root).summary_files[0]
+    kept = f"; the sweep's own {own} is kept as its end wrote it" if target != root else ""
     print(f"wrote {files[0]}, {files[1]} and {len(files) - 2} plots{kept}")
     return 1 if problems else 0
 
