@@ -31,8 +31,7 @@ def _run(*cmd: str, timeout: float = 30) -> subprocess.CompletedProcess[str] | N
 
 def cluster(partition: str | None = None) -> Cluster | None:
     """The partition's (default: every partition's) nodes as sinfo lists them; None when unknown."""
-    args = ["sinfo", "-h", "-o", "%G|%c"] + (["-p", partition] if partition else [])
-    done = _run(*args)
+    done = _run("sinfo", "-h", "-o", "%G|%c", *(["-p", partition] if partition else []))
     if done is None or done.returncode != 0:
         return None
     rows = [line.split("|") for line in done.stdout.splitlines() if "|" in line]
