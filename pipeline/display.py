@@ -117,15 +117,10 @@ def terminal_width() -> int:
     return min(TERMINAL_WIDTH, shutil.get_terminal_size((TERMINAL_WIDTH, 24)).columns)
 
 
-def known_width() -> int | None:
-    """The terminal's columns (a terminal, or COLUMNS set), else None: a log file keeps a line whole."""
-    return terminal_width() if os.environ.get("COLUMNS") or sys.stdout.isatty() else None
-
-
 def wrapped(text: str, width: int | None = None) -> list[str]:
-    """`text` in lines of at most `width` columns (the terminal's; whole without one), continuations
-    indented; a path or URL is never cut."""
-    width = width or known_width()
+    """`text` in lines of at most `width` columns (the terminal's: a terminal, or COLUMNS set; else whole,
+    as a log file keeps it), continuations indented; a path or URL is never cut."""
+    width = width or (terminal_width() if os.environ.get("COLUMNS") or sys.stdout.isatty() else None)
     if width is None:
         return [text]
     return textwrap.wrap(
