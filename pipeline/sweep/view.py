@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from pipeline.display import DASH, figure, unit_word
 from pipeline.job.outcome import shown_key, shown_tags
-from pipeline.measure.objective import Objective, objective_named
+from pipeline.measure.objective import Objective
 from pipeline.measure.registry import METRICS
 from pipeline.sweep.render import identity_columns, joined_identity, sorted_rows
 from pipeline.sweep.summary import Row, Summary
@@ -158,7 +158,7 @@ def figure_metrics(objective: Objective, logged: set[str] | None) -> list[str]:
     latency, a call's tail and throughput, a generation's tokens/s and time to first token)."""
     metrics = [objective.metric]
     if objective.inverse_of is not None:
-        metrics.append(objective_named(objective.inverse_of).metric)
+        metrics.append(objective.inverse_of)
     if objective.metric.startswith("latency/") or (logged is not None and LATENCY_TAIL in logged):
         metrics += [LATENCY_TAIL, SAMPLES_PER_S]
     if logged is not None and FIRST_TOKEN in logged:  # a generation: its rate and its first token
