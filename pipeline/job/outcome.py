@@ -38,13 +38,19 @@ def one_line(name: str, result: JobResult, *, in_sweep: bool = False) -> str:
 
 def note_line(result: JobResult) -> str:
     """Why a single job's figures are noisy or contended, and what to trust instead ('' when quiet)."""
-    if result.status != FINISHED:
-        return ""
-    if result.metrics.get("step/noisy"):
-        return f"note: noisy: {noise_detail(result)}"
-    if result.metrics.get("step/cpu_contended"):
-        return f"note: contended: {noise_detail(result)}"
-    return ""
+    kind, why = noise(result)
+    return f"note: {kind}: {why}" if kind else ""
+
+
+def noise(result: JobResult) -> tuple[str, str]:
+    """A finished job's figures that are `noisy` or `contended`, and why they are not to be trusted to
+    a few percent and what to do instead; ('', '') when quiet."""
+    m = result.metrics
+    kind = "noisy" if m.get("step/noisy") else "contended" if m.get("step/cpu_contended") else ""
+    if result.status != FINISHED or not kind:
+        return "", ""
+    note = str(result.info.get("measurement_note") or brief_noise(result))
+    return kind, note.removeprefix("noisy: ").removeprefix("contended: ")
 
 
 def failure(result: JobResult) -> str:
@@ -92,21 +98,30 @@ def result_phrases(result: JobResult, *, memory: bool = True) -> list[str]:
     if said := comm_phrase(m):  # a distributed job: what it lost to communication
         parts.append(said)
     if m.get("diagnose/graph_breaks"):
-        breaks = result.diagnostics.get("graph_breaks") or []
         count = int(m["diagnose/graph_breaks"])
-        parts.append(
-            graph_break_note(count, breaks) if memory else f"{count} graph break{'s' * (count != 1)}"
-        )
+        note = f"{count} graph break{'s' * (count != 1)}"
+        if memory and (breaks := result.diagnostics.get("graph_breaks")):
+            where = breaks[0]["location"].removeprefix(str(PROJECT_ROOT) + "/")
+            note += f" (e.g. {where}: {breaks[0]['reason'][:80]}; all in diagnostics.json)"
+        parts.append(note + ", compile.fullgraph=false let them through" if memory else note)
     return parts
 
 
-def speedup_text(m: dict[str, float]) -> str:
+def speedup_text(m: Mapping[str, float], times: str = "x vs eager") -> str:
     """`1.13x vs eager [1.02, 1.25]`, or `[undetermined]` for an interval too wide to say anything."""
-    value, low, high = estimate(m, SPEEDUP)
-    if low is None or high is None:
-        return f"{figure(value)}x vs eager"
-    shown, interval = with_interval(value, low, high, undetermined=undetermined(low, high)).split(" ", 1)
-    return f"{shown}x vs eager {interval}"
+    shown, _, interval = rounded(m, SPEEDUP).partition(" ")
+    return f"{shown}{times} {interval}" if interval else f"{shown}{times}"
+
+
+def rounded(metrics: Mapping[str, float], metric: str) -> str:
+    """`184 [101, 259]`: the figure rounded to what its 95% interval supports, with the interval where
+    it has one (a rate's: its latency's interval turned over)."""
+    value, low, high = estimate(metrics, metric)
+    if low is None and metric in OBJECTIVES and OBJECTIVES[metric].inverse_of in metrics:
+        _, low, high = OBJECTIVES[metric].estimate(metrics)
+    if low is None:
+        return figure(value)
+    return with_interval(value, low, high, undetermined=undetermined(low, high))
 
 
 def ms(value: float, low: float | None = None, high: float | None = None) -> str:
@@ -118,29 +133,13 @@ def brief_noise(result: JobResult) -> str:
     return f"noisy (p10-p90 spans {result.metrics.get('step/spread_pct', float('nan')):.0f}% of the median)"
 
 
-def noise_detail(result: JobResult) -> str:
-    """Why the step times are not to be trusted to a few percent, and what to do instead."""
-    note = str(result.info.get("measurement_note") or brief_noise(result))
-    return note.removeprefix("noisy: ").removeprefix("contended: ")
-
-
-def graph_break_note(count: int, breaks: list[dict[str, str]]) -> str:
-    """`3 graph breaks (e.g. models/x.py:31: <reason>; all in diagnostics.json), compile.fullgraph=...`."""
-    note = f"{count} graph break{'s' if count != 1 else ''}"
-    if breaks:
-        where = breaks[0]["location"].removeprefix(str(PROJECT_ROOT) + "/")
-        note += f" (e.g. {where}: {breaks[0]['reason'][:80]}; all in diagnostics.json)"
-    return note + ", compile.fullgraph=false let them through"
-
-
 def run_description(result: JobResult) -> str:
     """The run's description (markdown): its own result in one paragraph, then the method as a list."""
     if result.status == FINISHED:
         lead = f"**{FINISHED}**: " + ", ".join(result_phrases(result)) + "."
-        if result.metrics.get("step/noisy"):
-            lead += f" **Noisy**: {noise_detail(result)}."
-        elif result.metrics.get("step/cpu_contended"):
-            lead += f" **Contended**: {noise_detail(result)}."
+        kind, why = noise(result)
+        if kind:
+            lead += f" **{kind.capitalize()}**: {why}."
     else:
         lead = f"**{failure(result)}**"
     method = [f"- {line}" for line in result.method.splitlines() if line.strip()]
@@ -203,20 +202,9 @@ def shown_tags(metrics: Mapping[str, float], unit: str = "step") -> dict[str, st
     "64.7", ...}`: each figure the job has, rounded to what its interval supports."""
     tags = {}
     for metric in SHOWN:
-        if metric not in metrics:
-            continue
-        value, low, high = estimate(metrics, metric)
-        rate = metric in OBJECTIVES and OBJECTIVES[metric].inverse_of in metrics
-        if low is None and rate:  # a rate: its latency's interval turned over
-            _, low, high = OBJECTIVES[metric].estimate(metrics)
-        text = (
-            figure(value)
-            if low is None
-            else with_interval(value, low, high, undetermined=undetermined(low, high))
-        )
-        if metric == "speedup/vs_eager":
-            text = text.replace(" ", "x ", 1) if " " in text else f"{text}x"
-        tags[shown_key(metric, unit, metrics)] = text  # type: ignore[index]
+        if metric in metrics:
+            text = speedup_text(metrics, "x") if metric == SPEEDUP else rounded(metrics, metric)
+            tags[shown_key(metric, unit, metrics)] = text  # type: ignore[index]
     return tags
 
 
