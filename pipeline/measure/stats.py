@@ -38,9 +38,7 @@ _T975.update(
 
 def t975(df: int) -> float:
     """Student's t quantile for a two-sided 95% interval (conservative between tabulated values)."""
-    if df > 30:
-        return 1.96
-    return _T975[max(k for k in _T975 if k <= max(1, df))]
+    return 1.96 if df > 30 else _T975[max(k for k in _T975 if k <= max(1, df))]
 
 
 def lag1_autocorrelation(values: list[float]) -> float:
