@@ -59,7 +59,7 @@ def constant_line(summary: Summary) -> str:
         for k in [*TABLE_KEYS, *summary.varied]
         if k not in shown and configured
     ]
-    header, rows = _table(summary, compact=False)
+    header, rows = table(summary, compact=False)
     same += [f"{header[i]}={value}" for i, value in _shared_measures(header, rows).items()]
     return "every job: " + ", ".join(same) if same else ""
 
@@ -133,15 +133,6 @@ def _status(row: Row) -> str:
 def table(summary: Summary, *, compact: bool) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of the configuration table; compact: the measure columns every job shares left
     out (they are on the line above the table)."""
-    header, rows = _table(summary, compact=compact)
-    if not compact:
-        return header, rows
-    shared = _shared_measures(header, rows)
-    keep = [i for i in range(len(header)) if i not in shared]
-    return [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
-
-
-def _table(summary: Summary, *, compact: bool) -> tuple[list[str], list[list[str]]]:
     keys = identity_columns(summary, compact=compact)
     outcomes = {o.run_name: o.outcome for o in summary.suite.outcomes} if summary.suite else None
     labels = column_labels(keys) if compact else keys
@@ -167,7 +158,11 @@ def _table(summary: Summary, *, compact: bool) -> tuple[list[str], list[list[str
                 _status(row),
             ]
         )
-    return header, out
+    if not compact:
+        return header, out
+    shared = _shared_measures(header, out)
+    keep = [i for i in range(len(header)) if i not in shared]
+    return [header[i] for i in keep], [[row[i] for i in keep] for row in out]
 
 
 def table_rows(summary: Summary) -> list[list[str]]:
