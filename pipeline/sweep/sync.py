@@ -36,12 +36,12 @@ def unsynced(dirs: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
                 continue
             if result.mlflow_synced:
                 continue
-            if not JobDir(path.parent).job_config.exists():
+            if JobDir(path.parent).job_config.exists():
+                found.append(path)
+            else:
                 problems.append(
                     (path, f"has no {JOB_CONFIG} beside it (the job's config), which its run needs")
                 )
-                continue
-            found.append(path)
     return found, problems
 
 
