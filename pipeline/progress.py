@@ -29,7 +29,6 @@ def quiet(*args: Any, **kwargs: Any) -> None:
 
 
 def parse_progress(line: str) -> dict[str, Any] | None:
-    """The event of a worker's progress line, or None for any other line."""
     if not line.startswith(PROGRESS_PREFIX):
         return None
     try:

@@ -78,7 +78,6 @@ def still_working(sweep_dirs: list[Path]) -> tuple[list[str], str]:
 
 
 def _holder(lease: Path) -> str | None:
-    """Who holds this lease, or None when no one does."""
     # OSError: no lease file (no one ever held it), or no locks on this filesystem
     with contextlib.suppress(OSError), open(lease) as handle:
         try:
