@@ -10,6 +10,7 @@ import difflib
 import importlib.util
 import os
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,8 @@ def validate(cfg: Config | DictConfig) -> Config:
     raise_first(host_errors(config))
     errors = model_errors("model", config.model)  # imports the model library, once per version
     if config.compile.compiled:
-        errors += backend_errors(config.compile.backend)
+        backend = config.compile.backend
+        errors += remembered("compile.backend", backend, lambda: backend_errors(backend))
     if config.compile.compiled and not errors:
         errors += inductor_option_errors(config.compile)
     if config.loss.teacher is not None and not errors:
@@ -104,16 +106,10 @@ def model_errors(at: str, model: ModelConfig) -> list[ConfigError]:
     that imports (importing the model library once per library version)."""
     target = model._target_
     if target == TIMM_FACTORY:
-        if known_good.passes("timm model", model.name, lambda: _timm_model_exists(model.name)):
-            return []
-        return [ConfigError(f"{at}.name", model.name, _timm_allowed(model.name))]
+        return remembered("timm model", model.name, lambda: _timm_errors(at, model.name))
     if target == HF_FACTORY:
         settings = [model.name, dataclasses.asdict(model.input), dict(model.kwargs)]
-        if known_good.passes("hf config", settings, lambda: _hf_config_error(*settings) is None):
-            return []
-        err = _hf_config_error(*settings)
-        assert err is not None
-        return [ConfigError(at + err.key.removeprefix("model"), err.value, err.allowed)]
+        return remembered("hf config", settings, lambda: _hf_config_errors(at, *settings))
     from hydra.utils import get_method
 
     try:
@@ -211,27 +207,32 @@ def _has_blocks(model: ModelConfig) -> bool:
         return bool(repeated_blocks(build_model(model)))
 
 
-def _timm_model_exists(name: str | None) -> bool:
+def remembered(check: str, value: Any, find: Callable[[], list[ConfigError]]) -> list[ConfigError]:
+    """What `find` finds wrong (it may import torch or a model library), not looked for again where `check`
+    passed for `value` with the installed library versions (:mod:`pipeline.config.known_good`)."""
+    return [] if known_good.passes(check, value, lambda: not find()) else find()
+
+
+def _timm_errors(at: str, name: str | None) -> list[ConfigError]:
     from models import timm_models
 
-    return timm_models.model_exists(name)
-
-
-def _timm_allowed(name: str | None) -> str:
-    from models import timm_models
-
+    if timm_models.model_exists(name):
+        return []
     close = difflib.get_close_matches(str(name), timm_models.timm.list_models(), n=3)
-    return "a timm model name (timm.list_models())" + (f"; close: {', '.join(close)}" if close else "")
+    why = "a timm model name (timm.list_models())" + (f"; close: {', '.join(close)}" if close else "")
+    return [ConfigError(f"{at}.name", name, why)]
 
 
-def _hf_config_error(name: str, input_spec: dict[str, Any], kwargs: dict[str, Any]) -> ConfigError | None:
+def _hf_config_errors(
+    at: str, name: str, input_spec: dict[str, Any], kwargs: dict[str, Any]
+) -> list[ConfigError]:
     from models import hf
 
     try:
         hf.make_config(name, input_spec, **kwargs)
     except ConfigError as err:
-        return err
-    return None
+        return [ConfigError(at + err.key.removeprefix("model"), err.value, err.allowed)]
+    return []
 
 
 FLOAT8_MIN_CAPABILITY = (8, 9)  # Ada and Hopper: float8 tensor cores
@@ -279,16 +280,13 @@ def gpu_capabilities() -> list[tuple[int, int]]:
 
 
 def backend_errors(backend: str) -> list[ConfigError]:
-    if known_good.passes("compile.backend", backend, lambda: backend in available_backends()):
-        return []
-    return [ConfigError("compile.backend", backend, "allowed values are " + ", ".join(available_backends()))]
-
-
-def available_backends() -> list[str]:
-    """The backends torch lists (including the debug ones, such as `aot_eager`)."""
+    """`compile.backend` is one torch lists (including the debug ones, such as `aot_eager`)."""
     import torch._dynamo
 
-    return sorted(torch._dynamo.list_backends(exclude_tags=()))
+    backends = sorted(torch._dynamo.list_backends(exclude_tags=()))
+    if backend in backends:
+        return []
+    return [ConfigError("compile.backend", backend, "allowed values are " + ", ".join(backends))]
 
 
 def inductor_option_errors(settings: CompileConfig) -> list[ConfigError]:
@@ -297,10 +295,7 @@ def inductor_option_errors(settings: CompileConfig) -> list[ConfigError]:
     options = settings.inductor_options()
     if not options or settings.backend != "inductor":
         return []
-    check = sorted(options.items(), key=lambda item: item[0])
-    if known_good.passes("inductor options", check, lambda: not _option_errors(options)):
-        return []
-    return _option_errors(options)
+    return remembered("inductor options", sorted(options.items()), lambda: _option_errors(options))
 
 
 def _option_errors(options: dict[str, Any]) -> list[ConfigError]:
