@@ -228,19 +228,6 @@ def run_payload(cfg: Config, result: JobResult, job_dir: Path) -> RunPayload:
     )
 
 
-# Keys that only some jobs use, by what makes them apply (checked against the config in `applicable`).
-IMAGE_INPUT = ("channels", "height", "width")
-TOKEN_INPUT = ("vocab_size", "seq_len")
-DISTILLATION = ("kind", "temperature", "alpha", "teacher")
-KL_ONLY = ("temperature", "alpha")
-DDP_ONLY = ("bucket_cap_mb", "optimize_ddp")
-FSDP_ONLY = ("reshard_after_forward", "param_dtype", "reduce_dtype")
-LOADER_ONLY = ("num_workers", "pin_memory", "non_blocking")
-PAIRED_ONLY = ("loss_rtol", "parity_steps")
-INDUCTOR_ONLY = ("cache_dir", "cold_cache")
-TRAINING_PRECISION = ("grad_scaler", "float8")  # a loss to scale, linear layers trained in float8
-
-
 def applicable(cfg: Config) -> dict[str, Any]:
     """The config as the job's run's params: only the keys that apply to this job (e.g. no optimizer for
     a scenario that does not train, no compile settings but the mode for an eager job), the scenario's
@@ -250,7 +237,9 @@ def applicable(cfg: Config) -> dict[str, Any]:
     spec = cfg.model.input
     model = data["model"]
     model.pop("batch_size", None)
-    drop(model["input"], TOKEN_INPUT if spec.kind == "image" else IMAGE_INPUT)
+    drop(
+        model["input"], ("vocab_size", "seq_len") if spec.kind == "image" else ("channels", "height", "width")
+    )
     if spec.kind != "image" and spec.target != "class":
         model["input"].pop("num_classes", None)
     if not scenario.trains:
@@ -258,11 +247,11 @@ def applicable(cfg: Config) -> dict[str, Any]:
         data["trainer"].pop("optimizer", None)
         data["compile"].pop("optimizer", None)
         data["benchmark"].pop("parity_steps", None)
-        drop(data["precision"], TRAINING_PRECISION)
+        drop(data["precision"], ("grad_scaler", "float8"))  # no loss to scale, no float8 training
     elif cfg.loss.teacher is None:
-        drop(data["loss"], DISTILLATION)
+        drop(data["loss"], ("kind", "temperature", "alpha", "teacher"))
     elif cfg.loss.kind != "kl":
-        drop(data["loss"], KL_ONLY)
+        drop(data["loss"], ("temperature", "alpha"))
     if getattr(scenario.resolved(cfg), "batch_size", None) is not None:
         data["trainer"].pop("batch_size", None)  # the scenario's batch is the one used
     if not cfg.compile.compiled:
@@ -270,15 +259,17 @@ def applicable(cfg: Config) -> dict[str, Any]:
     elif cfg.compile.backend != "inductor":
         data["compile"].pop("options", None)
     if cfg.compile.backend != "inductor" or not cfg.compile.compiled:
-        drop(data["diagnose"], INDUCTOR_ONLY)
+        drop(data["diagnose"], ("cache_dir", "cold_cache"))
     strategy = cfg.parallel.strategy
     if strategy == "none":
         data["parallel"] = {"strategy": strategy}
+    elif strategy == "ddp":
+        drop(data["parallel"], ("reshard_after_forward", "param_dtype", "reduce_dtype"))
     else:
-        drop(data["parallel"], FSDP_ONLY if strategy == "ddp" else DDP_ONLY)
-    drop(data["data"], ("num_batches",) if cfg.data.loader else LOADER_ONLY)
+        drop(data["parallel"], ("bucket_cap_mb", "optimize_ddp"))
+    drop(data["data"], ("num_batches",) if cfg.data.loader else ("num_workers", "pin_memory", "non_blocking"))
     if not cfg.paired:
-        drop(data["benchmark"], PAIRED_ONLY)
+        drop(data["benchmark"], ("loss_rtol", "parity_steps"))
     data.pop("sweep", None)
     return data
 
