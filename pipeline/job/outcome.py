@@ -184,15 +184,13 @@ SHOWN = {
     "memory/peak_reserved_gib": "peak reserved GiB",
     "memory/cpu_rss_peak_gib": "peak RSS GiB",
 }
-# Where a call's latency is the figure, the calls timed back to back are the other one.
-BACK_TO_BACK = "back-to-back {unit} p50 ms"
 
 
 def shown_key(metric: str, unit: str = "step", metrics: Mapping[str, float] | None = None) -> str | None:
     """The tag that shows `metric` rounded (`step p50 ms`, `latency p99 ms`), in the words of `unit`;
     None for a metric shown only as itself."""
     if metric == STEP_P50 and metrics is not None and headline(metrics) not in (STEP_P50, None):
-        return BACK_TO_BACK.format(unit=unit)
+        return f"back-to-back {unit} p50 ms"  # a call's latency is the figure: these are the other one
     key = SHOWN.get(metric)
     return key.format(unit=unit) if key else None
 
