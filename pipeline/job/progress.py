@@ -88,9 +88,8 @@ def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
     weighed by `pace_weights`; without sweep.json, the jobs' mean wall time."""
     walls, done, failed, ran_since, last_end = [], 0, 0, 0, 0.0
     sweep = SweepContext.load(sweep_dir)
-    started_at = sweep.started_at if sweep is not None else 0.0
-    modes = sweep.job_modes if sweep is not None else []
-    ended: set[int] = set()
+    started_at, modes = (sweep.started_at, sweep.job_modes) if sweep is not None else (0.0, [])
+    ended: set[int | None] = set()  # the job numbers with a result (None: a folder not named by one)
     session_walls: dict[str, list[float]] = {}  # this session's jobs' wall times, by compile mode
     for path in sweep_dir.glob(f"*/{RESULT}"):
         try:
@@ -101,8 +100,7 @@ def sweep_status(sweep_dir: Path, total_jobs: int | None) -> str:
             continue
         done += 1
         num = int(path.parent.name) if path.parent.name.isdigit() else None
-        if num is not None:
-            ended.add(num)
+        ended.add(num)
         if result.status == SKIPPED:
             continue
         wall = float(result.metrics.get("job/wall_s") or result.metrics.get("job/worker_wall_s") or 0.0)
