@@ -150,16 +150,14 @@ def run_description(result: JobResult) -> str:
 
 def outcome_tags(result: JobResult) -> dict[str, str]:
     """The tags beyond the identity tags: verdict flags, torch and device, the work, figures, the error."""
-    tags: dict[str, str] = {}
     env = result.environment
-    if env.get("torch"):
-        tags["torch"] = str(env["torch"])
-    if env.get("device"):
-        tags["device"] = str(env.get("gpu_name") or env["device"])
-    if result.metrics.get("step/noisy"):
-        tags["noisy"] = "true"
-    if result.info.get("worker_start"):
-        tags["worker_start"] = str(result.info["worker_start"])  # template or spawn: how the worker started
+    named = {
+        "torch": env.get("torch"),
+        "device": env.get("device") and (env.get("gpu_name") or env["device"]),
+        "noisy": "true" if result.metrics.get("step/noisy") else None,
+        "worker_start": result.info.get("worker_start"),  # template or spawn: how the worker started
+    }
+    tags = {key: str(value) for key, value in named.items() if value}
     work = Work.from_dict(result.work)
     if work is not None:  # what a unit did and what it is judged on: the summary and the view read these
         tags.update(work.tags())
