@@ -114,8 +114,7 @@ class JobResult:
 
 def one_line(message: str, limit: int = 500) -> str:
     """The first meaningful line of an error message, bounded in length."""
-    lines = [ln.strip() for ln in str(message).strip().splitlines() if ln.strip()]
-    text = lines[0] if lines else "(no message)"
+    text = next((ln.strip() for ln in str(message).splitlines() if ln.strip()), "(no message)")
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -156,7 +155,6 @@ def refuse_overwrite(key: str, folder: Path, results: list[Path]) -> str:
 
 def write_timeout(path: str | Path, message: str, **info: Any) -> None:
     """The lifeline's backstop result: the job's parent did not stop this process at trainer.timeout_s."""
-    result = JobResult()
-    result.info.update(info)
+    result = JobResult(info=info)
     result.fail(KILLED, "Timeout", message)
     result.write(path)
