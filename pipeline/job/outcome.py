@@ -278,10 +278,8 @@ def drop(section: dict[str, Any], keys: tuple[str, ...]) -> None:
 def series_points(cfg: Config, result: JobResult) -> dict[str, list[tuple[int, float]]]:
     """Per-unit curves: losses from step 0, step times from the first measured step (= warm-up steps).
     NaN points were not measured and are left out, but for a loss: a NaN loss says training diverged."""
-    warmup = cfg.trainer.warmup_steps
     points: dict[str, list[tuple[int, float]]] = {}
     for name, values in result.series.items():
-        offset = warmup if name.endswith("step_ms") else 0
-        keep_nan = name.endswith("loss")
-        points[name] = [(offset + i, v) for i, v in enumerate(values) if keep_nan or v == v]
+        offset = cfg.trainer.warmup_steps if name.endswith("step_ms") else 0
+        points[name] = [(offset + i, v) for i, v in enumerate(values) if name.endswith("loss") or v == v]
     return points
