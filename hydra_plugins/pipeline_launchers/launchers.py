@@ -39,13 +39,11 @@ from pipeline.job.preflight import checked
 from pipeline.job.result import JobResult
 from pipeline.jobdir import JobDir
 from pipeline.redaction import redact_text
-from pipeline.status import SKIPPED
+from pipeline.status import KILLED, SKIPPED
 from pipeline.sweep import lease, slurm
 from pipeline.sweep.state import SweepStopped
 from pipeline.sweep_context import SweepContext
 from pipeline.tracking import Tracker
-
-KILLED = "KILLED"
 
 
 def wait_with_progress(jobs: list[Any], sweep_dir: Path, poll_s: float = 1.0) -> None:

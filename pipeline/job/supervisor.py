@@ -25,10 +25,10 @@ from pipeline.job.result import JobResult
 from pipeline.job.worker_start import READY_TIMEOUT_S, SPAWN, TEMPLATE, ForkedWorker, StartPlan, start_worker
 from pipeline.jobdir import RANK_RESULT_GLOB, JobDir
 from pipeline.progress import parse_progress
+from pipeline.provenance import PROJECT_ROOT
 from pipeline.redaction import write_private
 from pipeline.status import FAILED, FINISHED, KILLED
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILL_GRACE_S = 5.0
 # What a rank dies of when a peer's failure breaks its collective, or the launcher stops it.
 CONSEQUENTIAL_SIGNALS = frozenset({signal.SIGABRT, signal.SIGTERM, signal.SIGINT})

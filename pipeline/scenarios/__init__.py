@@ -9,13 +9,13 @@ import dataclasses
 import functools
 from collections.abc import Mapping
 from importlib import import_module
-from pathlib import Path
 from typing import Any
 
 from pipeline.config.errors import ConfigError
+from pipeline.provenance import PROJECT_ROOT
 from pipeline.scenarios.base import ScenarioConfig
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = PROJECT_ROOT / "conf"
 
 
 def config_class(target: Any) -> type[ScenarioConfig]:
