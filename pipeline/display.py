@@ -28,8 +28,7 @@ def decimals_for(value: float, low: float | None = None, high: float | None = No
     top = _magnitude(value)
     digits = PLAIN_DIGITS
     if low is not None and high is not None and math.isfinite(low) and math.isfinite(high) and high > low:
-        place = _magnitude((high - low) / 2)  # the half-width's first significant digit
-        digits = top - place + 1
+        digits = top - _magnitude((high - low) / 2) + 1  # down to the half-width's first significant digit
     digits = min(MAX_DIGITS, max(MIN_DIGITS, digits))
     return digits - 1 - top
 
