@@ -16,8 +16,6 @@ from pipeline.jobdir import RESULT, JobDir
 from pipeline.provenance import sync_command
 from pipeline.status import FAILED, KILLED
 
-LOSS_PREFIX = "loss/"  # the training loss's metrics: kept when not finite
-
 
 class UnreadableResult(ValueError):
     """A result file that is not a job's result: cut off, not JSON, or JSON of another shape."""
@@ -60,7 +58,7 @@ class JobResult:
         data["metrics"] = {
             k: v
             for k, v in self.metrics.items()
-            if v is not None and (k.startswith(LOSS_PREFIX) or not (isinstance(v, float) and math.isnan(v)))
+            if v is not None and (k.startswith("loss/") or not (isinstance(v, float) and math.isnan(v)))
         }
         return json.dumps(data, indent=1, default=str, allow_nan=True)
 
