@@ -46,7 +46,6 @@ def validate(cfg: Config | DictConfig) -> Config:
     return config
 
 
-TIMM_FACTORY = "models.timm_models.create"
 # At most one gloo rank per core and two DataLoader workers per core: beyond, a typo
 # (`parallel.nproc=1000`) starts hundreds of processes and the OOM killer picks among the host's.
 DATALOADER_WORKERS_PER_CORE = 2
@@ -105,7 +104,7 @@ def model_errors(at: str, model: ModelConfig) -> list[ConfigError]:
     """The model exists: a timm name timm knows, an HF config that builds for this input, a factory
     that imports (importing the model library once per library version)."""
     target = model._target_
-    if target == TIMM_FACTORY:
+    if target == "models.timm_models.create":
         return remembered("timm model", model.name, lambda: _timm_errors(at, model.name))
     if target == HF_FACTORY:
         settings = [model.name, dataclasses.asdict(model.input), dict(model.kwargs)]
@@ -235,7 +234,6 @@ def _hf_config_errors(
     return []
 
 
-FLOAT8_MIN_CAPABILITY = (8, 9)  # Ada and Hopper: float8 tensor cores
 PRECISION_DIR = Path(__file__).resolve().parents[2] / "conf" / "precision"
 
 
@@ -261,7 +259,7 @@ def _float8_unavailable(config: Config) -> str:
     capabilities = gpu_capabilities()
     if not capabilities:
         return "float8 training (torchao) runs on Hopper-class GPUs only, and NVML sees no GPU on this host"
-    if min(capabilities) < FLOAT8_MIN_CAPABILITY:
+    if min(capabilities) < (8, 9):  # Ada and Hopper: float8 tensor cores
         found = ", ".join(f"{major}.{minor}" for major, minor in sorted(set(capabilities)))
         return f"float8 training (torchao) needs compute capability >= 8.9 (Hopper-class); this host's GPUs have {found}"
     return ""
