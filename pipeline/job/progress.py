@@ -31,7 +31,6 @@ class JobProgress:
 
     def __init__(self, label: str, terminal: bool | None = None, *, verbose: bool = False):
         self.label, self.verbose = label, verbose
-        self.torch_log_lines = 0  # kept in worker.log only
         self.terminal = sys.stdout.isatty() if terminal is None else terminal
         self._last_decile: dict[tuple[str, str], int] = {}
         self._bar: Any = None
@@ -65,10 +64,8 @@ class JobProgress:
 
     def worker_line(self, text: str) -> None:
         """A line the worker printed: torch's log records only when verbose (worker.log has them)."""
-        if not self.verbose and (TORCH_LOG_LINE.match(text) or AUTOTUNE_LINE.match(text)):
-            self.torch_log_lines += 1
-            return
-        self.line(text)
+        if self.verbose or not (TORCH_LOG_LINE.match(text) or AUTOTUNE_LINE.match(text)):
+            self.line(text)
 
     def line(self, text: str) -> None:
         if self._bar is not None:
