@@ -52,25 +52,22 @@ class JobResult:
         self.status = status
         self.error = JobError(error_type, one_line(message), tb)
 
-    def to_json(self) -> str:
-        """The file's text: unmeasured (None, NaN) metrics left out, but a NaN or infinite loss stays."""
+    def write(self, path: str | Path) -> None:
+        """Atomically: the whole file or, when it cannot be written (a full disk), no file at all (the
+        temp file is removed; an earlier result there stays as it was) and the OSError. Unmeasured (None,
+        NaN) metrics are left out, but a NaN or infinite loss stays."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
         data = asdict(self)
         data["metrics"] = {
             k: v
             for k, v in self.metrics.items()
             if v is not None and (k.startswith("loss/") or not (isinstance(v, float) and math.isnan(v)))
         }
-        return json.dumps(data, indent=1, default=str, allow_nan=True)
-
-    def write(self, path: str | Path) -> None:
-        """Atomically: the whole file or, when it cannot be written (a full disk), no file at all (the
-        temp file is removed; an earlier result there stays as it was) and the OSError."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".result-", suffix=".json")
         try:
             with os.fdopen(fd, "w") as f:
-                f.write(self.to_json())
+                f.write(json.dumps(data, indent=1, default=str, allow_nan=True))
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -87,10 +84,6 @@ class JobResult:
         except ValueError as exc:
             what = "empty" if not text.strip() else f"not JSON, cut off or damaged ({exc})"
             raise UnreadableResult(what) from exc
-        return cls.from_dict(data)
-
-    @classmethod
-    def from_dict(cls, data: Any) -> JobResult:
         if not isinstance(data, dict):
             raise UnreadableResult(f"JSON {_json_kind(data)}, not a job's result (an object with a `status`)")
         if not isinstance(data.get("status"), str) or not data["status"]:
