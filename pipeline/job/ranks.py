@@ -15,7 +15,6 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 from pipeline.job import lifeline
 from pipeline.job.result import write_timeout
@@ -51,26 +50,22 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         run(parse_args(torchrun))
-    except ChildFailedError as exc:
-        Path(args.failures).write_text(json.dumps(rank_failures(exc.failures), indent=1))
+    except ChildFailedError as exc:  # torch's ProcessFailure records as plain data, the first failure first
+        rows = [
+            {
+                "rank": rank,
+                "exitcode": f.exitcode,
+                "exit": signal_description(f.exitcode),
+                "pid": f.pid,
+                "timestamp": f.timestamp,
+                "message": f.message if isinstance(f.message, str) else json.dumps(f.message)[:500],
+            }
+            for rank, f in exc.failures.items()
+        ]
+        rows.sort(key=lambda r: (r["timestamp"], r["rank"]))
+        Path(args.failures).write_text(json.dumps(rows, indent=1))
         return 1
     return 0
-
-
-def rank_failures(failures: dict[int, Any]) -> list[dict[str, Any]]:
-    """torch's ProcessFailure records as plain data, the first failure first."""
-    rows = [
-        {
-            "rank": rank,
-            "exitcode": f.exitcode,
-            "exit": signal_description(f.exitcode),
-            "pid": f.pid,
-            "timestamp": f.timestamp,
-            "message": f.message if isinstance(f.message, str) else json.dumps(f.message)[:500],
-        }
-        for rank, f in failures.items()
-    ]
-    return sorted(rows, key=lambda r: (r["timestamp"], r["rank"]))
 
 
 if __name__ == "__main__":
