@@ -132,6 +132,21 @@ def write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
+def write_atomic(path: Path, text: str, *, make_parents: bool = True) -> None:
+    """`text` into `path` through a temp file beside it (`.<name>.<pid>`, mode by the umask) and a rename:
+    a reader sees the old file or the new one, never half of it."""
+    if make_parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        partial.write_text(text)
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise
+
+
 def make_private(paths: Iterable[Path]) -> None:
     """Files another program wrote with the config unredacted (Hydra's `.hydra/*.yaml`): this user's only."""
     for path in paths:

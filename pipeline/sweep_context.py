@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from pipeline.jobdir import SweepDir
+from pipeline.redaction import write_atomic
 
 
 @dataclass(kw_only=True)
@@ -40,11 +41,7 @@ class SweepContext:
         return self.prior_wall_s + time.time() - self.started_at
 
     def save(self) -> None:
-        path = SweepDir(Path(self.sweep_dir)).sweep_file
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1))
-        tmp.replace(path)
+        write_atomic(SweepDir(Path(self.sweep_dir)).sweep_file, json.dumps(asdict(self), indent=1))
 
     @classmethod
     def load(cls, sweep_dir: str | Path) -> SweepContext | None:

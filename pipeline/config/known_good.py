@@ -14,6 +14,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pipeline.redaction import write_atomic
+
 LIBRARIES = ("torch", "timm", "transformers")
 
 
@@ -61,8 +63,5 @@ def passes(check: str, value: Any, run_check: Callable[[], bool]) -> bool:
     # read-only home only means the check runs every time.
     if ok:
         with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(sorted(_load(path) | {key})))
-            os.replace(tmp, path)
+            write_atomic(path, json.dumps(sorted(_load(path) | {key})))
     return ok

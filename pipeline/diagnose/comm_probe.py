@@ -21,6 +21,7 @@ from pipeline.config.known_good import cache_root
 from pipeline.diagnose.comm import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, algbw_gbps, busbw_gbps
 from pipeline.measure.ranks import align_ranks
 from pipeline.nvml import nvml
+from pipeline.redaction import write_atomic
 
 KINDS = (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER)
 GPU_SIZES = tuple(2**k for k in range(10, 31, 2))  # 1 KiB .. 1 GiB, x4
@@ -162,10 +163,7 @@ def ensure(device: Any, job_copy: Path | None = None, *, force: bool = False) ->
 
 
 def write(path: Path, probe: Probe) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    partial.write_text(json.dumps(probe.to_dict(), indent=1))
-    partial.replace(path)
+    write_atomic(path, json.dumps(probe.to_dict(), indent=1))
 
 
 def run(device: Any, machine: dict[str, Any]) -> Probe:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pipeline.jobdir import SweepDir
+from pipeline.redaction import write_atomic
 
 SPAWN, TEMPLATE = "spawn", "template"  # benchmark.worker_start (its allowed values: the schema)
 CONNECT_TIMEOUT_S = 10.0
@@ -49,11 +50,7 @@ class TemplateInfo:
     unavailable: str = ""  # non-empty: no template; the reason, said by every job that spawns
 
     def save(self, sweep_dir: Path) -> None:
-        path = template_file(sweep_dir, self.host)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self)))
-        tmp.replace(path)
+        write_atomic(template_file(sweep_dir, self.host), json.dumps(asdict(self)))
 
     @classmethod
     def load(cls, sweep_dir: Path, host: str) -> TemplateInfo | None:

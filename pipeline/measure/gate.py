@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from pipeline.redaction import write_atomic
+
 MEASURE_LOCK_ENV = "PIPELINE_MEASURE_LOCK"
 SLOT_ENV = "PIPELINE_GPU_SLOT"  # set by pipeline.job.gpu_pool with the lock
 GPU_CPUS_ENV = "PIPELINE_GPU_CPUS"  # every slot's CPU cores of this GPU (`0,1,2,3`), set with the lock
@@ -35,10 +37,9 @@ def register_worker() -> None:
     lock, slot = os.environ.get(MEASURE_LOCK_ENV), os.environ.get(SLOT_ENV)
     if not lock or slot is None:
         return
-    target = Path(f"{lock}.slot{slot}.worker")
-    partial = target.with_name(f"{target.name}.{os.getpid()}")
-    partial.write_text(f"{os.getpid()} {start_time(os.getpid())}\n")
-    partial.replace(target)  # atomic: a reader sees the old worker or this one, never half a line
+    write_atomic(
+        Path(f"{lock}.slot{slot}.worker"), f"{os.getpid()} {start_time(os.getpid())}\n", make_parents=False
+    )
 
 
 def registered_workers(lock: Path) -> list[int]:
