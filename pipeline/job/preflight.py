@@ -256,25 +256,18 @@ def _float8_unavailable(config: Config) -> str:
         return f"float8 training is not wired for parallel={config.parallel.strategy} (FSDP2's float8 all-gather is not measured): parallel=none only"
     if importlib.util.find_spec("torchao") is None:
         return "float8 training needs torchao, which is not installed (pip install torchao)"
-    capabilities = gpu_capabilities()
+    try:  # the compute capability of every GPU NVML sees
+        with nvml() as n:
+            handles = [n.nvmlDeviceGetHandleByIndex(i) for i in range(n.nvmlDeviceGetCount())]
+            capabilities = [tuple(n.nvmlDeviceGetCudaComputeCapability(h)) for h in handles]
+    except Exception:
+        capabilities = []
     if not capabilities:
         return "float8 training (torchao) runs on Hopper-class GPUs only, and NVML sees no GPU on this host"
     if min(capabilities) < (8, 9):  # Ada and Hopper: float8 tensor cores
         found = ", ".join(f"{major}.{minor}" for major, minor in sorted(set(capabilities)))
         return f"float8 training (torchao) needs compute capability >= 8.9 (Hopper-class); this host's GPUs have {found}"
     return ""
-
-
-def gpu_capabilities() -> list[tuple[int, int]]:
-    """The compute capability of every GPU NVML sees (empty without NVML or a GPU)."""
-    try:
-        with nvml() as n:
-            return [
-                tuple(n.nvmlDeviceGetCudaComputeCapability(n.nvmlDeviceGetHandleByIndex(i)))  # type: ignore[misc]
-                for i in range(n.nvmlDeviceGetCount())
-            ]
-    except Exception:
-        return []
 
 
 def backend_errors(backend: str) -> list[ConfigError]:
