@@ -51,7 +51,7 @@ def identity(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> dict[str,
     }
     data = to_dict(cfg)
     for key in extra_keys(varied):
-        tags[key] = MASK if looks_secret(key) else _text(_lookup(data, key))
+        tags[key] = MASK if looks_secret(key) else _text(lookup(data, key))
     return tags
 
 
@@ -181,10 +181,11 @@ def _hash(data: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _lookup(data: Any, key: str) -> Any:
+def lookup(data: Any, key: str, missing: Any = None) -> Any:
+    """The value at dotted `key` in nested dicts, `missing` where there is none."""
     for part in key.split("."):
         if not isinstance(data, dict) or part not in data:
-            return None
+            return missing
         data = data[part]
     return data
 

@@ -19,6 +19,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from pipeline.config.schema import Config, _dataclass_in, register_configs
+from pipeline.identity import lookup
 from pipeline.provenance import PROJECT_ROOT
 
 REFERENCE = PROJECT_ROOT / "docs" / "reference.md"
@@ -46,16 +47,6 @@ def _type_text(tp: Any) -> str:
 _ABSENT = object()
 
 
-def _value(raw: dict[str, Any], path: str) -> Any:
-    """The default in the composed default config, interpolations left as written."""
-    node: Any = raw
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return _ABSENT
-        node = node[part]
-    return node
-
-
 def _text(value: Any) -> str:
     text = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
     return f"`{text}`"
@@ -77,7 +68,7 @@ def rows(cls: type, prefix: str, raw: dict[str, Any]) -> list[tuple[str, str, st
         if choices and type(None) in typing.get_args(tp):
             choices.append("`null`")
         allowed = ", ".join(choices) or _type_text(tp)
-        value = _value(raw, path)
+        value = lookup(raw, path, _ABSENT)  # the composed default config's, interpolations as written
         if value is _ABSENT:  # a key its config file leaves out (a scenario's): the class's default
             value = f.default_factory() if f.default is MISSING else f.default
         default = "(required)" if value == "???" else _text(value)
