@@ -142,10 +142,8 @@ def run_description(result: JobResult) -> str:
             lead += f" **{kind.capitalize()}**: {why}."
     else:
         lead = f"**{failure(result)}**"
-    method = [f"- {line}" for line in result.method.splitlines() if line.strip()]
-    if not method:
-        return lead
-    return "\n\n".join([lead, "**How it was measured**", "\n".join(method)])
+    method = "\n".join(f"- {line}" for line in result.method.splitlines() if line.strip())
+    return "\n\n".join([lead, "**How it was measured**", method]) if method else lead
 
 
 def outcome_tags(result: JobResult) -> dict[str, str]:
