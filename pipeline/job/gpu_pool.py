@@ -48,17 +48,16 @@ def gpu_slot(
     if count > len(indices):
         raise ValueError(f"parallel.nproc={count} GPUs wanted, gpu_pool={spec!r} holds {len(indices)}")
     lock_dir.mkdir(parents=True, exist_ok=True)
-    waited = False
     with _ticket(lock_dir / "queue", turn or f"{time.time():017.6f}") as mine:
         while True:
             held, slot = _take(indices, lock_dir, count, per_gpu) if _my_turn(mine) else ([], 0)
             if held:
                 break
-            if not waited and callable(on_wait):
+            if callable(on_wait):  # said once
                 on_wait(
                     f"waiting for {count} free GPU(s) of gpu_pool={spec} ({len(indices)} GPUs, all taken or too few free)"
                 )
-                waited = True
+                on_wait = None
             time.sleep(poll_s)
     try:
         taken = ",".join(str(i) for i, _ in held)
