@@ -47,7 +47,6 @@ def gpu_slot(
         raise ValueError(f"gpu_pool={spec!r} holds no GPU (NVML sees none, or the list is empty)")
     if count > len(indices):
         raise ValueError(f"parallel.nproc={count} GPUs wanted, gpu_pool={spec!r} holds {len(indices)}")
-    lock_dir.mkdir(parents=True, exist_ok=True)
     with _ticket(lock_dir / "queue", turn or f"{time.time():017.6f}") as mine:
         while True:
             held, slot = _take(indices, lock_dir, count, per_gpu) if _my_turn(mine) else ([], 0)
