@@ -32,18 +32,14 @@ class JobProgress:
     def __init__(self, label: str, terminal: bool | None = None, *, verbose: bool = False):
         self.label, self.verbose = label, verbose
         self.terminal = sys.stdout.isatty() if terminal is None else terminal
-        self._last_decile: dict[tuple[str, str], int] = {}
         self._bar: Any = None
-        self._tasks: dict[tuple[str, str], Any] = {}
+        # by variant and phase: its bar's task, or the tenth of it last printed
+        self._shown: dict[tuple[str, str], Any] = {}
         if self.terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._bar = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                transient=False,
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
             )
             self._bar.start()
 
@@ -53,13 +49,13 @@ class JobProgress:
             return
         key = (variant, phase)
         if self._bar is not None:
-            if key not in self._tasks:
-                self._tasks[key] = self._bar.add_task(f"{self.label} {variant} {phase}", total=total)
-            self._bar.update(self._tasks[key], completed=done, total=total)
+            if key not in self._shown:
+                self._shown[key] = self._bar.add_task(f"{self.label} {variant} {phase}", total=total)
+            self._bar.update(self._shown[key], completed=done, total=total)
             return
         decile = int(10 * done / total) if total > 0 else 0
-        if self._last_decile.get(key) != decile:
-            self._last_decile[key] = decile
+        if self._shown.get(key) != decile:
+            self._shown[key] = decile
             print(f"[{self.label}] {variant} {phase} {done}/{total}", flush=True)
 
     def worker_line(self, text: str) -> None:
