@@ -240,8 +240,7 @@ PRECISION_DIR = Path(__file__).resolve().parents[2] / "conf" / "precision"
 def float8_errors(config: Config) -> list[ConfigError]:
     """`precision=fp8` (torchao's float8 training) only where it can run: training, on GPUs of compute
     capability 8.9 or newer (asked of NVML), with torchao installed."""
-    why = _float8_unavailable(config)
-    if not why:
+    if not (why := _float8_unavailable(config)):
         return []
     others = sorted(p.stem for p in PRECISION_DIR.glob("*.yaml") if p.stem != config.precision.id)
     return [ConfigError("precision", config.precision.id, f"{why}; allowed values here: {', '.join(others)}")]
