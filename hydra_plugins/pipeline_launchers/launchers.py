@@ -41,7 +41,7 @@ from pipeline.jobdir import JobDir
 from pipeline.redaction import redact_text
 from pipeline.status import KILLED, SKIPPED
 from pipeline.sweep import lease, slurm
-from pipeline.sweep.state import SweepStopped
+from pipeline.sweep.state import SweepStopped, composed_job, task_config
 from pipeline.sweep_context import SweepContext
 from pipeline.tracking import Tracker
 
@@ -218,9 +218,7 @@ class _Tolerant(hydra_submitit.BaseSubmititLauncher):
                 with open_dict(composed.hydra.job):
                     composed.hydra.job.num = idx
                 job_dir = Path(str(composed.hydra.sweep.dir)) / str(composed.hydra.sweep.subdir)
-                with open_dict(composed):
-                    del composed["hydra"]
-                run = tracker.finished_run_for(sweep.sweep_id, config_hash(checked(composed)))
+                run = tracker.finished_run_for(sweep.sweep_id, config_hash(checked(task_config(composed))))
             except Exception:
                 continue
             if run is None:
@@ -261,11 +259,11 @@ class SlurmLauncher(_Tolerant, hydra_submitit.SlurmLauncher):
         one per GPU the job gets, asks for CPU_RANKS); where a job's config does not compose here, the
         sweep's own `parallel.nproc`, said in one line (the job itself then fails its config check in one
         line too)."""
-        assert self.hydra_context is not None and self.config is not None
-        loader, found = self.hydra_context.config_loader, []
+        assert self.config is not None
+        found = []
         for overrides in job_overrides:
             try:
-                job = loader.load_sweep_config(self.config, list(overrides))
+                job = composed_job(self.config, list(overrides))
             except Exception as err:  # the request falls back; the job reports its own error
                 print(
                     f"slurm: parallel.nproc of a job not read ({type(err).__name__}); using the sweep's",

@@ -55,6 +55,7 @@ from pipeline.sweep.state import (
     axes_tag,
     axis_keys,
     changed_work,
+    checked_job,
     composed_job,
     count_jobs,
     hydra_value,
@@ -622,10 +623,10 @@ def sweep_cpu_note(config: DictConfig) -> str:
         return ""
     jobs = planned_jobs(config.hydra)
     try:
-        composed = config
         if jobs and GlobalHydra.instance().is_initialized():
-            composed = composed_job(config, jobs[0])
-        job = checked(task_config(composed))
+            job = checked_job(config, jobs[0])
+        else:  # a search's base config
+            job = checked(task_config(config))
     except Exception:  # a bad first job: the sweep's own checks say why
         return ""
     note = cpu_note(job)
@@ -678,7 +679,6 @@ def leave_out_what_cannot_run_here(config: DictConfig) -> None:
     search = "optuna" in str(config.hydra.sweeper.get("_target_", "")).lower()
     if not search or not GlobalHydra.instance().is_initialized():
         return
-    loader = GlobalHydra.instance().config_loader()
     parser = OverridesParser.create()
     task = [str(o) for o in config.hydra.overrides.task]
     fixed = [o for o in task if not sweeps(o, guess=False)]
@@ -689,7 +689,7 @@ def leave_out_what_cannot_run_here(config: DictConfig) -> None:
         if override.value_type not in (ValueType.CHOICE_SWEEP, ValueType.SIMPLE_CHOICE_SWEEP):
             continue
         choices = [str(v) for v in override.sweep_string_iterator()]
-        refused = {c: why for c in choices if (why := _refused_here(loader, config, fixed, key, c))}
+        refused = {c: why for c in choices if (why := _refused_here(config, fixed, key, c))}
         if not refused:
             continue
         kept = [c for c in choices if c not in refused]
@@ -700,10 +700,10 @@ def leave_out_what_cannot_run_here(config: DictConfig) -> None:
         _set_space(config, key, f"choice({', '.join(kept)})")
 
 
-def _refused_here(loader: Any, config: DictConfig, fixed: list[str], key: str, choice: str) -> str:
+def _refused_here(config: DictConfig, fixed: list[str], key: str, choice: str) -> str:
     """Why `key=choice` cannot run on this host ('' where it can, or where it is bad everywhere)."""
     try:
-        job = checked(task_config(loader.load_sweep_config(config, [*fixed, f"{key}={choice}"])))
+        job = checked_job(config, [*fixed, f"{key}={choice}"])
     except Exception:  # bad everywhere (or not composable): the trial fails and is recorded
         return ""
     errors = host_errors(job) + (float8_errors(job) if job.precision.float8 else [])

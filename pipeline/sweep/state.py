@@ -22,7 +22,7 @@ from omegaconf import open_dict
 
 from pipeline.config.compose import describe_compose_error, printable
 from pipeline.config.errors import ConfigError
-from pipeline.config.schema import register_configs, to_config
+from pipeline.config.schema import Config, register_configs, to_config
 from pipeline.identity import config_hash, run_name
 from pipeline.job.preflight import checked, with_ranks
 from pipeline.measure.objective import Objective, Work, choose
@@ -225,6 +225,12 @@ def task_config(config: Any) -> Any:
     with open_dict(task):
         del task["hydra"]
     return task
+
+
+def checked_job(config: Any, overrides: list[str]) -> Config:
+    """A planned job's typed config: composed as its launcher will compose it (:func:`composed_job`), then
+    checked as the job checks it. Raises what composing or checking raises."""
+    return checked(task_config(composed_job(config, overrides)))
 
 
 def planned_objective(config: Any) -> Objective:
