@@ -193,13 +193,15 @@ class Scenario:
 
     def paired_losses(self, measured: Measured) -> tuple[list[float], list[float]] | None:
         """Compiled and eager loss curves to judge parity on (training only): the losses each variant's
-        steps returned."""
-        if not self.cfg.scenario.trains:
+        steps returned; None (no parity check) where a scenario's variants record none."""
+        main, eager = measured.main, measured.eager
+        if not self.cfg.scenario.trains or not (
+            isinstance(main, StepVariant) and isinstance(eager, StepVariant)
+        ):
             return None
-        assert isinstance(measured.main, StepVariant) and isinstance(measured.eager, StepVariant)
-        compiled, eager = measured.main.recorded_outputs(), measured.eager.recorded_outputs()
-        both = min(len(compiled), len(eager))  # the compiled variant ran its solo round more
-        return compiled[:both], eager[:both]
+        compiled, eager_losses = main.recorded_outputs(), eager.recorded_outputs()
+        both = min(len(compiled), len(eager_losses))  # the compiled variant ran its solo round more
+        return (compiled[:both], eager_losses[:both]) if both else None
 
     # ----------------------------------------------------------------------------- phases
     def method(self) -> str:
