@@ -226,17 +226,14 @@ def applicable(cfg: Config) -> dict[str, Any]:
     """The config as the job's run's params: only the keys that apply to this job (e.g. no optimizer for
     a scenario that does not train, no compile settings but the mode for an eager job), the scenario's
     nulls filled in as it runs them; the sweep's settings are its parent run's."""
-    data = to_dict(dataclasses.replace(cfg, scenario=cfg.scenario.resolved(cfg)))
-    scenario = cfg.scenario
-    spec = cfg.model.input
-    model = data["model"]
-    model.pop("batch_size", None)
-    drop(
-        model["input"], ("vocab_size", "seq_len") if spec.kind == "image" else ("channels", "height", "width")
-    )
+    resolved = cfg.scenario.resolved(cfg)
+    data = to_dict(dataclasses.replace(cfg, scenario=resolved))
+    spec, inputs = cfg.model.input, data["model"]["input"]
+    data["model"].pop("batch_size", None)
+    drop(inputs, ("vocab_size", "seq_len") if spec.kind == "image" else ("channels", "height", "width"))
     if spec.kind != "image" and spec.target != "class":
-        model["input"].pop("num_classes", None)
-    if not scenario.trains:
+        inputs.pop("num_classes", None)
+    if not cfg.scenario.trains:
         data.pop("loss", None)
         data["trainer"].pop("optimizer", None)
         data["compile"].pop("optimizer", None)
@@ -246,7 +243,7 @@ def applicable(cfg: Config) -> dict[str, Any]:
         drop(data["loss"], ("kind", "temperature", "alpha", "teacher"))
     elif cfg.loss.kind != "kl":
         drop(data["loss"], ("temperature", "alpha"))
-    if getattr(scenario.resolved(cfg), "batch_size", None) is not None:
+    if getattr(resolved, "batch_size", None) is not None:
         data["trainer"].pop("batch_size", None)  # the scenario's batch is the one used
     if not cfg.compile.compiled:
         data["compile"] = {"mode": cfg.compile.mode}
