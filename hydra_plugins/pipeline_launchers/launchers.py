@@ -79,9 +79,7 @@ def collect(
                     f"job {job.job_id} ended without a result ({type(err).__name__}): {str(err).splitlines()[0]}",
                     flush=True,
                 )
-                ret = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)
-                ret.return_value = KILLED
-                returns.append(ret)
+                returns.append(_completed(overrides, KILLED))
     except KeyboardInterrupt:
         for job in jobs:
             if not job.done():
@@ -180,7 +178,7 @@ class _Tolerant(hydra_submitit.BaseSubmititLauncher):
                 f"every job of this resumed sweep already FINISHED: nothing submitted ({self._EXECUTOR})",
                 flush=True,
             )
-            return [_skipped(overrides) for overrides in job_overrides]
+            return [_completed(overrides, SKIPPED) for overrides in job_overrides]
         said = io.StringIO()  # submitit prints a refusal's stderr itself; the sweep says it in one line
         try:
             with contextlib.redirect_stderr(said), self.submitting(sweep_dir):
@@ -195,7 +193,7 @@ class _Tolerant(hydra_submitit.BaseSubmititLauncher):
         )
         ran = iter(collect(jobs, to_run, sweep_dir))
         return [
-            _skipped(overrides) if idx in done else next(ran)
+            _completed(overrides, SKIPPED) if idx in done else next(ran)
             for idx, overrides in enumerate(job_overrides, start=initial_job_idx)
         ]
 
@@ -232,9 +230,10 @@ class _Tolerant(hydra_submitit.BaseSubmititLauncher):
         return done
 
 
-def _skipped(overrides: Sequence[str]) -> JobReturn:
+def _completed(overrides: Sequence[str], outcome: str) -> JobReturn:
+    """A job's JobReturn the sweep counts as ended with `outcome` (KILLED, SKIPPED)."""
     ret = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)
-    ret.return_value = SKIPPED
+    ret.return_value = outcome
     return ret
 
 
