@@ -108,7 +108,7 @@ def model_errors(at: str, model: ModelConfig) -> list[ConfigError]:
         return remembered("timm model", model.name, lambda: _timm_errors(at, model.name))
     if target == HF_FACTORY:
         settings = [model.name, dataclasses.asdict(model.input), dict(model.kwargs)]
-        return remembered("hf config", settings, lambda: _hf_config_errors(at, *settings))
+        return remembered("hf config", settings, lambda: _hf_config_errors(at, model))
     from hydra.utils import get_method
 
     try:
@@ -222,13 +222,11 @@ def _timm_errors(at: str, name: str | None) -> list[ConfigError]:
     return [ConfigError(f"{at}.name", name, why)]
 
 
-def _hf_config_errors(
-    at: str, name: str, input_spec: dict[str, Any], kwargs: dict[str, Any]
-) -> list[ConfigError]:
+def _hf_config_errors(at: str, model: ModelConfig) -> list[ConfigError]:
     from models import hf
 
     try:
-        hf.make_config(name, input_spec, **kwargs)
+        hf.make_config(model.name, dataclasses.asdict(model.input), **model.kwargs)
     except ConfigError as err:
         return [ConfigError(at + err.key.removeprefix("model"), err.value, err.allowed)]
     return []
