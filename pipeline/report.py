@@ -95,8 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.plan is not None:
         lines = plan_lines(args.plan, args.tracking_uri)
         print("\n".join(lines))
-        refused = lines[0].startswith("config error:") or REFUSED_PLAN in lines[-1]
-        return 2 if refused else 0
+        return 2 if lines[0].startswith("config error:") or REFUSED_PLAN in lines[-1] else 0  # refused
 
     # what a job would log to
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_store()
