@@ -129,11 +129,8 @@ def pace_weights(left: list[str], walls: dict[str, list[float]]) -> list[float] 
     if not every:
         return [1.0] * len(left)
     mean = sum(every) / len(every)
-    weights = []
-    for mode in left:
-        same_kind = [w for m, ws in walls.items() if (m == EAGER) == (mode == EAGER) for w in ws]
-        like = walls.get(mode) or same_kind
-        if not like:
-            return None
-        weights.append(sum(like) / len(like) / mean)
-    return weights
+    likes = [
+        walls.get(mode) or [w for m, ws in walls.items() if (m == EAGER) == (mode == EAGER) for w in ws]
+        for mode in left
+    ]
+    return [sum(like) / len(like) / mean for like in likes] if all(likes) else None
