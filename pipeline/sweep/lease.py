@@ -54,19 +54,15 @@ def record_array(sweep_dir: Path, array_id: str) -> None:
         f.write(array_id + "\n")
 
 
-def arrays(sweep_dirs: Iterable[Path]) -> list[str]:
-    ids = []
-    for sweep_dir in sweep_dirs:
-        with contextlib.suppress(OSError):
-            ids += SweepDir(sweep_dir).slurm_arrays.read_text().split()
-    return ids
-
-
 def still_working(sweep_dirs: list[Path]) -> tuple[list[str], str]:
     """What still works on a sweep run from these folders (leases held, SLURM jobs queued), and the
     command that stops it: `scancel <arrays>`, else `kill <pids>` of the holders on this host."""
     held = holders(sweep_dirs)
-    queued = slurm.queued(arrays(sweep_dirs))
+    arrays: list[str] = []  # noted by `record_array`
+    for sweep_dir in sweep_dirs:
+        with contextlib.suppress(OSError):
+            arrays += SweepDir(sweep_dir).slurm_arrays.read_text().split()
+    queued = slurm.queued(arrays)
     if queued:
         stop = shlex.join(["scancel", *sorted({job.split()[0].split("_")[0] for job in queued})])
     else:
