@@ -161,9 +161,8 @@ def ranks_here(config: Config) -> int:
     no GPU is seen (device=cuda then fails the GPU check)."""
     if config.device == "cpu":
         return CPU_RANKS
-    pool = config.gpu_pool or os.environ.get("PIPELINE_GPU_POOL")
     found = None
-    if pool:
+    if pool := config.gpu_pool or os.environ.get("PIPELINE_GPU_POOL"):
         with contextlib.suppress(Exception):  # NVML not there: what the process may see
             found = len(pool_indices(pool))
     return found or visible_gpus() or CPU_RANKS
@@ -174,8 +173,7 @@ def cuda_missing() -> str:
     count = visible_gpus()
     if count:
         return ""
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
+    if (listed := os.environ.get("CUDA_VISIBLE_DEVICES")) is not None:
         return f"CUDA_VISIBLE_DEVICES={listed!r} hides every GPU"
     if count == 0:
         return "NVML finds none on this host"
@@ -186,8 +184,7 @@ def cuda_missing() -> str:
 
 def visible_gpus() -> int | None:
     """GPUs this job may use: CUDA_VISIBLE_DEVICES if set, else NVML's count; None if unknown."""
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
+    if (listed := os.environ.get("CUDA_VISIBLE_DEVICES")) is not None:
         return len([d for d in listed.split(",") if d.strip() and d.strip() != "-1"])
     try:
         with nvml() as n:
