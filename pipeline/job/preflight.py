@@ -63,8 +63,7 @@ def host_errors(config: Config) -> list[ConfigError]:
     """What this host cannot give the job, before any process starts: a CUDA GPU for `device=cuda`, CPU
     ranks and DataLoader workers beyond its cores, a sqlite store's folder (`store_errors`)."""
     cores, errors = host_cores(), store_errors(config.mlflow)
-    missing = cuda_missing() if config.device == "cuda" else ""
-    if missing:  # else its worker starts, fails on torch's own error, and a FAILED run is all there is
+    if config.device == "cuda" and (missing := cuda_missing()):  # else a FAILED run on torch's own error
         why = f"a CUDA GPU, and {missing}: device=cpu, or device=auto (cuda where there is one)"
         errors.append(ConfigError("device", "cuda", why))
     par = config.parallel
