@@ -10,7 +10,7 @@ import difflib
 import importlib.util
 import os
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -279,25 +279,23 @@ def inductor_option_errors(settings: CompileConfig) -> list[ConfigError]:
     options = settings.inductor_options()
     if not options or settings.backend != "inductor":
         return []
-    return remembered("inductor options", sorted(options.items()), lambda: _option_errors(options))
+    return remembered("inductor options", sorted(options.items()), lambda: list(_option_errors(options)))
 
 
-def _option_errors(options: dict[str, Any]) -> list[ConfigError]:
+def _option_errors(options: dict[str, Any]) -> Iterator[ConfigError]:
     from torch._inductor import config
 
     known = config.get_config_copy()
-    errors = []
     for key, value in options.items():
         name = key.replace("-", "_")  # as torch reads them
         if name not in known:
             close = difflib.get_close_matches(name, list(known), n=3)
             hint = f"; close: {', '.join(close)}" if close else ""
             why = f"an inductor option (torch._inductor.config){hint}"
-            errors.append(ConfigError(f"compile.options.{key}", value, why))
+            yield ConfigError(f"compile.options.{key}", value, why)
             continue
         expected = config.get_type(name)
         plain = typing.get_origin(expected) is None and isinstance(expected, type)
         if plain and not isinstance(value, expected):
             why = f"torch._inductor.config.{name} takes {expected.__name__}"
-            errors.append(ConfigError(f"compile.options.{key}", value, why))
-    return errors
+            yield ConfigError(f"compile.options.{key}", value, why)
