@@ -119,14 +119,14 @@ def model_errors(at: str, model: ModelConfig) -> list[ConfigError]:
     return []
 
 
-def parallel_errors(config: Config) -> list[ConfigError]:
+def parallel_errors(config: Config) -> Iterator[ConfigError]:
     """A distributed job fits the machine and the model: no more processes than visible GPUs (on cuda,
     or on auto where there are GPUs), and blocks FSDP2 can shard (built on the meta device)."""
-    par, errors = config.parallel, []
+    par = config.parallel
     visible = visible_gpus() if config.device in ("cuda", "auto") else None
     if visible is not None and (config.device == "cuda" or visible > 0) and par.nproc > visible:
         why = f"at most the {visible} GPU(s) this job sees (device={config.device})"
-        errors.append(ConfigError("parallel.nproc", par.nproc, why + "; device=cpu runs gloo processes"))
+        yield ConfigError("parallel.nproc", par.nproc, why + "; device=cpu runs gloo processes")
     if par.strategy == "fsdp":
         settings = [config.model.id, config.model._target_, config.model.name, dict(config.model.kwargs)]
         if not known_good.passes("fsdp blocks", settings, lambda: _has_blocks(config.model)):
@@ -134,8 +134,7 @@ def parallel_errors(config: Config) -> list[ConfigError]:
                 f"model={config.model.id} has no repeated blocks to shard (no ModuleList/Sequential of same-class "
                 "modules): parallel=ddp or none"
             )
-            errors.append(ConfigError("parallel", "fsdp", why))
-    return errors
+            yield ConfigError("parallel", "fsdp", why)
 
 
 def checked(cfg: Config | DictConfig) -> Config:
