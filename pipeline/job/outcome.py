@@ -187,8 +187,7 @@ def shown_key(metric: str, unit: str = "step", metrics: Mapping[str, float] | No
     None for a metric shown only as itself."""
     if metric == STEP_P50 and metrics is not None and headline(metrics) not in (STEP_P50, None):
         return f"back-to-back {unit} p50 ms"  # a call's latency is the figure: these are the other one
-    key = SHOWN.get(metric)
-    return key.format(unit=unit) if key else None
+    return SHOWN[metric].format(unit=unit) if metric in SHOWN else None
 
 
 def shown_tags(metrics: Mapping[str, float], unit: str = "step") -> dict[str, str]:
