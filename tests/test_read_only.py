@@ -110,3 +110,14 @@ def test_device_cuda_without_a_gpu_is_one_line_before_anything_starts(tmp_path: 
         ), line
         assert "device=cpu" in line, line
     assert runs(store) == [] and not list(tmp_path.rglob("worker.log"))
+
+
+def test_sync_over_a_sweep_file_it_cannot_read_says_so_in_one_line(tmp_path: Path, store: str):
+    """`report --sync` over a sweep folder whose sweep.json is not one it wrote: a line naming the
+    folder and exit 1, not a traceback."""
+    folder = tmp_path / "multirun" / "broken"
+    folder.mkdir(parents=True)
+    (folder / "sweep.json").write_text("{not json")
+    sync = run_report("--tracking-uri", store, "--sync", str(tmp_path / "multirun"))
+    assert sync.returncode == 1 and "Traceback" not in sync.stderr, sync.stdout + sync.stderr
+    assert f"could not finish the sweep in {folder}: sweep.json cannot be read (" in sync.stdout

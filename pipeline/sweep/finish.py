@@ -251,7 +251,14 @@ def finish_left_sweeps(tracker: Tracker, dirs: list[Path]) -> int:
     their jobs still runs. Returns how many could not be finished (an incomplete sweep is one)."""
     failed = 0
     for path in sorted({p for d in dirs for p in [d / SWEEP_FILE, *d.rglob(SWEEP_FILE)] if p.exists()}):
-        sweep = SweepContext.load(path.parent)
+        try:
+            sweep = SweepContext.load(path.parent)
+        except (OSError, ValueError, TypeError) as exc:  # not a sweep file this version wrote
+            failed += 1
+            print(
+                f"could not finish the sweep in {path.parent}: {path.name} cannot be read ({one_line(str(exc))})"
+            )
+            continue
         if sweep is None or sweep.finished or lease.still_working([path.parent])[0]:
             continue
         try:
