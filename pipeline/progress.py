@@ -16,9 +16,9 @@ class Progress:
     def __init__(self, min_interval_s: float = 0.25):
         self.min_interval_s, self.last = min_interval_s, 0.0
 
-    def __call__(self, variant: str, phase: str, done: int, total: int, force: bool = False) -> None:
+    def __call__(self, variant: str, phase: str, done: int, total: int) -> None:
         now = time.monotonic()
-        if force or now - self.last >= self.min_interval_s or done == total:
+        if now - self.last >= self.min_interval_s or done == total:
             self.last = now
             event = {"variant": variant, "phase": phase, "done": done, "total": total}
             print(PROGRESS_PREFIX + json.dumps(event), flush=True)

@@ -240,7 +240,7 @@ class Scenario:
             if self.gate.active:
                 self.info["measure_gate"] = self.gate.record()
         timeline.mark("diagnostics")
-        self.ctx.progress(measured.main.name, "done", 1, 1, force=True)
+        self.ctx.progress(measured.main.name, "done", 1, 1)
         return report
 
     def fresh_model(self, dtype: torch.dtype | None = None) -> nn.Module:
