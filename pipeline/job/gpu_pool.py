@@ -47,6 +47,7 @@ def gpu_slot(
         raise ValueError(f"gpu_pool={spec!r} holds no GPU (NVML sees none, or the list is empty)")
     if count > len(indices):
         raise ValueError(f"parallel.nproc={count} GPUs wanted, gpu_pool={spec!r} holds {len(indices)}")
+    assert per_gpu == 1 or count == 1, "benchmark.overlap shares a GPU among one-GPU jobs only"
     with _ticket(lock_dir / "queue", turn or f"{time.time():017.6f}") as mine:
         while True:
             held, slot = _take(indices, lock_dir, count, per_gpu) if _my_turn(mine) else ([], 0)
