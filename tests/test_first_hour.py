@@ -321,3 +321,26 @@ def test_the_plan_lists_the_jobs_with_the_time_earlier_runs_of_them_took(tmp_pat
     proc = run_report("--plan", "compile.mode=fast")
     assert proc.returncode == 2 and "compile.mode='fast' is not allowed" in proc.stdout
     assert not (tmp_path / "outputs").exists()
+
+
+def test_a_search_key_the_command_line_fixes_stays_fixed_when_the_host_refuses_a_choice_of_its_space():
+    """`sweep=throughput_search precision=bf16` on a CPU: precision is not searched (the command line
+    fixes it), so fp8's refusal here neither prints a line nor turns precision=bf16 into a choice."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf, open_dict, read_write
+
+    from pipeline.config.schema import register_configs
+    from pipeline.sweep.callbacks import leave_out_what_cannot_run_here
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        cfg = loader.load_configuration("config", ["sweep=throughput_search", "device=cpu"], RunMode.MULTIRUN)
+        with read_write(cfg.hydra), open_dict(cfg.hydra):
+            cfg.hydra.overrides.task = ["precision=bf16", "device=cpu"]
+        space = OmegaConf.to_container(cfg.hydra.sweeper.params)
+        leave_out_what_cannot_run_here(cfg)
+    assert list(cfg.hydra.overrides.task) == ["precision=bf16", "device=cpu"]
+    assert OmegaConf.to_container(cfg.hydra.sweeper.params) == space

@@ -682,7 +682,9 @@ def leave_out_what_cannot_run_here(config: DictConfig) -> None:
     parser = OverridesParser.create()
     task = [str(o) for o in config.hydra.overrides.task]
     fixed = [o for o in task if not sweeps(o, guess=False)]
-    space = {str(k): str(v) for k, v in (config.hydra.sweeper.get("params") or {}).items()}
+    fixed_keys = {o.partition("=")[0] for o in fixed}  # the command line's one value replaces the space's
+    params = config.hydra.sweeper.get("params") or {}
+    space = {str(k): str(v) for k, v in params.items() if str(k) not in fixed_keys}
     space.update({o.partition("=")[0]: o.partition("=")[2] for o in task if sweeps(o, guess=False)})
     for key, value in space.items():
         (override,) = parser.parse_overrides([f"{key}={value}"])
