@@ -86,9 +86,9 @@ def test_the_swept_keys_are_what_the_config_sets_and_a_fixed_value_leaves_the_se
     assert "trainer.batch_size=choice(2,4)" in swept(cfg.hydra)  # the command line's own space
 
 
-def test_overrides_outside_hydras_grammar_are_axes_by_their_commas_and_fixed_values_in_a_search():
-    """Text Hydra cannot parse (it refuses it before any job): the sweep's axes guess from its commas;
-    a search's check of its space takes it as a fixed value, and leaves the space as it is."""
+def search_after_host_check(task: list[str]) -> tuple[list[str], dict, dict]:
+    """`sweep=throughput_search device=cpu` with these task overrides, through the search's host check:
+    the task overrides after it, and the sweeper's space before and after it."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
@@ -98,20 +98,36 @@ def test_overrides_outside_hydras_grammar_are_axes_by_their_commas_and_fixed_val
     from pipeline.sweep.callbacks import leave_out_what_cannot_run_here
 
     register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        cfg = loader.load_configuration("config", ["sweep=throughput_search", "device=cpu"], RunMode.MULTIRUN)
+        with read_write(cfg.hydra), open_dict(cfg.hydra):
+            cfg.hydra.overrides.task = task
+        space = OmegaConf.to_container(cfg.hydra.sweeper.params)
+        leave_out_what_cannot_run_here(cfg)
+    return list(cfg.hydra.overrides.task), space, OmegaConf.to_container(cfg.hydra.sweeper.params)
+
+
+def test_overrides_outside_hydras_grammar_are_axes_by_their_commas_and_fixed_values_in_a_search():
+    """Text Hydra cannot parse (it refuses it before any job): the sweep's axes guess from its commas;
+    a search's check of its space takes it as a fixed value, and leaves the space as it is."""
+    from omegaconf import OmegaConf
+
     task = ["a=x,,y", "b=[x,y", "p=choice(3", "c=1,2"]
     hydra_cfg = OmegaConf.create(
         {"sweeper": {"params": {"p": "1,2", "q": "1,2"}}, "overrides": {"task": task}}
     )
     assert swept(hydra_cfg) == ["q=1,2", "a=x,,y", "c=1,2"]
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        loader = GlobalHydra.instance().config_loader()
-        cfg = loader.load_configuration("config", ["sweep=throughput_search", "device=cpu"], RunMode.MULTIRUN)
-        with read_write(cfg.hydra), open_dict(cfg.hydra):
-            cfg.hydra.overrides.task = ["precision=amp,,fp8", "trainer.batch_size=2,,4"]
-        space = OmegaConf.to_container(cfg.hydra.sweeper.params)
-        leave_out_what_cannot_run_here(cfg)  # no key of the space is left out, none raises
-    assert OmegaConf.to_container(cfg.hydra.sweeper.params) == space
-    assert list(cfg.hydra.overrides.task) == ["precision=amp,,fp8", "trainer.batch_size=2,,4"]
+    task = ["precision=amp,,fp8", "trainer.batch_size=2,,4"]
+    after, space_before, space_after = search_after_host_check(task)  # no key left out, none raises
+    assert space_after == space_before and after == task
+
+
+def test_a_search_key_the_command_line_fixes_stays_fixed_when_the_host_refuses_a_choice_of_its_space():
+    """`sweep=throughput_search precision=bf16` on a CPU: precision is not searched (the command line
+    fixes it), so fp8's refusal here neither prints a line nor turns precision=bf16 into a choice."""
+    after, space_before, space_after = search_after_host_check(["precision=bf16", "device=cpu"])
+    assert after == ["precision=bf16", "device=cpu"] and space_after == space_before
 
 
 def test_every_trial_of_a_search_counts_and_a_resumption_replaces_its_earlier_run():
@@ -321,26 +337,3 @@ def test_the_plan_lists_the_jobs_with_the_time_earlier_runs_of_them_took(tmp_pat
     proc = run_report("--plan", "compile.mode=fast")
     assert proc.returncode == 2 and "compile.mode='fast' is not allowed" in proc.stdout
     assert not (tmp_path / "outputs").exists()
-
-
-def test_a_search_key_the_command_line_fixes_stays_fixed_when_the_host_refuses_a_choice_of_its_space():
-    """`sweep=throughput_search precision=bf16` on a CPU: precision is not searched (the command line
-    fixes it), so fp8's refusal here neither prints a line nor turns precision=bf16 into a choice."""
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.types import RunMode
-    from omegaconf import OmegaConf, open_dict, read_write
-
-    from pipeline.config.schema import register_configs
-    from pipeline.sweep.callbacks import leave_out_what_cannot_run_here
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        loader = GlobalHydra.instance().config_loader()
-        cfg = loader.load_configuration("config", ["sweep=throughput_search", "device=cpu"], RunMode.MULTIRUN)
-        with read_write(cfg.hydra), open_dict(cfg.hydra):
-            cfg.hydra.overrides.task = ["precision=bf16", "device=cpu"]
-        space = OmegaConf.to_container(cfg.hydra.sweeper.params)
-        leave_out_what_cannot_run_here(cfg)
-    assert list(cfg.hydra.overrides.task) == ["precision=bf16", "device=cpu"]
-    assert OmegaConf.to_container(cfg.hydra.sweeper.params) == space
