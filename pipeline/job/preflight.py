@@ -202,9 +202,16 @@ def _has_blocks(model: ModelConfig) -> bool:
 
 
 def remembered(check: str, value: Any, find: Callable[[], list[ConfigError]]) -> list[ConfigError]:
-    """What `find` finds wrong (it may import torch or a model library), not looked for again where `check`
-    passed for `value` with the installed library versions (:mod:`pipeline.config.known_good`)."""
-    return [] if known_good.passes(check, value, lambda: not find()) else find()
+    """What `find` finds wrong (it may import torch or a model library), looked for once, and not at all
+    where `check` passed for `value` with the installed library versions (:mod:`pipeline.config.known_good`)."""
+    found: list[ConfigError] = []
+
+    def run_check() -> bool:
+        found.extend(find())
+        return not found
+
+    known_good.passes(check, value, run_check)
+    return found  # empty where the check passed, now or before
 
 
 def _timm_errors(at: str, name: str | None) -> list[ConfigError]:
