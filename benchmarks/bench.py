@@ -33,6 +33,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from old_names import with_old_names  # noqa: E402  (benchmarks/, this script's folder)
+
 VIT = ["model=vit_b16", "precision=amp", "trainer.batch_size=64"]
 GPUS = 1  # on a host with several GPUs every job goes through the machine-wide GPU pool
 POOL = "all"  # which GPUs of the pool this benchmark may use (--gpu-pool)
@@ -96,16 +99,6 @@ def pipeline(args: list[str], out: Path, name: str, multirun: bool = False) -> l
         flush=True,
     )
     return results
-
-
-def with_old_names(result: dict[str, Any]) -> dict[str, Any]:
-    """A job's result file with the metric names this script reads (those of its earlier raw results:
-    `step_time_ms_p50` for `step/p50_ms`, see pipeline/measure/registry.py OLD_NAMES)."""
-    from pipeline.measure.registry import OLD_NAMES
-
-    for key in ("metrics", "series"):
-        result[key] = {OLD_NAMES.get(k, k): v for k, v in (result.get(key) or {}).items()}
-    return result
 
 
 def save(out: Path, section: str, data: dict[str, Any]) -> None:

@@ -5,6 +5,9 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the raw results' names
+from old_names import with_old_names
+
 KEYS = [
     "step_time_ms_p50",
     "step_time_ms_mean",
@@ -25,19 +28,11 @@ KEYS = [
 ]
 
 
-def with_old_names(result: dict) -> dict:
-    """Metric names as this script reads them (pipeline/measure/registry.py OLD_NAMES)."""
-    from pipeline.measure.registry import OLD_NAMES
-
-    result["metrics"] = {OLD_NAMES.get(k, k): v for k, v in (result.get("metrics") or {}).items()}
-    return result
-
-
 def main(out: str, roots: list[str]) -> None:
     rows = []
     for root in roots:
         for path in sorted(glob.glob(f"{root}/**/result.json", recursive=True)):
-            r = with_old_names(json.loads(Path(path).read_text()))
+            r = with_old_names(json.loads(Path(path).read_text()), keys=("metrics",))
             cfg_path = Path(path).parent / "job_config.json"
             cfg = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
             ident = {
