@@ -300,30 +300,6 @@ def test_an_unwritable_output_folder_is_refused_in_one_line_before_anything_star
     assert runs(store) == []
 
 
-def test_system_metrics_go_to_the_run_or_say_why_not(tmp_path: Path, caplog: pytest.LogCaptureFixture):
-    """MLflow's own system metrics (Tracker.system_metrics) into a run opened by an explicit client;
-    without psutil the block runs all the same and a warning says why there are none."""
-    import importlib.util
-    import time
-
-    from pipeline.tracking import Tracker
-    from tests.conftest import sqlite_uri
-
-    tracker = Tracker(sqlite_uri(tmp_path / "mlflow.db"), "system")
-    run_id = tracker.start_run("r", {})
-    ran = False
-    with tracker.system_metrics(run_id, interval_s=0.5):
-        time.sleep(1.5)
-        ran = True
-    tracker.end_run(run_id, "FINISHED")
-    logged = set(tracker.get_run(run_id).metrics)
-    assert ran
-    if importlib.util.find_spec("psutil") is None:
-        assert not logged and "system metrics are off for this run" in caplog.text
-    else:
-        assert "system/cpu_utilization_percentage" in logged
-
-
 def test_a_jobs_last_line_shows_a_speedup_interval_too_wide_to_say_anything_as_undetermined():
     """The job's own line follows the rule of the summary (docs/verdicts.md): an interval spanning more
     than 3x (a CPU job's 1.06x [0.39, 2.93]) is `[undetermined]`, not numbers; a tight one is numbers."""

@@ -220,27 +220,6 @@ class Tracker(SweepQueries):
         self.log_artifacts(run_id, [folder for folder in payload.folders if folder.is_dir()])
         self.end_run(run_id, payload.status)
 
-    @contextlib.contextmanager
-    def system_metrics(self, run_id: str, *, interval_s: float = 10.0) -> Iterator[None]:
-        """MLflow's system metrics (`system/*`) into the run while the block runs, one sample every
-        `interval_s`, on a thread of this process (a job's parent); one that cannot start only warns."""
-        if not os.environ.get("MLFLOW_LOGGING_LEVEL"):  # its start and stop INFO lines: not the job's
-            logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
-        try:
-            from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
-
-            monitor = SystemMetricsMonitor(run_id, sampling_interval=interval_s, tracking_uri=self.uri)
-            monitor.start()
-        except Exception as exc:  # no psutil, a store that refuses: the job goes on without them
-            logging.getLogger(__name__).warning("system metrics are off for this run: %s", exc)
-            yield
-            return
-        try:
-            yield
-        finally:
-            with contextlib.suppress(Exception):
-                monitor.finish()
-
     def clear_error(self, run_id: str) -> None:
         """Drop the `error_type` / `error_message` tags of a run completed after all."""
         self.delete_tags(run_id, ("error_type", "error_message"))
