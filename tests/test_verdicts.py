@@ -94,11 +94,29 @@ def test_a_real_three_percent_difference_is_found_at_one_percent_noise(rho: floa
     assert right / TRIALS >= power, f"the 3% faster config was named in only {right} of {TRIALS} trials"
 
 
+def median_ci95(sorted_values: list[float]) -> tuple[float, float]:
+    """Distribution-free 95% confidence interval of the median from order statistics (the reference a
+    rule that treats steps as independent would use)."""
+    n = len(sorted_values)
+    half_width = 1.96 * math.sqrt(n) / 2
+    lo = max(0, math.floor(n / 2 - half_width) - 1)
+    hi = min(n - 1, math.ceil(n / 2 + half_width))
+    return sorted_values[lo], sorted_values[hi]
+
+
+@pytest.mark.parametrize("n", [8, 20, 50, 90, 200])
+def test_median_ci_has_at_least_95_percent_coverage(n):
+    """Exact coverage of the order-statistic interval, from the binomial distribution."""
+    ranks = list(range(n))
+    low, high = median_ci95(ranks)  # values equal their 0-based ranks
+    coverage = sum(math.comb(n, k) for k in range(low + 1, high + 1)) / 2**n
+    assert coverage >= 0.95
+    assert high - low < n - 1 or n < 10  # not the trivial [min, max] once n is large enough
+
+
 def test_treating_autocorrelated_steps_as_independent_would_name_false_winners():
     """Why the effective count: the order-statistics interval of 90 autocorrelated steps is far too
     narrow, and a rule built on it (without the smallest-effect band) names winners among identical configs."""
-    from pipeline.measure.stats import median_ci95
-
     rng = random.Random(9)
     naive = 0
     for _ in range(300):

@@ -19,15 +19,6 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-def median_ci95(sorted_values: list[float]) -> tuple[float, float]:
-    """Distribution-free 95% confidence interval of the median from order statistics."""
-    n = len(sorted_values)
-    half_width = 1.96 * math.sqrt(n) / 2
-    lo = max(0, math.floor(n / 2 - half_width) - 1)
-    hi = min(n - 1, math.ceil(n / 2 + half_width))
-    return sorted_values[lo], sorted_values[hi]
-
-
 MAX_RHO = 0.98
 # Student's t, two-sided 95%, by degrees of freedom (above 30: the normal's 1.96).
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
