@@ -71,13 +71,6 @@ def with_interval(value: float, low: float, high: float, *, undetermined: bool =
     return f"{at(value, places)} [{at(low, places)}, {at(high, places)}]"
 
 
-def significant_digits(text: str) -> int:
-    """How many significant digits a number as written shows (`1,300` 2, `10.0` 3), for the UI test."""
-    whole, _, fraction = text.replace(",", "").lstrip("+-").partition(".")
-    digits = whole + fraction if fraction else whole.rstrip("0")  # `1,300`: trailing zeros of a whole number
-    return len(digits.lstrip("0")) or 1
-
-
 # What a result's words call its unit (the work's unit, as the scenario states it).
 UNIT_WORDS = {"training step": "step", "forward call": "call"}
 

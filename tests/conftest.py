@@ -344,3 +344,10 @@ def lock_held(db: Path, seconds: float = 0):
         finally:
             if holder.poll() is None:
                 holder.kill()
+
+
+def significant_digits(text: str) -> int:
+    """How many significant digits a number as written shows (`1,300` 2, `10.0` 3)."""
+    whole, _, fraction = text.replace(",", "").lstrip("+-").partition(".")
+    digits = whole + fraction if fraction else whole.rstrip("0")  # `1,300`: trailing zeros of a whole number
+    return len(digits.lstrip("0")) or 1

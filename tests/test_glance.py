@@ -14,12 +14,22 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.display import figure, significant_digits, with_interval
+from pipeline.display import figure, with_interval
 from pipeline.jobdir import RESULT
 from pipeline.measure.objective import Work
 from pipeline.status import FINISHED
 from pipeline.sweep_context import SweepContext
-from tests.conftest import ROOT, TINY, one_line_errors, output, run_cli, run_help, run_report, runs
+from tests.conftest import (
+    ROOT,
+    TINY,
+    one_line_errors,
+    output,
+    run_cli,
+    run_help,
+    run_report,
+    runs,
+    significant_digits,
+)
 
 EAGER = [*TINY, "compile.mode=eager"]
 # A line that may run past the terminal's width: it holds a path or a URL (never cut).

@@ -293,7 +293,7 @@ def test_the_sweeps_view_ranks_its_runs_with_the_answer_rounded(page, server: Se
     in view, every number in the table at most 4 significant digits; headers and run names whole."""
     from playwright.sync_api import expect
 
-    from pipeline.display import significant_digits
+    from tests.conftest import significant_digits
 
     children = sorted(sweep["children"], key=lambda r: r.data.metrics["step/p50_ms"])
     assert "viewStateShareKey=" in sweep["view_url"]
