@@ -10,7 +10,6 @@ import pytest
 
 from pipeline.identity import IDENTITY_KEYS
 from pipeline.job.outcome import SHOWN
-from pipeline.measure.objective import WORK_TAGS
 from pipeline.measure.registry import unregistered
 from tests.conftest import COLD_CACHE, SLEEPY, TINY, client, one_line_errors, output, run_cli, run_info, runs
 
@@ -48,7 +47,12 @@ FILTER_TAGS = {
     "torch",
     "device",
     "worker_start",  # template or spawn: how the worker really started (a forked job may have spawned)
-    *WORK_TAGS,  # what one unit did, as the worker stated it: the summary and the view rank by it
+    *(
+        "unit",
+        "samples_per_unit",
+        "tokens_per_unit",
+        "objective",
+    ),  # what one unit did, as the worker stated it: the summary and the view rank by it
     *(key.format(unit="step") for key in SHOWN.values()),  # its figures rounded, as the UI shows them
 }
 

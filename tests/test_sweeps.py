@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.sweep.render import table_rows
+from pipeline.sweep.render import table
 from pipeline.sweep.state import count_jobs
 from pipeline.sweep.summary import Row, summarize
 from tests.conftest import (
@@ -386,7 +386,7 @@ def test_summary_marks_noisy_jobs_in_the_table_and_says_what_to_trust():
         metrics={"step/p50_ms": 11.0, "step/noisy": 1.0},
     )
     s = summarize("x", [steady, noisy])
-    statuses = [row[-1] for row in table_rows(s)]
+    statuses = [row[-1] for row in table(s, compact=False)[1]]
     assert statuses == ["FINISHED", "FINISHED, noisy"]
     (note,) = [n for n in s.notes if n.startswith("1 job(s) flagged noisy")]
     assert "CPU speed moved" not in note  # no job ran the host check

@@ -369,7 +369,8 @@ def test_the_view_at_a_sweeps_start_ranks_by_the_planned_jobs_work():
     from hydra import initialize_config_dir
 
     from pipeline.config.schema import register_configs
-    from pipeline.sweep.state import planned_objective
+    from pipeline.measure.objective import choose
+    from pipeline.sweep.state import planned_work
     from tests.conftest import CONF
 
     register_configs()
@@ -381,7 +382,7 @@ def test_the_view_at_a_sweeps_start_ranks_by_the_planned_jobs_work():
         ]:
             cfg = hydra_compose("config", return_hydra_config=True)  # the sweep's master config
             cfg.hydra.overrides.task = overrides  # the sweep's axes, as the command line gave them
-            assert planned_objective(cfg).metric == metric, overrides
+            assert choose(planned_work(cfg)).metric == metric, overrides  # as the sweep's start does
 
 
 def test_runs_that_sweep_inductor_presets_are_named_by_the_preset():

@@ -14,8 +14,6 @@ SAMPLES_PER_S = "throughput/samples_per_s"
 TOKENS_PER_S = "throughput/tokens_per_s"
 SPEEDUP = "speedup/vs_eager"  # a compiled job's paired speedup over its eager copy
 GEOMEAN_SPEEDUP = "sweep/geomean_speedup"  # a sweep's geometric mean of its passing jobs' SPEEDUP
-# A job's work as its run's tags (so a summary rebuilt from MLflow reads what the worker stated).
-WORK_TAGS = ("unit", "samples_per_unit", "tokens_per_unit", "objective")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -165,10 +165,6 @@ def table(summary: Summary, *, compact: bool) -> tuple[list[str], list[list[str]
     return [header[i] for i in keep], [[row[i] for i in keep] for row in out]
 
 
-def table_rows(summary: Summary) -> list[list[str]]:
-    return table(summary, compact=False)[1]
-
-
 def verdict_lines(summary: Summary) -> list[str]:
     if summary.suite is not None:
         return summary.suite.lines()  # its failures by class included

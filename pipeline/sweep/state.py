@@ -25,7 +25,7 @@ from pipeline.config.errors import ConfigError
 from pipeline.config.schema import Config, register_configs, to_config
 from pipeline.identity import config_hash, run_name
 from pipeline.job.preflight import checked, with_ranks
-from pipeline.measure.objective import Objective, Work, choose
+from pipeline.measure.objective import Work
 from pipeline.progress import format_duration
 from pipeline.scenarios import CONF
 from pipeline.status import EXIT_FAILED
@@ -231,12 +231,6 @@ def checked_job(config: Any, overrides: list[str]) -> Config:
     """A planned job's typed config: composed as its launcher will compose it (:func:`composed_job`), then
     checked as the job checks it. Raises what composing or checking raises."""
     return checked(task_config(composed_job(config, overrides)))
-
-
-def planned_objective(config: Any) -> Objective:
-    """The objective the summary will rank by, from the work each planned job will state."""
-    configured = config.sweep.get("objective")
-    return choose([] if configured else planned_work(config), configured)
 
 
 def planned_work(config: Any) -> list[Work | None]:
