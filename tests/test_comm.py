@@ -180,7 +180,7 @@ def test_a_jobs_bus_bandwidth_is_read_against_the_probes_at_the_same_sizes():
         per_rank.append(rank_comm(read_trace(events, world=2), steps=2, world=2, wall_s=0.05, probe=machine))
     assert per_rank[0].exposed_ms == pytest.approx(16.0)  # 4 x 8 ms over 2 steps, nothing to hide them
     assert per_rank[0].size_bytes == 2 * GIB
-    figures = CommFigures(ranks=per_rank, steps=2, probe_peak_gbps=machine.peak_busbw())
+    figures = CommFigures(ranks=per_rank, probe_peak_gbps=machine.peak_busbw())
     m = figures.metrics()
     achieved = 8 * GIB / (4 * 0.008 + 4 * 0.010) / 1e9
     assert m["comm/busbw_gbps"] == pytest.approx(achieved)
@@ -200,7 +200,7 @@ def test_a_jobs_bus_bandwidth_is_read_against_the_probes_at_the_same_sizes():
 def test_no_probe_no_ratio_and_no_sizes_no_bandwidth():
     events = [kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 0, 1000)]  # no arguments anywhere
     mine = rank_comm(read_trace(events, world=2), steps=1, world=2, wall_s=0.01, probe=None)
-    m = CommFigures(ranks=[mine, mine], steps=1).metrics()
+    m = CommFigures(ranks=[mine, mine]).metrics()
     assert m["comm/exposed_ms"] == pytest.approx(1.0)
     assert not {"comm/busbw_gbps", "comm/busbw_vs_probe", "comm/probe_peak_busbw_gbps"} & set(m)
     assert not math.isnan(m["comm/exposed_pct"])

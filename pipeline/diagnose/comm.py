@@ -139,34 +139,33 @@ def overlap_length(a: list[tuple[float, float]], b: list[tuple[float, float]]) -
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
-def read_trace(events: list[dict[str, Any]], *, world: int, main_tid: Any = None) -> TraceComm:
+def read_trace(events: list[dict[str, Any]], *, world: int) -> TraceComm:
     """The collectives and compute of one rank's Chrome trace (`traceEvents`). On a GPU the NCCL kernels
     are the collectives and every other kernel, copy and memset is compute; on the CPU gloo's `gloo:*`
-    events are the collectives and the aten ops of the step's thread (`main_tid`, default the main
-    thread) are compute."""
+    events are the collectives and the aten ops of the step's thread (the main thread) are compute."""
     complete = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e]
     device = [e for e in complete if e.get("cat") in DEVICE_CATEGORIES]
-    if device:
-        return _read_device(device, complete, world)
-    return _read_gloo(complete, world, main_tid)
-
-
-def _read_device(device: list[dict[str, Any]], complete: list[dict[str, Any]], world: int) -> TraceComm:
-    # the CPU op that carries a collective's arguments (record_param_comms), by its External id
+    collectives, compute = [], []
+    # on a GPU, the CPU op that carries a collective's arguments (record_param_comms), by its External id
     launched_by: dict[Any, dict[str, Any]] = {}
     for e in complete:
         args = e.get("args") or {}
         if e.get("cat") == "cpu_op" and "Collective name" in args and "External id" in args:
             launched_by.setdefault(args["External id"], args)
-    collectives, compute = [], []
-    for e in device:
+    for e in device or complete:
+        name = str(e.get("name", ""))
         start, dur = float(e["ts"]), float(e["dur"])
-        if e.get("cat") == "kernel" and "nccl" in str(e.get("name", "")).lower():
+        if device and e.get("cat") == "kernel" and "nccl" in name.lower():
             args = e.get("args") or {}
             meta = args if "Collective name" in args else launched_by.get(args.get("External id"), {})
             kind = collective_kind(str(meta.get("Collective name") or e["name"]))
             collectives.append(Collective(kind, start, dur, _nccl_size(meta)))
-        else:
+        elif not device and name.startswith("gloo:"):
+            kind = collective_kind(name)
+            collectives.append(Collective(kind, start, dur, _gloo_size(kind, e.get("args") or {}, world)))
+        elif device or (
+            e.get("cat") == "cpu_op" and name.startswith("aten::") and e.get("tid") == e.get("pid")
+        ):
             compute.append((start, start + dur))
     return TraceComm(collectives=collectives, compute=compute)
 
@@ -179,21 +178,6 @@ def _nccl_size(meta: dict[str, Any]) -> int | None:
     if width is None or not counts:
         return None
     return max(counts) * width
-
-
-def _read_gloo(complete: list[dict[str, Any]], world: int, main_tid: Any) -> TraceComm:
-    collectives, compute = [], []
-    for e in complete:
-        name = str(e.get("name", ""))
-        start, dur = float(e["ts"]), float(e["dur"])
-        if name.startswith("gloo:"):
-            kind = collective_kind(name)
-            collectives.append(Collective(kind, start, dur, _gloo_size(kind, e.get("args") or {}, world)))
-        elif e.get("cat") == "cpu_op" and name.startswith("aten::"):
-            tid = e.get("tid")
-            if tid == (main_tid if main_tid is not None else e.get("pid")):
-                compute.append((start, start + dur))
-    return TraceComm(collectives=collectives, compute=compute)
 
 
 def _gloo_size(kind: str, args: dict[str, Any], world: int) -> int | None:
@@ -253,7 +237,6 @@ class CommFigures:
     """A distributed job's communication, per step, over its ranks (`comm/*`, `rank/comm_*`)."""
 
     ranks: list[RankComm]
-    steps: int
     probe_peak_gbps: float | None = None
 
     def metrics(self) -> dict[str, float]:
@@ -344,7 +327,6 @@ def diagnose(run_unit: Callable[[], None], device: Any, out_dir: Path) -> CommFi
         raise CommNotRead(failed or "another rank's trace was not read")
     return CommFigures(
         ranks=[RankComm(**dict(zip(fields, row, strict=True))) for row in every],
-        steps=PROFILED_STEPS,
         probe_peak_gbps=probe.peak_busbw() if probe is not None else None,
     )
 
