@@ -19,6 +19,7 @@ from typing import Any
 
 from pipeline.config.known_good import cache_root
 from pipeline.diagnose.comm import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, algbw_gbps, busbw_gbps
+from pipeline.measure.clocks import Laps
 from pipeline.measure.ranks import align_ranks
 from pipeline.nvml import nvml
 from pipeline.redaction import write_atomic
@@ -216,19 +217,12 @@ def _time_collective(kind: str, numel: int, device: Any, *, iters: int) -> float
         for _ in range(5):
             call()
         align_ranks(device)
-        if cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(iters):
-                call()
-            end.record()
-            end.synchronize()
-            seconds = start.elapsed_time(end) / 1000 / iters
-        else:
-            began = time.perf_counter()
-            for _ in range(iters):
-                call()
-            seconds = (time.perf_counter() - began) / iters
+        laps = Laps(device, 2)  # CUDA events on the device, perf_counter on the CPU
+        laps.mark(None)
+        for _ in range(iters):
+            call()
+        laps.mark(kind)
+        seconds = laps.read()[kind][0] / 1000 / iters
         slowest = torch.tensor([seconds], dtype=torch.float64, device=device if cuda else "cpu")
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         return float(slowest.item())
