@@ -116,19 +116,17 @@ def apply_compile(
 
     kwargs = compile_kwargs(settings)
     scope, regions = settings.scope, 0
-    if scope == "model":
-        forward = ModelWithLoss(torch.compile(model, **kwargs), loss)
-    elif scope == "loss":
-        forward = ModelWithLoss(model, torch.compile(loss, **kwargs))
-    elif scope == "model_and_loss":
-        forward = torch.compile(ModelWithLoss(model, loss), **kwargs)
-    elif scope == "regional":  # each repeated block compiled in place
-        regions = compile_regions(model, kwargs)
-        forward = ModelWithLoss(model, loss)
-    elif scope == "step":  # the whole step is compiled below
-        forward = ModelWithLoss(model, loss)
-    else:
+    if scope not in SCOPE_DESCRIPTIONS:
         raise ValueError(f"compile.scope={scope!r} is not a scope")
+    if scope == "regional":  # each repeated block compiled in place
+        regions = compile_regions(model, kwargs)
+    # `step`: the whole step is compiled below
+    forward = ModelWithLoss(
+        torch.compile(model, **kwargs) if scope == "model" else model,
+        torch.compile(loss, **kwargs) if scope == "loss" else loss,
+    )
+    if scope == "model_and_loss":
+        forward = torch.compile(forward, **kwargs)
 
     compile_optimizer = settings.optimizer and scope != "step" and optimizer is not None
     if compile_optimizer:
