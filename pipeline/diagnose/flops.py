@@ -50,18 +50,12 @@ def peak_bandwidth_gbs(gpu_name: str | None) -> tuple[float | None, str]:
     )
 
 
-def precision_key(precision: PrecisionConfig) -> str:
-    """Which peak applies: the dtype the matmuls run in."""
-    if precision.autocast_dtype == "float16" or precision.param_dtype == "float16":
-        return "fp16"
-    if precision.autocast_dtype == "bfloat16" or precision.param_dtype == "bfloat16":
-        return "bf16"
-    return "tf32" if precision.tf32 else "fp32"
-
-
 def peak_tflops(gpu_name: str | None, precision: PrecisionConfig) -> tuple[float | None, str]:
     """(peak TFLOP/s, note). The note says why there is no peak when there is none."""
-    key = precision_key(precision)
+    # Which peak applies: the dtype the matmuls run in.
+    dtypes = {precision.autocast_dtype, precision.param_dtype}
+    fallback = "tf32" if precision.tf32 else "fp32"
+    key = next((k for dtype, k in (("float16", "fp16"), ("bfloat16", "bf16")) if dtype in dtypes), fallback)
     if not gpu_name:
         return None, "no MFU: not a GPU run"
     for pattern, peaks in PEAK_TFLOPS:
