@@ -160,7 +160,7 @@ class CompileConfig:
 
     def inductor_options(self) -> dict[str, Any]:
         """The options with nested keys joined by dots, as torch takes them (`triton.cudagraphs`)."""
-        return _dotted(self.options)
+        return dotted(self.options)
 
     def as_eager(self) -> CompileConfig:
         """These settings with compilation off (the paired eager baseline)."""
@@ -202,11 +202,12 @@ class CompileConfig:
             )
 
 
-def _dotted(options: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def dotted(options: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings flattened to dotted keys; an empty mapping stays a value."""
     flat: dict[str, Any] = {}
     for key, value in options.items():
         if isinstance(value, dict) and value:
-            flat.update(_dotted(value, f"{prefix}{key}."))
+            flat.update(dotted(value, f"{prefix}{key}."))
         else:
             flat[f"{prefix}{key}"] = value
     return flat

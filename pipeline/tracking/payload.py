@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.config.schema import dotted
 from pipeline.redaction import redacted, scrub
 
 PARAM_LIMIT = 6000  # MLflow's max param value length
@@ -31,16 +32,12 @@ class RunPayload:
     secrets: list[str] = field(default_factory=list)  # values masked wherever they appear in a text file
 
 
-def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
+def flatten(data: dict[str, Any]) -> dict[str, str]:
     """Dotted keys -> string values, redacted."""
-    flat: dict[str, str] = {}
-    for key, value in redacted(data).items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            flat.update(flatten(value, path + "."))
-        else:
-            flat[path] = (json.dumps(value) if isinstance(value, (list, dict)) else str(value))[:PARAM_LIMIT]
-    return flat
+    return {
+        path: (json.dumps(value) if isinstance(value, (list, dict)) else str(value))[:PARAM_LIMIT]
+        for path, value in dotted(redacted(data)).items()
+    }
 
 
 def redacted_copy(path: Path, scratch: Path, secrets: list[str]) -> Path:
