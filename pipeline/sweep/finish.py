@@ -125,15 +125,6 @@ def close_orphans(tracker: Tracker, sweep_id: str) -> None:
             print(f"{run.name}: {close_ended_job_run(tracker, run, job_dir, note=note)}", flush=True)
 
 
-def pending_line(sweep: SweepContext, pending: list[Path]) -> str:
-    more = f" and {len(pending) - 1} more" if len(pending) > 1 else ""
-    return (
-        f"{len(pending)} job result(s) are kept on disk but not in MLflow ({pending[0]}{more}): this summary is "
-        f"provisional until `{sync_command([sweep.sweep_dir])}` uploads them, which closes the sweep and "
-        "publishes its summary again"
-    )
-
-
 @dataclass(frozen=True)
 class SweepEnd:
     """What closing a sweep gave: its summary, and the lines saying it is incomplete and that results
@@ -167,14 +158,6 @@ def missing_jobs(tracker: Tracker, sweep: SweepContext) -> list[int]:
     return [num for num in range(sweep.total_jobs) if num not in seen]
 
 
-def incomplete_line(sweep: SweepContext, missing: list[int]) -> str:
-    shown = ", ".join(map(str, missing[:20])) + (", ..." if len(missing) > 20 else "")
-    return (
-        f"{len(missing)} of the {sweep.total_jobs} planned jobs left no run in MLflow (job{'s' if len(missing) > 1 else ''} "
-        f"{shown}: stopped before their run opened, or never launched)"
-    )
-
-
 def finish_sweep(
     sweep: SweepContext, tracker: Tracker | None = None, *, wall_s: float | None = None
 ) -> SweepEnd:
@@ -190,12 +173,22 @@ def finish_sweep(
     close_orphans(tracker, sweep.sweep_id)
     summary = build_summary(tracker, sweep.sweep_id)
     missing = missing_jobs(tracker, sweep)
-    incomplete = incomplete_line(sweep, missing) if missing else ""
-    if incomplete:
+    incomplete = pending = ""
+    if missing:
+        shown = ", ".join(map(str, missing[:20])) + (", ..." if len(missing) > 20 else "")
+        incomplete = (
+            f"{len(missing)} of the {sweep.total_jobs} planned jobs left no run in MLflow (job{'s' if len(missing) > 1 else ''} "
+            f"{shown}: stopped before their run opened, or never launched)"
+        )
         summary.notes.append(f"incomplete: {incomplete}")
     pending_results = unsynced_results(Path(sweep.sweep_dir))  # the summary from MLflow lacks them
-    pending = pending_line(sweep, pending_results) if pending_results else ""
-    if pending:
+    if pending_results:
+        more = f" and {len(pending_results) - 1} more" if len(pending_results) > 1 else ""
+        pending = (
+            f"{len(pending_results)} job result(s) are kept on disk but not in MLflow ({pending_results[0]}{more}): "
+            f"this summary is provisional until `{sync_command([sweep.sweep_dir])}` uploads them, which closes the "
+            "sweep and publishes its summary again"
+        )
         summary.notes.append(f"provisional: {pending}")
     # The parent run's start (before any job) to now (every job ended), less the gaps between a sweep
     # and its resumptions: the sweep's wall time, but for its process start and the summary itself.
@@ -287,7 +280,14 @@ def _finish_left(tracker: Tracker, sweep: SweepContext, folder: Path) -> bool:
             f"parent run {parent.run_id} {parent.status}; {resume_hint(sweep)}"
         )
         return False
-    end = finish_sweep(sweep, tracker, wall_s=_wall_when_left(tracker, sweep, parent))
+    # the wall time of a sweep finished late: as logged when its end failed, else up to its last job's end
+    # (never the time it then waited for `--sync`)
+    wall_s = parent.metrics.get("sweep/wall_s") if parent is not None else None
+    if wall_s is None and (
+        ends := [r.end_time_ms for r in tracker.sweep_children(sweep.sweep_id) if r.end_time_ms]
+    ):
+        wall_s = sweep.prior_wall_s + max(ends) / 1000 - sweep.started_at
+    end = finish_sweep(sweep, tracker, wall_s=wall_s)
     print_answer(end.summary)
     if end.incomplete:
         print(
@@ -310,15 +310,6 @@ def resume_hint(sweep: SweepContext) -> str:
         return f"run the missing jobs by resuming it: the sweep's command with {resume}"
     masked = " (put back the values masked as ***)" if "***" in command else ""
     return f"run the missing jobs by resuming it: `{command}`{masked}"
-
-
-def _wall_when_left(tracker: Tracker, sweep: SweepContext, parent: RunRecord | None) -> float | None:
-    """The wall time of a sweep finished late: as logged when its end failed, else up to its last
-    job's end (never the time it then waited for `--sync`)."""
-    if parent is not None and "sweep/wall_s" in parent.metrics:
-        return parent.metrics["sweep/wall_s"]
-    ends = [r.end_time_ms for r in tracker.sweep_children(sweep.sweep_id) if r.end_time_ms]
-    return sweep.prior_wall_s + max(ends) / 1000 - sweep.started_at if ends else None
 
 
 def close_interrupted(sweep: SweepContext, reason: str, *, status: str = KILLED) -> None:
