@@ -106,7 +106,7 @@ def test_a_round_holds_about_round_s_of_units_and_at_least_one(round_s, unit_s, 
 
 
 def test_compile_excess_counts_only_time_above_steady_state():
-    assert compile_time.compile_excess_s([12.0, 0.1, 0.05], steady_ms=100) == pytest.approx(11.9)
+    assert compile_time.Warmup.from_steps([12.0, 0.1, 0.05], steady_ms=100).excess_s == pytest.approx(11.9)
 
 
 def test_loss_parity_is_judged_on_the_first_steps():

@@ -6,11 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-def compile_excess_s(warmup_s: list[float], steady_ms: float) -> float:
-    """Warm-up wall time beyond what the same number of steady-state steps takes."""
-    return sum(max(0.0, w - steady_ms / 1000) for w in warmup_s)
-
-
 @dataclass(frozen=True, kw_only=True)
 class Warmup:
     """A variant's warm-up steps, each synced and wall-clocked."""
@@ -21,9 +16,8 @@ class Warmup:
 
     @classmethod
     def from_steps(cls, warmup_s: list[float], steady_ms: float) -> Warmup:
-        return cls(
-            first_step_s=warmup_s[0], total_s=sum(warmup_s), excess_s=compile_excess_s(warmup_s, steady_ms)
-        )
+        excess_s = sum(max(0.0, w - steady_ms / 1000) for w in warmup_s)  # beyond as many steady-state steps
+        return cls(first_step_s=warmup_s[0], total_s=sum(warmup_s), excess_s=excess_s)
 
     def metrics(self) -> dict[str, float]:
         return {
