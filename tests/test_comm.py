@@ -4,6 +4,7 @@ against the probe, and the job's step times as its slowest rank's own."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -73,7 +74,7 @@ def test_the_probe_interpolates_between_sizes_on_a_log_scale_and_holds_its_ends(
     assert p.busbw(ALL_GATHER, 2**25) == 5.0
     assert p.busbw(REDUCE_SCATTER, 2**20) is None  # not probed: nothing to compare with
     assert p.peak_busbw() == 40.0
-    again = Probe.from_dict(p.to_dict())
+    again = Probe.from_dict(dataclasses.asdict(p))
     assert again.rows == p.rows and again.busbw(ALL_REDUCE, 2**21) == pytest.approx(20.0)
 
 

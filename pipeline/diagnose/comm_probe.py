@@ -67,9 +67,6 @@ class Probe:
     def peak_busbw(self, kind: str = ALL_REDUCE) -> float | None:
         return max((r.busbw_gbps for r in self.rows if r.kind == kind), default=None)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Probe:
         return cls(
@@ -164,7 +161,7 @@ def ensure(device: Any, job_copy: Path | None = None, *, force: bool = False) ->
 
 
 def write(path: Path, probe: Probe) -> None:
-    write_atomic(path, json.dumps(probe.to_dict(), indent=1))
+    write_atomic(path, json.dumps(asdict(probe), indent=1))
 
 
 def run(device: Any, machine: dict[str, Any]) -> Probe:
