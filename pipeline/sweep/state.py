@@ -181,13 +181,6 @@ def resume_command(command: str, sweep_id: str) -> str:
     return shlex.join([*words, f"sweep.id={hydra_value(sweep_id)}", "sweep.resume=true"]) if words else ""
 
 
-def count_jobs(hydra_cfg: Any) -> int | None:
-    """How many jobs the basic sweeper will launch (task overrides and `hydra.sweeper.params`); None
-    for sweepers that decide as they go (Optuna)."""
-    jobs = planned_jobs(hydra_cfg)
-    return len(jobs) if jobs is not None else None
-
-
 def planned_jobs(hydra_cfg: Any) -> list[list[str]] | None:
     """Each job's overrides, as the basic sweeper will launch them; None for sweepers that decide as
     they go (Optuna)."""
