@@ -315,7 +315,13 @@ def diagnose(run_unit: Callable[[], None], device: Any, out_dir: Path) -> CommFi
                 run_unit()
             synchronize(device)
             wall_s = time.perf_counter() - started
-        events = export(prof, out_dir / f"trace.rank{rank}.json")
+        # the profiler's Chrome trace, its events read back, kept as `<path>.gz`
+        path = out_dir / f"trace.rank{rank}.json"
+        prof.export_chrome_trace(str(path))
+        events = json.loads(path.read_text()).get("traceEvents", [])
+        with open(path, "rb") as raw, gzip.open(f"{path}.gz", "wb") as packed:
+            packed.writelines(raw)
+        path.unlink()
         trace = read_trace(events, world=world)
         mine = rank_comm(trace, steps=PROFILED_STEPS, world=world, wall_s=wall_s, probe=probe)
         values = [float(getattr(mine, f)) for f in fields]
@@ -333,13 +339,3 @@ def diagnose(run_unit: Callable[[], None], device: Any, out_dir: Path) -> CommFi
 
 class CommNotRead(RuntimeError):
     """The profiled steps could not be read on some rank (the job's figures stand without comm/*)."""
-
-
-def export(prof: Any, path: Path) -> list[dict[str, Any]]:
-    """The profiler's Chrome trace, its events read back, kept as `<path>.gz`."""
-    prof.export_chrome_trace(str(path))
-    events = json.loads(path.read_text()).get("traceEvents", [])
-    with open(path, "rb") as raw, gzip.open(f"{path}.gz", "wb") as packed:
-        packed.writelines(raw)
-    path.unlink()
-    return events
