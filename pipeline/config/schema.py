@@ -66,10 +66,6 @@ class InputSpec:
         if self.kind == "image" and self.target != "class":
             yield ConfigError(f"{at}.target", self.target, "image models take `class` targets")
 
-    @property
-    def tokens_per_sample(self) -> int | None:
-        return self.seq_len if self.kind == "tokens" else None
-
 
 @dataclass(kw_only=True)
 class ModelConfig(_Labelled):
@@ -152,11 +148,6 @@ class CompileConfig:
         return self.compiled and (
             self.mode in CUDAGRAPH_MODES or bool(self.inductor_options().get("triton.cudagraphs"))
         )
-
-    @property
-    def compiles_optimizer(self) -> bool:
-        """Whether optimizer.step runs compiled (then the learning rate is a tensor: no recompiles)."""
-        return self.compiled and (self.scope == "step" or self.optimizer)
 
     def inductor_options(self) -> dict[str, Any]:
         """The options with nested keys joined by dots, as torch takes them (`triton.cudagraphs`)."""

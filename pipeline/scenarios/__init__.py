@@ -34,11 +34,9 @@ def config_class(target: Any) -> type[ScenarioConfig]:
     return cls
 
 
-def scenario_config(data: Mapping[str, Any] | ScenarioConfig) -> ScenarioConfig:
+def scenario_config(data: Mapping[str, Any]) -> ScenarioConfig:
     """The typed config of a scenario from its node (as composed, or as the worker reads it back): keys
     and value types checked against its class, each problem one ConfigError naming `scenario.<key>`."""
-    if isinstance(data, ScenarioConfig):
-        return data
     from omegaconf import OmegaConf
     from omegaconf.errors import ConfigKeyError, ValidationError
 

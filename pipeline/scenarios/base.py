@@ -74,7 +74,8 @@ class ScenarioConfig:
 
     def tokens_per_sample(self, cfg: Config) -> int | None:
         """Tokens in one sample of a unit: the sequence of a token model, none for images."""
-        return cfg.model.input.tokens_per_sample
+        spec = cfg.model.input
+        return spec.seq_len if spec.kind == "tokens" else None
 
     def work(self, cfg: Config) -> Work:
         """What one unit of this job does, over every rank."""

@@ -62,7 +62,8 @@ def build_variant(
         optimizer = build_optimizer(
             model.parameters(),
             scenario.cfg.trainer.optimizer,
-            tensor_lr=settings.compiles_optimizer,
+            # optimizer.step runs compiled: the learning rate is a tensor (no recompiles)
+            tensor_lr=settings.compiled and (settings.scope == "step" or settings.optimizer),
             device=scenario.device,
         )
     started = time.perf_counter()
