@@ -26,9 +26,10 @@ ENV_PREFIXES = (
 )
 
 
-def _flags() -> dict[str, Callable[[], object]]:
+def snapshot() -> dict[str, str]:
+    out: dict[str, str] = {}
     b = torch.backends
-    return {
+    flags: dict[str, Callable[[], object]] = {
         "float32_matmul_precision": torch.get_float32_matmul_precision,
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
         "num_threads": torch.get_num_threads,
@@ -62,11 +63,7 @@ def _flags() -> dict[str, Callable[[], object]]:
         "mkldnn.matmul.fp32_precision": lambda: b.mkldnn.matmul.fp32_precision,
         "mkldnn.conv.fp32_precision": lambda: b.mkldnn.conv.fp32_precision,
     }
-
-
-def snapshot() -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name, read in _flags().items():
+    for name, read in flags.items():
         try:
             out[name] = str(read())
         except Exception:
