@@ -63,19 +63,6 @@ class Interval:
     method: str  # "signed-rank" or "t"
 
 
-def _effective(values: list[float]) -> float:
-    return min(float(len(values)), median_effective_count(values))
-
-
-def t_interval(values: list[float], confidence: float) -> Interval:
-    """Student's t interval of the mean, over the values' effective number (autocorrelation)."""
-    n_eff = _effective(values)
-    mean = statistics.fmean(values)
-    spread = statistics.stdev(values) if len(values) > 1 else math.inf
-    half = stdtrit(max(1.0, n_eff - 1), 0.5 + confidence / 2) * spread / math.sqrt(n_eff)
-    return Interval(mean, mean - half, mean + half, "t")
-
-
 @cache
 def _signed_rank_counts(n: int) -> tuple[int, ...]:
     """How many of the 2^n sign patterns give each signed-rank sum W+ = 0 .. n(n+1)/2."""
@@ -101,18 +88,22 @@ def signed_rank_critical(n: int, alpha: float) -> int | None:
 def paired_interval(log_ratios: list[float], confidence: float) -> Interval:
     """The pair log-ratios' Hodges-Lehmann estimate with Wilcoxon's signed-rank interval (the Walsh
     averages' order statistics), widened for the pairs' autocorrelation: the critical count moves from
-    the middle by sqrt(n / n_eff) as the rank statistic's spread does. Too few pairs for the level: t."""
+    the middle by sqrt(n / n_eff) as the rank statistic's spread does. Too few pairs for the level:
+    Student's t interval of the mean, over the pairs' effective number (autocorrelation)."""
     n = len(log_ratios)
     if n < 2:
         return Interval(log_ratios[0], -math.inf, math.inf, "t")
+    n_eff = min(float(n), median_effective_count(log_ratios))
     c = signed_rank_critical(n, 1 - confidence)
     walsh = sorted((a + b) / 2 for a, b in itertools.combinations_with_replacement(log_ratios, 2))
     middle = len(walsh) / 2
     if c is not None:
-        c = math.floor(middle - (middle - c) * math.sqrt(n / _effective(log_ratios)))
-    if c is None or c < 0:
-        return t_interval(log_ratios, confidence)
-    return Interval(statistics.median(walsh), walsh[c], walsh[len(walsh) - 1 - c], "signed-rank")
+        c = math.floor(middle - (middle - c) * math.sqrt(n / n_eff))
+    if c is not None and c >= 0:
+        return Interval(statistics.median(walsh), walsh[c], walsh[len(walsh) - 1 - c], "signed-rank")
+    mean, spread = statistics.fmean(log_ratios), statistics.stdev(log_ratios)
+    half = stdtrit(max(1.0, n_eff - 1), 0.5 + confidence / 2) * spread / math.sqrt(n_eff)
+    return Interval(mean, mean - half, mean + half, "t")
 
 
 def speedup_interval(log_ratios: list[float], confidence: float) -> tuple[float, float, float]:
