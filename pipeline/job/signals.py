@@ -8,28 +8,34 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+
+HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2)
 
 
 @contextlib.contextmanager
-def signals_held(
-    signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2),
-) -> Iterator[None]:
-    """Hold these signals during a short critical section, then deliver them to their own handlers.
-    Python takes signals in the main thread only; elsewhere (a launcher's thread) nothing is held."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+def signals_held() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGUSR2 during a short critical section, then deliver them to their own
+    handlers. Python takes signals in the main thread only; elsewhere (a launcher's thread) nothing is held."""
     caught: list[int] = []
-    previous = {signum: signal.signal(signum, lambda got, _: caught.append(got)) for signum in signums}
+    main = threading.current_thread() is threading.main_thread()
+    try:
+        with _handled(HELD if main else (), lambda got, _: caught.append(got)):
+            yield
+    finally:
+        for signum in dict.fromkeys(caught):
+            signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def _handled(signums: Iterable[int], handler: Callable[[int, Any], None]) -> Iterator[None]:
+    previous = {signum: signal.signal(signum, handler) for signum in signums}
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        for signum in dict.fromkeys(caught):
-            signal.raise_signal(signum)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 # What SLURM's signals mean for a job running under submitit (hydra/launcher=slurm). slurmstepd sends
@@ -66,15 +72,8 @@ class SchedulerSignals:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        if not in_submitit_job():
+        with _handled(SCHEDULER_SIGNALS if in_submitit_job() else (), self._on_signal):
             yield
-            return
-        previous = {signum: signal.signal(signum, self._on_signal) for signum in SCHEDULER_SIGNALS}
-        try:
-            yield
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
 
     @contextlib.contextmanager
     def interruptible(self) -> Iterator[None]:
