@@ -198,11 +198,9 @@ class JobParent:
             pool, pool_lock_dir(), on_wait=self.display.line, count=nproc, per_gpu=per_gpu, turn=turn
         ) as env:
             self.gpu_wait_s = time.monotonic() - asked
-            shared = (
-                f" (slot {env['PIPELINE_GPU_SLOT']} of {per_gpu}, CPU cores {env['PIPELINE_CPUS']}: benchmark.overlap)"
-                if per_gpu > 1
-                else ""
-            )
+            shared = ""
+            if per_gpu > 1:
+                shared = f" (slot {env['PIPELINE_GPU_SLOT']} of {per_gpu}, CPU cores {env['PIPELINE_CPUS']}: benchmark.overlap)"
             self.display.line(f"using GPU {env['PIPELINE_GPU_INDEX']} of gpu_pool={pool}{shared}")
             launch.extra_env.update(env)
             try:
