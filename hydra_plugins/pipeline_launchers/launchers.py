@@ -271,9 +271,8 @@ class SlurmLauncher(_Tolerant, hydra_submitit.SlurmLauncher):
                 job = self.config
             nproc = OmegaConf.select(job, "parallel.nproc", default=1)
             if nproc is None:  # one rank per GPU the job gets: ask for CPU_RANKS, as parallel=ddp did before
-                nproc = (
-                    CPU_RANKS if OmegaConf.select(job, "parallel.strategy", default="none") != "none" else 1
-                )
+                distributed = OmegaConf.select(job, "parallel.strategy", default="none") != "none"
+                nproc = CPU_RANKS if distributed else 1
             found.append(nproc)
         return max([int(n) for n in found], default=1)
 
