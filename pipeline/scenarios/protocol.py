@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import os
 import statistics
@@ -503,10 +504,7 @@ class Scenario:
 
     def diagnose_units(self, main: Variant, report: UnitReport) -> None:
         """Extra, unmeasured units: host-device syncs in one unit; a profiler trace when asked."""
-
-        def unit() -> None:
-            main.run_unit(None, record=False)
-
+        unit = functools.partial(main.run_unit, None, record=False)
         if self.cfg.diagnose.sync_check:
             found = syncs.count_syncs(unit, self.device)
             report.diagnostics["host_syncs"] = found
