@@ -4,11 +4,11 @@ against the probe, and the job's step times as its slowest rank's own."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
 
+from pipeline.diagnose import comm_probe
 from pipeline.diagnose.comm import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -67,14 +67,16 @@ def probe(busbw: dict[str, list[tuple[int, float]]], world: int = 2) -> Probe:
     return Probe(machine={"host": "test"}, world_size=world, rows=rows)
 
 
-def test_the_probe_interpolates_between_sizes_on_a_log_scale_and_holds_its_ends():
+def test_the_probe_interpolates_between_sizes_on_a_log_scale_and_holds_its_ends(tmp_path):
     p = probe({ALL_REDUCE: [(2**20, 10.0), (2**22, 40.0)], ALL_GATHER: [(2**20, 5.0)]})
     assert p.busbw(ALL_REDUCE, 2**21) == pytest.approx(20.0)  # halfway in log size: the geometric mean
     assert p.busbw(ALL_REDUCE, 2**10) == 10.0 and p.busbw(ALL_REDUCE, 2**30) == 40.0
     assert p.busbw(ALL_GATHER, 2**25) == 5.0
     assert p.busbw(REDUCE_SCATTER, 2**20) is None  # not probed: nothing to compare with
     assert p.peak_busbw() == 40.0
-    again = Probe.from_dict(dataclasses.asdict(p))
+    comm_probe.write(tmp_path / "probe.json", p)
+    again = Probe.load(tmp_path / "probe.json")
+    assert again is not None
     assert again.rows == p.rows and again.busbw(ALL_REDUCE, 2**21) == pytest.approx(20.0)
 
 

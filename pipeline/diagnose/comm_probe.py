@@ -68,18 +68,15 @@ class Probe:
         return max((r.busbw_gbps for r in self.rows if r.kind == kind), default=None)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Probe:
-        return cls(
-            machine=dict(data["machine"]),
-            world_size=int(data["world_size"]),
-            seconds=float(data.get("seconds", 0.0)),
-            rows=[ProbeRow(**r) for r in data["rows"]],
-        )
-
-    @classmethod
     def load(cls, path: Path) -> Probe | None:
         try:
-            return cls.from_dict(json.loads(path.read_text()))
+            data = json.loads(path.read_text())
+            return cls(
+                machine=dict(data["machine"]),
+                world_size=int(data["world_size"]),
+                seconds=float(data.get("seconds", 0.0)),
+                rows=[ProbeRow(**r) for r in data["rows"]],
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -115,24 +112,19 @@ def machine_key(device: Any) -> dict[str, Any]:
         "device": device.type,
     }
     if device.type == "cuda":
-        key.update(
-            {
-                "gpu": torch.cuda.get_device_name(device),
-                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                "nccl": ".".join(map(str, torch.cuda.nccl.version())),  # (2, 27, 5)
-                "driver": _driver_version(),
-            }
-        )
+        try:
+            with nvml() as n:
+                version = n.nvmlSystemGetDriverVersion()
+            driver = version.decode() if isinstance(version, bytes) else str(version)
+        except Exception:
+            driver = None
+        key |= {
+            "gpu": torch.cuda.get_device_name(device),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())),  # (2, 27, 5)
+            "driver": driver,
+        }
     return key
-
-
-def _driver_version() -> str | None:
-    try:
-        with nvml() as n:
-            version = n.nvmlSystemGetDriverVersion()
-        return version.decode() if isinstance(version, bytes) else str(version)
-    except Exception:
-        return None
 
 
 def ensure(device: Any, job_copy: Path | None = None, *, force: bool = False) -> Probe | None:
