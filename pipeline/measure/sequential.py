@@ -174,7 +174,7 @@ class StopRule:
     def answer(self, low: float, high: float) -> str | None:
         """A speedup interval's answer, if it has one (on the ratio scale)."""
         effect = math.log1p(self.min_effect_pct / 100)
-        lo, hi = _log(low), _log(high)
+        lo, hi = (math.log(x) if x > 0 else -math.inf for x in (low, high))
         if lo > effect:
             return FASTER
         if hi < -effect:
@@ -190,10 +190,6 @@ class StopRule:
             return False
         half = max(math.log(high / estimate), math.log(estimate / low))
         return half <= math.log1p(self.target_pct / 100)
-
-
-def _log(x: float) -> float:
-    return math.log(x) if x > 0 else -math.inf
 
 
 class Measuring:
