@@ -136,15 +136,12 @@ def overlap_length(a: list[tuple[float, float]], b: list[tuple[float, float]]) -
     return total
 
 
-DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
-
-
 def read_trace(events: list[dict[str, Any]], *, world: int) -> TraceComm:
     """The collectives and compute of one rank's Chrome trace (`traceEvents`). On a GPU the NCCL kernels
     are the collectives and every other kernel, copy and memset is compute; on the CPU gloo's `gloo:*`
     events are the collectives and the aten ops of the step's thread (the main thread) are compute."""
     complete = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e]
-    device = [e for e in complete if e.get("cat") in DEVICE_CATEGORIES]
+    device = [e for e in complete if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     collectives, compute = [], []
     # on a GPU, the CPU op that carries a collective's arguments (record_param_comms), by its External id
     launched_by: dict[Any, dict[str, Any]] = {}
