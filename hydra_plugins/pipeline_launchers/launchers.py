@@ -46,31 +46,23 @@ from pipeline.sweep_context import SweepContext
 from pipeline.tracking import Tracker
 
 
-def wait_with_progress(jobs: list[Any], sweep_dir: Path, poll_s: float = 1.0) -> None:
-    """Until every job has ended, print the sweep's line (jobs done / total, failures, ETA) whenever it
-    changes; it is read from the jobs' result files, which the jobs write into the sweep dir. A short
-    poll keeps the sweep's end close to its last job's (submitit throttles its own sacct calls)."""
-    from pipeline.job.progress import sweep_status
-
-    last = None
-    while not all(job.done() for job in jobs):
-        status = sweep_status(sweep_dir, len(jobs))
-        if status != last:
-            print(status, flush=True)
-            last = status
-        time.sleep(poll_s)
-
-
-def collect(
-    jobs: list[Any], job_overrides: Sequence[Sequence[str]], sweep_dir: Path | None = None
-) -> list[JobReturn]:
-    """Each job's JobReturn; a job that died without one becomes a completed KILLED outcome."""
+def collect(jobs: list[Any], job_overrides: Sequence[Sequence[str]], sweep_dir: Path) -> list[JobReturn]:
+    """Each job's JobReturn; a job that died without one becomes a completed KILLED outcome. Until every
+    job has ended, the sweep's line (jobs done / total, failures, ETA) is printed whenever it changes; it
+    is read from the jobs' result files, which the jobs write into the sweep dir. A short poll keeps the
+    sweep's end close to its last job's (submitit throttles its own sacct calls)."""
     import submitit
 
-    returns = []
+    from pipeline.job.progress import sweep_status
+
+    returns, last = [], None
     try:
-        if sweep_dir is not None:
-            wait_with_progress(jobs, sweep_dir)
+        while not all(job.done() for job in jobs):
+            status = sweep_status(sweep_dir, len(jobs))
+            if status != last:
+                print(status, flush=True)
+                last = status
+            time.sleep(1.0)
         for job, overrides in zip(jobs, job_overrides, strict=True):
             try:
                 returns.append(job.results()[0])
@@ -287,9 +279,8 @@ class LocalLauncher(_Tolerant, hydra_submitit.LocalLauncher):
 
     _EXECUTOR = "local"
 
-    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+    def fit(self, params: dict[str, Any], job_overrides: Sequence[Sequence[str]]) -> None:
         os.environ.setdefault("PIPELINE_GPU_POOL", "all")  # inherited by the jobs submitit starts
-        return super().launch(job_overrides, initial_job_idx)
 
     def submitting(self, sweep_dir: Path) -> contextlib.AbstractContextManager[Any]:
         return controllers_apart(sweep_dir / ".submitit" / "controllers.log")
