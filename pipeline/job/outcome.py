@@ -36,12 +36,6 @@ def one_line(name: str, result: JobResult, *, in_sweep: bool = False) -> str:
     return f"{name}: FINISHED: " + ", ".join(parts)
 
 
-def note_line(result: JobResult) -> str:
-    """Why a single job's figures are noisy or contended, and what to trust instead ('' when quiet)."""
-    kind, why = noise(result)
-    return f"note: {kind}: {why}" if kind else ""
-
-
 def noise(result: JobResult) -> tuple[str, str]:
     """A finished job's figures that are `noisy` or `contended`, and why they are not to be trusted to
     a few percent and what to do instead; ('', '') when quiet."""

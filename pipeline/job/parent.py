@@ -21,7 +21,7 @@ from pipeline.config.schema import Config, to_dict
 from pipeline.display import wrapped
 from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
 from pipeline.job.gpu_pool import gpu_slot, pool_lock_dir
-from pipeline.job.outcome import note_line, one_line, run_payload
+from pipeline.job.outcome import noise, one_line, run_payload
 from pipeline.job.progress import JobProgress, sweep_status
 from pipeline.job.result import JobResult, record_run_id, refuse_overwrite, unsynced_results
 from pipeline.job.signals import SchedulerSignals, in_submitit_job, signals_held
@@ -318,7 +318,8 @@ class JobParent:
     def last_line(self, result: JobResult) -> None:
         """The job's result in a line, after a single job's note on why its figures are noisy."""
         in_sweep = self.place.sweep is not None
-        note = "" if in_sweep else note_line(result)
+        kind, why = noise(result)  # a single job's note on why its figures are noisy or contended
+        note = f"note: {kind}: {why}" if kind and not in_sweep else ""
         for line in [note, one_line(self.name, result, in_sweep=in_sweep)]:
             if line:
                 self.say("\n".join(wrapped(line)))
