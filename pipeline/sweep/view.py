@@ -185,17 +185,6 @@ def columns_for(
     return [f"tags.`{n}`" for n in names]
 
 
-def charts_for(objective: Objective, *, logged: set[str] | None = None) -> list[str]:
-    """The chart view's metrics: the figures, the speedup, compile time, memory, the curves; once the
-    sweep has run, only those it logged; never more than MAX_CHARTS."""
-    wanted = [*figure_metrics(objective, logged), SPEEDUP, COMPILE, *MEMORY, CURVES[0]]
-    if logged is not None:
-        wanted = [m for m in wanted if m in logged]
-    elif MEMORY[0] in wanted:  # before the sweep: one memory chart (the device's is not known yet)
-        wanted.remove(MEMORY[1])
-    return wanted[:MAX_CHARTS]
-
-
 def column_width(column: str) -> int:
     """Pixels for the whole header (MLflow cuts headers, never wraps them) and the value it shows."""
     if column in WIDTHS:
@@ -223,7 +212,14 @@ def sweep_view(
     names: list[str] | None = None,
 ) -> RunsView:
     """The view of one sweep: its runs only (the parent and its jobs carry `sweep_id`)."""
-    charts = charts_for(objective, logged=logged)
+    # The chart view's metrics: the figures, the speedup, compile time, memory, the curves; once the
+    # sweep has run, only those it logged; never more than MAX_CHARTS.
+    charts = [*figure_metrics(objective, logged), SPEEDUP, COMPILE, *MEMORY, CURVES[0]]
+    if logged is not None:
+        charts = [m for m in charts if m in logged]
+    elif MEMORY[0] in charts:  # before the sweep: one memory chart (the device's is not known yet)
+        charts.remove(MEMORY[1])
+    charts = charts[:MAX_CHARTS]
     every = logged if logged is not None else set(METRICS)
     return RunsView(
         view_id=view_id_for(sweep_id),
