@@ -99,10 +99,6 @@ class TraceComm:
         comm = merge((c.start_us, c.end_us) for c in self.collectives)
         return union_length(comm) - overlap_length(comm, merge(self.compute))
 
-    @property
-    def size_bytes(self) -> int:
-        return sum(c.size_bytes or 0 for c in self.collectives)
-
 
 def merge(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     """Intervals merged into disjoint, sorted ones."""
@@ -223,7 +219,7 @@ def rank_comm(trace: TraceComm, *, steps: int, world: int, wall_s: float, probe:
     return RankComm(
         exposed_ms=trace.exposed_us / 1000 / steps,
         collective_ms=trace.collective_us / 1000 / steps,
-        size_bytes=trace.size_bytes / steps,
+        size_bytes=sum(c.size_bytes or 0 for c in trace.collectives) / steps,
         profiled_step_ms=wall_s * 1000 / steps,
         **sums,
     )
