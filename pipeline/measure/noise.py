@@ -52,13 +52,6 @@ class Noise:
         )
 
     @property
-    def self_contended(self) -> bool:
-        """Its threads waited beyond the limit while other processes hardly used its CPUs."""
-        return (
-            waited(self.cpu_wait_pct) and self.others_cpu_pct is not None and not crowded(self.others_cpu_pct)
-        )
-
-    @property
     def host_bound(self) -> bool:
         """The rounds drifted beyond the limit while the device-bound eager copy's did not (half as much)."""
         drift, eager = self.round_drift_pct, self.eager_round_drift_pct
@@ -86,13 +79,15 @@ class Noise:
             head += f", host CPU steal {self.cpu_steal_pct:.1f}%"
         if self.cpu_wait_pct is not None and self.cpu_wait_pct >= 1:
             head += f", its threads waited for a CPU {self.cpu_wait_pct:.0f}% of the time they wanted one"
-            if self.self_contended:
+            others = self.others_cpu_pct
+            # waited beyond the limit while other processes hardly used its CPUs: its own held them
+            if waited(self.cpu_wait_pct) and others is not None and not crowded(others):
                 head += (
-                    f" while other processes used {self.others_cpu_pct:.0f}% of its CPUs: its own processes "
+                    f" while other processes used {others:.0f}% of its CPUs: its own processes "
                     "(DataLoader workers, threads) held them, a cost of the configuration"
                 )
-            elif self.contended and self.others_cpu_pct is not None:
-                head += f", other processes using {self.others_cpu_pct:.0f}% of its CPUs"
+            elif self.contended and others is not None:
+                head += f", other processes using {others:.0f}% of its CPUs"
         if self.contended:
             head += (
                 f" while its work ran on {self.compute_threads} threads, which then wait on each other: a whole job "
