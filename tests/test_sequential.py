@@ -98,7 +98,7 @@ def test_autocorrelated_pairs_widen_the_interval_and_keep_its_coverage():
 def test_looks_are_planned_in_advance_and_each_spends_its_share_of_five_percent():
     looks = seq.Looks.plan(10, 100)
     assert looks.counts == (10, 15, 23, 35, 53, 80, 100)  # the last at the budget's end
-    assert looks.per_look == pytest.approx(0.05 / 7)
+    assert 1 - looks.confidence == pytest.approx(0.05 / 7)  # each look's share
     assert seq.Looks.plan(10, 90).counts[-1] == 80  # 90 adds too little to pay for a look
     assert seq.Looks.plan(10, 5).counts == (10,)  # a budget too short for more: the first look alone
     assert seq.Looks.plan(90, 0).confidence == pytest.approx(0.95)

@@ -44,13 +44,9 @@ class Looks:
         return cls(tuple(counts))
 
     @property
-    def per_look(self) -> float:
-        return self.alpha / len(self.counts)
-
-    @property
     def confidence(self) -> float:
         """Each look's interval holds with this probability; all of them together with 1 - alpha."""
-        return 1 - self.per_look
+        return 1 - self.alpha / len(self.counts)
 
 
 @dataclass(frozen=True)
