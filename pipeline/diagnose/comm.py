@@ -76,10 +76,6 @@ class Collective:
     dur_us: float
     size_bytes: int | None  # nccl-tests' S: an all-gather's or reduce-scatter's whole buffer; None if unknown
 
-    @property
-    def end_us(self) -> float:
-        return self.start_us + self.dur_us
-
 
 @dataclass(frozen=True)
 class TraceComm:
@@ -91,12 +87,12 @@ class TraceComm:
     @property
     def collective_us(self) -> float:
         """Time some collective ran (overlapping collectives counted once)."""
-        return union_length(merge((c.start_us, c.end_us) for c in self.collectives))
+        return union_length(merge((c.start_us, c.start_us + c.dur_us) for c in self.collectives))
 
     @property
     def exposed_us(self) -> float:
         """Time some collective ran and nothing else did."""
-        comm = merge((c.start_us, c.end_us) for c in self.collectives)
+        comm = merge((c.start_us, c.start_us + c.dur_us) for c in self.collectives)
         return union_length(comm) - overlap_length(comm, merge(self.compute))
 
 
