@@ -51,12 +51,11 @@ def describe_method(
             f"(host/reference_spread_pct) say how fast the host's CPU ran and how far that moved; a {unit} that waits on "
             "the host launching its kernels runs at that speed."
         )
-    if device.type == "cuda":
-        lines.append(
-            f"Memory: CUDA caching-allocator peaks (allocated, reserved) over the warm-up including compilation (job_*) and over the measured {units}; NVML per-process usage; CPU peak RSS."
-        )
-    else:
-        lines.append("Memory: CPU peak RSS only (no device allocator on the CPU).")
+    lines.append(
+        f"Memory: CUDA caching-allocator peaks (allocated, reserved) over the warm-up including compilation (job_*) and over the measured {units}; NVML per-process usage; CPU peak RSS."
+        if device.type == "cuda"
+        else "Memory: CPU peak RSS only (no device allocator on the CPU)."
+    )
     if paired:
         lines.append(
             "Paired eager baseline: an eager copy with the same initial weights and batches, in the same worker, its rounds alternating with the compiled "
