@@ -22,6 +22,7 @@ import torch
 from pipeline.config.schema import InputSpec
 from pipeline.measure import clocks, compile_time, environment, host, noise, parity, registry, stats, timing
 from pipeline.measure.stats import Latency
+from pipeline.progress import quiet
 
 
 @pytest.mark.parametrize("q", [0.1, 0.5, 0.9])
@@ -305,7 +306,7 @@ def test_timed_rounds_read_the_hosts_cpu_time_around_the_measured_steps():
         return torch.zeros(())
 
     v = timing.StepVariant("eager", slow_step, iter(range(9)), outputs=torch.zeros(9))
-    timer = timing.Timer(device=torch.device("cpu"), progress=timing.quiet, measured_total=3)
+    timer = timing.Timer(device=torch.device("cpu"), progress=quiet, measured_total=3)
     timer.timed_round(v, 3)
     assert v.cpu_jiffies > 0 and 0 <= v.steal_jiffies <= v.cpu_jiffies
 
@@ -318,12 +319,12 @@ def test_a_gpu_round_starts_with_one_untimed_unit_of_its_own_variant_and_a_cpu_r
     v = timing.StepVariant(
         "compiled", lambda batch: torch.tensor(float(batch)), batches, outputs=torch.zeros(10)
     )
-    cpu = timing.Timer(device=torch.device("cpu"), progress=timing.quiet, measured_total=3)
+    cpu = timing.Timer(device=torch.device("cpu"), progress=quiet, measured_total=3)
     cpu.timed_round(v, 3)
     cpu.flush()
     assert cpu.lead_in_units(v) == 0 and next(batches) == 3  # three batches drawn: no unit beside those timed
     assert v.outputs is not None and v.outputs[:3].tolist() == [0.0, 1.0, 2.0]
-    gpu = timing.Timer(device=torch.device("cuda"), progress=timing.quiet, measured_total=3)
+    gpu = timing.Timer(device=torch.device("cuda"), progress=quiet, measured_total=3)
     assert gpu.lead_in_units(v) == 1
     v.starts_idle = True  # a unit that drains the device itself (a generation's first token) needs none
     assert gpu.lead_in_units(v) == 0
@@ -346,7 +347,7 @@ def test_timed_rounds_read_how_long_the_workers_threads_waited_for_a_cpu():
     """The scheduler's own account of this process's threads (/proc/self/task/*/schedstat) around a round:
     on a CPU of its own a spinning step hardly waits; with a busy process on the same CPU it waits about
     half the time it wants one."""
-    timer = timing.Timer(device=torch.device("cpu"), progress=timing.quiet, measured_total=10)
+    timer = timing.Timer(device=torch.device("cpu"), progress=quiet, measured_total=10)
     alone = timing.StepVariant("eager", spin_step, iter(range(10)), outputs=torch.zeros(10))
     shared = timing.StepVariant("eager", spin_step, iter(range(10)), outputs=torch.zeros(10))
     with one_cpu() as share:
@@ -396,7 +397,7 @@ def test_others_use_of_the_workers_cpus_counts_other_programs_not_its_own_childr
     (others' share over 25%); the same loop as the worker's own child (as its DataLoader workers are) is
     its own work (under 10%)."""
     cpu, allowed = min(os.sched_getaffinity(0)), os.sched_getaffinity(0)
-    timer = timing.Timer(device=torch.device("cpu"), progress=timing.quiet, measured_total=10)
+    timer = timing.Timer(device=torch.device("cpu"), progress=quiet, measured_total=10)
     share = {}
     os.sched_setaffinity(0, {cpu})
     try:

@@ -24,7 +24,6 @@ from pipeline.measure.clocks import (
 from pipeline.measure.host import HostCheck
 from pipeline.measure.memory import Memory, MemoryPeaks
 from pipeline.measure.stats import Latency, percentile
-from pipeline.progress import quiet as quiet  # a progress callback that shows nothing, re-exported
 
 STEP = "step"  # the lap of a one-lap unit
 LATENCY = "latency"  # a unit alone, synchronized before and after: what one request sees
