@@ -99,12 +99,6 @@ def align_ranks(device: torch.device) -> None:
         dist.barrier()
 
 
-def spread_pct(values: list[float]) -> float:
-    """(max - min) / max, in %: how unequal the ranks are."""
-    top = max(values)
-    return 100 * (top - min(values)) / top if top > 0 else 0.0
-
-
 # The ranks' own medians and their paired eager copy's, named as PER_RANK's figures (the eager copy's: no maximum).
 OWN_P50 = ("step/rank_p50_max_ms", "step/rank_spread_pct", "rank/step_p50_ms")
 EAGER_P50 = (None, "eager/rank_spread_pct", "rank/eager_step_p50_ms")
@@ -138,8 +132,9 @@ class ParallelFigures:
         for (max_name, spread_name, _), values in self.figures:
             if max_name is not None:
                 m[max_name] = max(values)
-            if spread_name is not None:
-                m[spread_name] = spread_pct(values)
+            if spread_name is not None:  # (max - min) / max, in %: how unequal the ranks are
+                top = max(values)
+                m[spread_name] = 100 * (top - min(values)) / top if top > 0 else 0.0
         return m
 
     def series(self) -> dict[str, list[float]]:
