@@ -27,7 +27,7 @@ def pipeline_first_loss() -> float:
     from pipeline.job.preflight import validate
 
     cfg = validate(compose(["model=vit_tiny", "device=cpu", "compile.mode=eager"]))
-    precision = Precision.from_config(cfg.precision)
+    precision = Precision(cfg.precision)
     torch.manual_seed(cfg.trainer.seed)
     model = build_model(cfg.model).train()
     batches = make_batches(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import torch
 
@@ -13,23 +12,13 @@ from pipeline.config.schema import PrecisionConfig
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-@dataclass(frozen=True)
 class Precision:
-    autocast_dtype: torch.dtype | None
-    param_dtype: torch.dtype
-    tf32: bool
-    grad_scaler: bool
-    float8: bool = False
+    """A `precision` node with its dtype names as torch dtypes."""
 
-    @classmethod
-    def from_config(cls, cfg: PrecisionConfig) -> Precision:
-        return cls(
-            autocast_dtype=_DTYPES[cfg.autocast_dtype] if cfg.autocast_dtype else None,
-            param_dtype=_DTYPES[cfg.param_dtype],
-            tf32=cfg.tf32,
-            grad_scaler=cfg.grad_scaler,
-            float8=cfg.float8,
-        )
+    def __init__(self, cfg: PrecisionConfig):
+        self.autocast_dtype = _DTYPES[cfg.autocast_dtype] if cfg.autocast_dtype else None
+        self.param_dtype = _DTYPES[cfg.param_dtype]
+        self.tf32, self.grad_scaler, self.float8 = cfg.tf32, cfg.grad_scaler, cfg.float8
 
     def convert(self, model: torch.nn.Module) -> torch.nn.Module:
         """With float8 (precision=fp8): the model's linear layers whose sizes allow it swapped for torchao's

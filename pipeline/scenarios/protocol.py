@@ -148,7 +148,7 @@ class Scenario:
     def __init__(self, cfg: Config, ctx: WorkerContext):
         self.cfg, self.ctx = cfg, ctx
         self.device = ctx.device
-        self.precision = Precision.from_config(cfg.precision)
+        self.precision = Precision(cfg.precision)
         self.spec = cfg.model.input
         self.work = cfg.scenario.work(cfg)
         self.batch_size = cfg.trainer.batch_size  # samples per step (a subclass may differ)
