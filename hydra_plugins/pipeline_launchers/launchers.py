@@ -36,7 +36,7 @@ from omegaconf import OmegaConf, open_dict
 from pipeline.config.schema import CPU_RANKS
 from pipeline.identity import config_hash
 from pipeline.job.preflight import checked
-from pipeline.job.result import JobResult
+from pipeline.job.result import write_skipped
 from pipeline.jobdir import JobDir
 from pipeline.redaction import redact_text
 from pipeline.status import KILLED, SKIPPED
@@ -213,11 +213,7 @@ class _Tolerant(hydra_submitit.BaseSubmititLauncher):
                 continue
             if run is None:
                 continue
-            result = JobDir(job_dir).result
-            if not result.exists():
-                skipped = JobResult(status=SKIPPED, mlflow_run_id=run.run_id, mlflow_synced=True)
-                skipped.info["job_num"] = idx
-                skipped.write(result)
+            write_skipped(JobDir(job_dir).result, run.run_id, idx)
             done[idx] = f"already FINISHED in sweep {sweep.sweep_id} (run {run.run_id}), not submitted"
         return done
 

@@ -23,7 +23,7 @@ from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
 from pipeline.job.gpu_pool import gpu_slot, pool_lock_dir
 from pipeline.job.outcome import noise, one_line, run_payload
 from pipeline.job.progress import JobProgress, sweep_status
-from pipeline.job.result import JobResult, record_run_id, refuse_overwrite, unsynced_results
+from pipeline.job.result import JobResult, refuse_overwrite, unsynced_results, write_skipped
 from pipeline.job.signals import SchedulerSignals, in_submitit_job, signals_held
 from pipeline.job.supervisor import WorkerLaunch, run_worker
 from pipeline.job.worker_start import plan
@@ -122,11 +122,7 @@ class JobParent:
             f"{self.name}: already FINISHED in sweep {self.place.sweep.sweep_id} (run {run_id}), skipped",
             flush=True,
         )
-        path = self.folder.result
-        if not path.exists():  # a resumption in the same folder keeps the earlier result
-            done = JobResult(status=SKIPPED, mlflow_run_id=run_id, mlflow_synced=True)
-            done.info["job_num"] = self.place.job_num  # the sweep counts this job accounted for
-            done.write(path)
+        write_skipped(self.folder.result, run_id, self.place.job_num)
         self.sweep_line()
 
     def sweep_line(self) -> None:
@@ -154,7 +150,8 @@ class JobParent:
                 parent = self.place.sweep.parent_run_id if self.place.sweep else None
                 self.run_id = self.tracker.start_run(self.name, self.tags(), parent_run_id=parent)
                 with contextlib.suppress(OSError):  # a full disk: result.json names the run too
-                    record_run_id(self.job_dir, self.run_id)  # --sync logs a late result here, nowhere else
+                    # --sync logs a late result to this run, nowhere else
+                    self.folder.run_id.write_text(self.run_id + "\n")
             except TrackingUnavailable:
                 raise
             except Exception as exc:  # the store answered, but not with a run

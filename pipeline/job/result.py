@@ -14,7 +14,7 @@ from typing import Any
 
 from pipeline.jobdir import RESULT, JobDir
 from pipeline.provenance import sync_command
-from pipeline.status import FAILED, KILLED
+from pipeline.status import FAILED, KILLED, SKIPPED
 
 
 class UnreadableResult(ValueError):
@@ -109,11 +109,6 @@ def one_line(message: str, limit: int = 500) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def record_run_id(job_dir: Path, run_id: str) -> None:
-    """Note the job's run in its folder, so a result logged later goes to this run and no other."""
-    JobDir(job_dir).run_id.write_text(run_id + "\n")
-
-
 def recorded_run_id(job_dir: Path) -> str | None:
     try:
         return JobDir(job_dir).run_id.read_text().strip() or None
@@ -142,6 +137,13 @@ def refuse_overwrite(key: str, folder: Path, results: list[Path]) -> str:
         f"{key}={str(folder)!r} holds job results MLflow never got ({results[0]}{more}): upload them first "
         f"(`{sync_command([folder])}`), or pick another folder"
     )
+
+
+def write_skipped(path: Path, run_id: str, job_num: int | None) -> None:
+    """A resumed sweep's job whose configuration already FINISHED there: a result naming that run, which
+    the sweep counts done; a resumption in the same folder keeps the earlier result."""
+    if not path.exists():
+        JobResult(SKIPPED, info={"job_num": job_num}, mlflow_run_id=run_id, mlflow_synced=True).write(path)
 
 
 def write_timeout(path: str | Path, message: str, **info: Any) -> None:
