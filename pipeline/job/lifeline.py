@@ -45,11 +45,9 @@ def parent_alive(parent: int | None = None) -> bool:
     fd = os.environ.get(LIFELINE_FD_ENV)
     if fd is not None:
         return not _hung_up(int(fd))
-    if parent is None:
-        if PARENT_ENV not in os.environ:
-            return True
-        parent = int(os.environ[PARENT_ENV])
-    return os.getppid() == parent
+    if parent is None and PARENT_ENV not in os.environ:
+        return True
+    return os.getppid() == (int(os.environ[PARENT_ENV]) if parent is None else parent)
 
 
 def wait_for_the_job() -> None:
