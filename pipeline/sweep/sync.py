@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.config.schema import Config, from_dict
+from pipeline.config.schema import from_dict
 from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
 from pipeline.job.outcome import run_payload
 from pipeline.job.result import JobResult, recorded_run_id
@@ -45,23 +45,29 @@ def unsynced(dirs: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
     return found, problems
 
 
-def the_jobs_run(tracker: Tracker, result: JobResult, job_dir: Path) -> RunRecord | None:
-    """The run this job opened, if the store knows it: the result's, the folder's note, the folder's tag."""
-    for run_id in (result.mlflow_run_id, recorded_run_id(job_dir)):
-        run = tracker.get_run(run_id)
-        if run is not None:
-            return run
-    return tracker.job_run(job_dir)
-
-
 def sync_one(tracker: Tracker, result_path: Path) -> tuple[str, str]:
     """Log one job's result; returns (run id, what was done)."""
     job_dir = result_path.parent
     result = JobResult.read(result_path)
     cfg = from_dict(json.loads(JobDir(job_dir).job_config.read_text()))
-    run = the_jobs_run(tracker, result, job_dir)
+    # the run this job opened, if the store knows it: the result's, the folder's note, the folder's tag
+    runs = (tracker.get_run(run_id) for run_id in (result.mlflow_run_id, recorded_run_id(job_dir)))
+    run = next((r for r in runs if r is not None), None) or tracker.job_run(job_dir)
     if run is None:
-        run_id = _new_run(tracker, cfg, job_dir)
+        sweep = SweepContext.load(job_dir.parent)
+        varied = sweep.axes if sweep else []
+        tags = {
+            **identity_tags(cfg, varied),
+            "config_hash": config_hash(cfg),
+            "pool_hash": pool_hash(cfg),
+            "job_dir": str(job_dir),
+            "synced_later": "true",
+        }
+        parent = None
+        if sweep is not None:
+            tags["sweep_id"] = sweep.sweep_id
+            parent = sweep.parent_run_id if tracker.get_run(sweep.parent_run_id) else None
+        run_id = tracker.start_run(run_name(cfg, varied), tags, parent_run_id=parent)
         tracker.log_payload(run_id, run_payload(cfg, result, job_dir))
         done = f"logged into a new run: MLflow never had the job's run ({result.status})"
     elif run.status == FINISHED:
@@ -78,26 +84,15 @@ def sync_one(tracker: Tracker, result_path: Path) -> tuple[str, str]:
     return run_id, done
 
 
-def _new_run(tracker: Tracker, cfg: Config, job_dir: Path) -> str:
-    sweep = SweepContext.load(job_dir.parent)
-    varied = sweep.axes if sweep else []
-    tags = {
-        **identity_tags(cfg, varied),
-        "config_hash": config_hash(cfg),
-        "pool_hash": pool_hash(cfg),
-        "job_dir": str(job_dir),
-        "synced_later": "true",
-    }
-    parent = None
-    if sweep is not None:
-        tags["sweep_id"] = sweep.sweep_id
-        parent = sweep.parent_run_id if tracker.get_run(sweep.parent_run_id) else None
-    return tracker.start_run(run_name(cfg, varied), tags, parent_run_id=parent)
-
-
-def not_in_store(tracker: Tracker, dirs: list[Path]) -> list[tuple[Path, str]]:
-    """Results that say MLflow has them (`mlflow_synced`) in a run this store does not hold: the store
-    is not the one they were logged to, or it lost them (a deleted sqlite file set up afresh)."""
+def sync_results(tracker: Tracker, dirs: list[Path]) -> int:
+    paths, unreadable = unsynced(dirs)
+    for path, why in unreadable:
+        print(
+            f"sync error: {path}: {why}: job {path.parent} cannot be uploaded (its run, if any, stays as it is); "
+            "look at its worker.log and error.txt, or move the folder away"
+        )
+    # Results that say MLflow has them (`mlflow_synced`) in a run this store does not hold: the store is
+    # not the one they were logged to, or it lost them (a deleted sqlite file set up afresh).
     lost = []
     for root in dirs:
         for path in job_files(root, RESULT):
@@ -107,17 +102,6 @@ def not_in_store(tracker: Tracker, dirs: list[Path]) -> list[tuple[Path, str]]:
                 continue
             if result.mlflow_synced and result.mlflow_run_id and not tracker.get_run(result.mlflow_run_id):
                 lost.append((path, result.mlflow_run_id))
-    return lost
-
-
-def sync_results(tracker: Tracker, dirs: list[Path]) -> int:
-    paths, unreadable = unsynced(dirs)
-    for path, why in unreadable:
-        print(
-            f"sync error: {path}: {why}: job {path.parent} cannot be uploaded (its run, if any, stays as it is); "
-            "look at its worker.log and error.txt, or move the folder away"
-        )
-    lost = not_in_store(tracker, dirs)
     if lost:
         (first, run_id), more = lost[0], f" and {len(lost) - 1} more" if len(lost) > 1 else ""
         sweep = next((s for p, _ in lost if (s := SweepContext.load(p.parent.parent)) is not None), None)
