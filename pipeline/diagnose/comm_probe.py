@@ -17,6 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+import torch.distributed as dist
+
 from pipeline.config.known_good import cache_root
 from pipeline.diagnose.comm import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, algbw_gbps, busbw_gbps
 from pipeline.measure.clocks import Laps
@@ -102,9 +105,6 @@ def size_words(size: float) -> str:
 def ensure(device: Any, job_copy: Path | None = None, *, force: bool = False) -> Probe | None:
     """This machine's probe, from the cache or measured now by every rank (rank 0 decides and tells the
     others, and writes the cache and `job_copy`; a rank that measured nothing reads rank 0's copy)."""
-    import torch
-    import torch.distributed as dist
-
     rank = dist.get_rank()
     # What the probe's figures belong to: this host, the ranks and their devices, the libraries.
     machine: dict[str, Any] = {
@@ -151,9 +151,6 @@ def write(path: Path, probe: Probe) -> None:
 def run(device: Any, machine: dict[str, Any]) -> Probe:
     """Time every collective of KINDS at every size (float32 buffers): 5 warm-up calls, then 20 (10 from
     64 MiB up; 5 on the CPU) back to back; the slowest rank's mean per call."""
-    import torch
-    import torch.distributed as dist
-
     cuda = device.type == "cuda"
     world = dist.get_world_size()
     sizes = GPU_SIZES if cuda else CPU_SIZES
@@ -179,9 +176,6 @@ def run(device: Any, machine: dict[str, Any]) -> Probe:
 def _time_collective(kind: str, numel: int, device: Any, *, iters: int) -> float:
     """Seconds per call of `kind` on `numel` float32 (an all-gather's output): 5 warm-up calls, the ranks
     aligned, `iters` calls back to back; the slowest rank's."""
-    import torch
-    import torch.distributed as dist
-
     cuda = device.type == "cuda"
     world = dist.get_world_size()
     whole = torch.ones(numel, dtype=torch.float32, device=device)
