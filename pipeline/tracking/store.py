@@ -339,24 +339,22 @@ def _repair(tracking_uri: str, state: StoreState, cause: Exception) -> None:
     db = sqlite_path(tracking_uri)
     leftovers = f", leftover {', '.join(state.scratch)}" if state.scratch else ""
     what = f"schema revision {state.revision or 'none'}{leftovers}"
+    copy = None
     try:
         copy = OwnFile.create(_unused_name(db, "repair"))
+        failure = _repair_copy(db, copy, state)
+        if not failure:
+            kept = _swap_in(copy, db)
+            _forget_engines(tracking_uri)
+            _say(
+                f"mlflow: {db} was half set up ({what}): repaired on a copy holding all its {state.runs} "
+                f"run(s), as `mlflow db upgrade` does; the original is kept as {kept}"
+            )
+            return
     except OSError as exc:
         failure = f"{type(exc).__name__}: {exc}"
-    else:
-        try:
-            failure = _repair_copy(db, copy, state)
-            if not failure:
-                kept = _swap_in(copy, db)
-                _forget_engines(tracking_uri)
-                _say(
-                    f"mlflow: {db} was half set up ({what}): repaired on a copy holding all its {state.runs} "
-                    f"run(s), as `mlflow db upgrade` does; the original is kept as {kept}"
-                )
-                return
-        except OSError as exc:
-            failure = f"{type(exc).__name__}: {exc}"
-        finally:
+    finally:
+        if copy is not None:
             _discard(copy)
     if state.runs == 0:
         try:  # the store under a new name (linked first, so its content always has one), its own name freed
