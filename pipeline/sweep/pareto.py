@@ -24,14 +24,10 @@ class ParetoPoint:
     memory_gib: float
     on_front: bool = False
 
-    @property
-    def costs(self) -> tuple[float, float, float]:
-        """The three figures with lower better for each."""
-        return -self.throughput, self.compile_s, self.memory_gib
-
     def dominates(self, other: ParetoPoint) -> bool:
         """At least as good on all three figures and better on one."""
-        return all(a <= b for a, b in zip(self.costs, other.costs, strict=True)) and self.costs != other.costs
+        mine, theirs = ((-p.throughput, p.compile_s, p.memory_gib) for p in (self, other))  # lower is better
+        return all(a <= b for a, b in zip(mine, theirs, strict=True)) and mine != theirs
 
 
 @dataclass(frozen=True, kw_only=True)
