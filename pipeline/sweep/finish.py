@@ -8,9 +8,8 @@ import collections
 import json
 import os
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipeline.job.result import JobResult, one_line, unsynced_results
 from pipeline.jobdir import RESULT, SUMMARY_FILES, SWEEP_FILE, SweepDir
@@ -125,8 +124,7 @@ def close_orphans(tracker: Tracker, sweep_id: str) -> None:
             print(f"{run.name}: {close_ended_job_run(tracker, run, job_dir, note=note)}", flush=True)
 
 
-@dataclass(frozen=True)
-class SweepEnd:
+class SweepEnd(NamedTuple):
     """What closing a sweep gave: its summary, and the lines saying it is incomplete and that results
     on disk are not in MLflow yet ('' when not)."""
 
