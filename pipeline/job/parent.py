@@ -239,15 +239,14 @@ class JobParent:
         except OSError as err:
             not_kept = f"{type(err).__name__}: {err}"
         logging_started = time.monotonic()
-        tracker = self.tracker
-        assert tracker is not None
+        assert self.tracker is not None
         try:  # a hung server (SIGSTOPped, overloaded) costs seconds, not every request's retries
             if self.config.mlflow.tracking_uri.startswith(("http://", "https://")):
                 check_reachable(self.config.mlflow.tracking_uri)
         except TrackingUnavailable as err:
             return self.not_logged(run_id, str(err), not_kept, answering=False)
         try:
-            tracker.log_payload(run_id, run_payload(self.config, result, self.job_dir))
+            self.tracker.log_payload(run_id, run_payload(self.config, result, self.job_dir))
         except Exception as exc:
             error = f"{type(exc).__name__}: {describe_store_error(exc, self.config.mlflow.tracking_uri)}"
             return self.not_logged(run_id, error, not_kept)
@@ -279,22 +278,18 @@ class JobParent:
             self.say(f"mlflow error: could not record the job ({type(exc).__name__}: {exc})", err=True)
         return FAILED
 
-    def not_logged(self, run_id: str, error: str, not_kept: str = "", *, answering: bool = True) -> str:
+    def not_logged(self, run_id: str, error: str, not_kept: str, *, answering: bool = True) -> str:
         """The store took the run but not the whole result: close the run FAILED with the reason in one
         attempt (the store already failed a request) where it still answers (`answering`), else it stays
         RUNNING until `--sync` completes it or closes it KILLED; and say so. `not_kept`: why the disk could
         not keep it either (then the result is lost, and the job FAILED); else the job is NOT_SYNCED."""
         sync = sync_command([self.job_dir])
-        if not_kept:
-            error_type = "ResultLost"
-            reason = (
-                f"the result is lost: MLflow could not take it ({error}) nor the disk keep it ({not_kept})"
-            )
-        else:
-            error_type = RESULT_NOT_LOGGED
-            reason = (
-                f"could not log the result ({error}); it is kept in {self.folder.result}: `{sync}` uploads it"
-            )
+        error_type = "ResultLost" if not_kept else RESULT_NOT_LOGGED
+        reason = (
+            f"the result is lost: MLflow could not take it ({error}) nor the disk keep it ({not_kept})"
+            if not_kept
+            else f"could not log the result ({error}); it is kept in {self.folder.result}: `{sync}` uploads it"
+        )
         closed = "left RUNNING"
         if answering:
             assert self.tracker is not None
