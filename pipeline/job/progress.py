@@ -31,11 +31,10 @@ class JobProgress:
 
     def __init__(self, label: str, terminal: bool | None = None, *, verbose: bool = False):
         self.label, self.verbose = label, verbose
-        self.terminal = sys.stdout.isatty() if terminal is None else terminal
         self._bar: Any = None
         # by variant and phase: its bar's task, or the tenth of it last printed
         self._shown: dict[tuple[str, str], Any] = {}
-        if self.terminal:
+        if sys.stdout.isatty() if terminal is None else terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._bar = Progress(
