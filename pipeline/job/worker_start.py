@@ -34,10 +34,6 @@ MAX_MESSAGE = 1 << 20
 STOP_GRACE_S = 10.0
 
 
-class TemplateRefused(RuntimeError):
-    """The template could not fork this worker; the message says why (the job spawns instead)."""
-
-
 # ----------------------------------------------------------------------------- the template's file
 @dataclass(frozen=True, kw_only=True)
 class TemplateInfo:
@@ -222,8 +218,9 @@ class ForkedWorker:
 
 def fork_worker(
     info: TemplateInfo, *, argv: list[str], env: dict[str, str], cwd: Path, wait_s: float
-) -> ForkedWorker:
-    """Ask the template for a worker running `pipeline.job.worker` with `argv`; raises TemplateRefused."""
+) -> ForkedWorker | str:
+    """Ask the template for a worker running `pipeline.job.worker` with `argv`; where it could not fork
+    one, why (the job spawns instead)."""
     out_r, out_w = os.pipe()
     life_r, life_w = os.pipe()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -236,19 +233,18 @@ def fork_worker(
         reply, pending = recv_message(conn)
     except (OSError, ValueError) as err:
         _close(conn, out_r, life_w)
-        raise TemplateRefused(f"the sweep's template did not answer ({type(err).__name__}: {err})") from err
+        return f"the sweep's template did not answer ({type(err).__name__}: {err})"
     finally:
         os.close(out_w)
         os.close(life_r)
     if "pid" not in reply:
         _close(conn, out_r, life_w)
-        raise TemplateRefused(str(reply.get("refused", reply)))
-    stdout = open(out_r, buffering=1, errors="replace")  # noqa: SIM115 - the worker's output, read to its end
+        return str(reply.get("refused", reply))
     conn.settimeout(None)
     return ForkedWorker(
         pid=int(reply["pid"]),
         conn=conn,
-        stdout=stdout,
+        stdout=open(out_r, buffering=1, errors="replace"),  # the worker's output, read to its end
         lifeline=life_w,
         pending=pending,
         template_pid=info.pid,
@@ -262,11 +258,11 @@ def start_worker(
     the line that says why it was spawned ('' where it forked, or nothing is to be said)."""
     note = start.note or (fork_supported() if start.template is not None else "")
     if start.template is not None and not note:
-        try:
-            argv = cmd[cmd.index("pipeline.job.worker") + 1 :]
-            return fork_worker(start.template, argv=argv, env=env, cwd=cwd, wait_s=wait_s), ""
-        except TemplateRefused as refused:
-            note = str(refused)
+        argv = cmd[cmd.index("pipeline.job.worker") + 1 :]
+        forked = fork_worker(start.template, argv=argv, env=env, cwd=cwd, wait_s=wait_s)
+        if isinstance(forked, ForkedWorker):
+            return forked, ""
+        note = forked
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
