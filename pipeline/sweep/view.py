@@ -74,7 +74,27 @@ class RunsView:
         # metric that has none: every other metric gets one, deleted, so that it adds none.
         cards: list[dict[str, object]] = [bar_chart(m) for m in self.charts if m not in CURVES]
         if CURVES[0] in self.charts:
-            cards += curve_charts(self.unit)
+            # Compiled and eager per-unit times on one line chart, under the compiled curve's own chart id so
+            # that MLflow does not add it alone; the eager curve's own chart is deleted for the same reason.
+            compiled, eager = CURVES
+            cards += [
+                {
+                    "uuid": f"autogen-{compiled}",
+                    "type": "LINE",
+                    "metricKey": compiled,
+                    "selectedMetricKeys": list(CURVES),
+                    "displayName": f"time per measured {self.unit}, ms: compiled and paired eager",
+                    "metricSectionId": ANSWER_SECTION,
+                    "xAxisKey": "step",
+                    "xAxisScaleType": "linear",
+                    "scaleType": "linear",
+                    "lineSmoothness": 0,
+                    "range": {"xMin": None, "xMax": None, "yMin": None, "yMax": None},
+                    "isGenerated": True,
+                    "deleted": False,
+                },
+                hidden_chart(eager),
+            ]
         cards += [hidden_chart(m) for m in self.hidden if m not in self.charts]
         return {
             "searchFilter": self.search_filter,
@@ -127,30 +147,6 @@ def bar_chart(metric: str) -> dict[str, object]:
 def hidden_chart(metric: str) -> dict[str, object]:
     """A chart of `metric` MLflow does not show (and does not add again), as short as it can be."""
     return {"uuid": f"hidden-{metric}", "type": "BAR", "metricKey": metric, "deleted": True}
-
-
-def curve_charts(unit: str) -> list[dict[str, object]]:
-    """Compiled and eager per-unit times on one line chart, under the compiled curve's own chart id so
-    that MLflow does not add it alone; the eager curve's own chart is deleted for the same reason."""
-    compiled, eager = CURVES
-    return [
-        {
-            "uuid": f"autogen-{compiled}",
-            "type": "LINE",
-            "metricKey": compiled,
-            "selectedMetricKeys": list(CURVES),
-            "displayName": f"time per measured {unit}, ms: compiled and paired eager",
-            "metricSectionId": ANSWER_SECTION,
-            "xAxisKey": "step",
-            "xAxisScaleType": "linear",
-            "scaleType": "linear",
-            "lineSmoothness": 0,
-            "range": {"xMin": None, "xMax": None, "yMin": None, "yMax": None},
-            "isGenerated": True,
-            "deleted": False,
-        },
-        hidden_chart(eager),
-    ]
 
 
 def figure_metrics(objective: Objective, logged: set[str] | None) -> list[str]:
@@ -252,20 +248,6 @@ def filter_literal(value: str) -> str:
     raise ValueError(f"{value!r} holds both quote characters: MLflow's search syntax cannot express it")
 
 
-def stale_views(experiment_tags: dict[str, str], keep: int = KEEP_VIEWS) -> list[str]:
-    """Tag keys of this project's views beyond the newest `keep` (a user's own views are left alone)."""
-    ours = []
-    for key, value in experiment_tags.items():
-        if key.startswith(VIEW_TAG_PREFIX + SWEEP_VIEW_PREFIX):
-            try:
-                created = int(json.loads(value).get("createdAt", 0))
-            except (ValueError, TypeError, AttributeError):
-                created = 0
-            ours.append((created, key))
-    ours.sort(reverse=True)
-    return [key for _, key in ours[keep:]]
-
-
 def publish_sweep_view(
     tracker: Tracker,
     *,
@@ -304,11 +286,26 @@ def publish_sweep_view(
         names=names,
     )
     tracker.set_experiment_tag(view.tag_key, view.tag_value())
-    for key in stale_views(tracker.experiment_tags()):
+    ours = []  # this project's views, the newest first (a user's own views are left alone)
+    for key, value in tracker.experiment_tags().items():
+        if key.startswith(VIEW_TAG_PREFIX + SWEEP_VIEW_PREFIX):
+            try:
+                created = int(json.loads(value).get("createdAt", 0))
+            except (ValueError, TypeError, AttributeError):
+                created = 0
+            ours.append((created, key))
+    for _, key in sorted(ours, reverse=True)[KEEP_VIEWS:]:
         tracker.delete_experiment_tag(key)
     url = tracker.runs_url(view.view_id)
     if summary is not None:
-        describe_answer(tracker, summary, label=label, url=url)
+        # the experiment's description: the latest sweep's answer; left alone where a user wrote their own
+        described = tracker.experiment_tags()
+        own = experiment_description(tracker.experiment_id)
+        if described.get(DESCRIPTION_TAG) in (None, described.get(ANSWER_TAG), own):
+            link = "#" + url.split("#", 1)[1] if "#" in url else url
+            text = f"{answer_line(summary)} ({label}: the latest sweep; [its runs ranked]({link}))\n\n{own}"
+            tracker.set_experiment_tag(DESCRIPTION_TAG, text)
+            tracker.set_experiment_tag(ANSWER_TAG, text)
     return url
 
 
@@ -389,15 +386,3 @@ def answer_line(summary: Summary) -> str:
         parts.append(f"compile {shown['compile s']} s")
     lead = "fastest:" if kind == "fastest" else f"{kind}; best"
     return f"{lead} {distinct_name(summary, best)}: {', '.join(parts)}"
-
-
-def describe_answer(tracker: Tracker, summary: Summary, *, label: str, url: str) -> None:
-    """The experiment's description: the latest sweep's answer; left alone where a user wrote their own."""
-    tags = tracker.experiment_tags()
-    own = experiment_description(tracker.experiment_id)
-    if tags.get(DESCRIPTION_TAG) not in (None, tags.get(ANSWER_TAG), own):
-        return
-    link = "#" + url.split("#", 1)[1] if "#" in url else url
-    text = f"{answer_line(summary)} ({label}: the latest sweep; [its runs ranked]({link}))\n\n{own}"
-    tracker.set_experiment_tag(DESCRIPTION_TAG, text)
-    tracker.set_experiment_tag(ANSWER_TAG, text)
