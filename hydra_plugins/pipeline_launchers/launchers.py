@@ -157,10 +157,9 @@ class _Tolerant(hydra_submitit.BaseSubmititLauncher):
         job_params, to_run = [], []
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
             said = redact_text(" ".join(filter_overrides(overrides)))
+            print(f"\t#{idx} : {said}" + (f": {done[idx]}" if idx in done else ""), flush=True)
             if idx in done:
-                print(f"\t#{idx} : {said}: {done[idx]}", flush=True)
                 continue
-            print(f"\t#{idx} : {said}", flush=True)
             to_run.append(overrides)
             job_params.append(
                 (list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state())
