@@ -182,8 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         on_timeout=lambda why: write_timeout(result_path, why, worker_pid=os.getpid()),
     )
     library_warnings = keep_library_warnings(verbose=cfg.verbose)
-    result = JobResult()
-    result.info["worker_pid"] = os.getpid()
+    result = JobResult(info={"worker_pid": os.getpid()})
     if cfg.parallel.distributed:
         result.info["rank"] = rank
     result.info["worker_start_state"] = start_state()
