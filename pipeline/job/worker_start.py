@@ -167,10 +167,8 @@ def plan(worker_start: str, sweep_dir: Path | None, *, distributed: bool = False
         template = TemplateInfo(host=host, socket=shared) if shared else None
         return StartPlan(template=template, quiet=bool(shared))
     info = TemplateInfo.load(sweep_dir, host)
-    if info is None:
-        return StartPlan(note=f"no template of this sweep runs on {host}")
-    if info.unavailable:
-        return StartPlan(note=info.unavailable)
+    if info is None or info.unavailable:
+        return StartPlan(note=info.unavailable if info else f"no template of this sweep runs on {host}")
     return StartPlan(template=info)
 
 
