@@ -185,8 +185,7 @@ def visible_gpus() -> int | None:
     if (listed := os.environ.get("CUDA_VISIBLE_DEVICES")) is not None:
         return len([d for d in listed.split(",") if d.strip() and d.strip() != "-1"])
     try:
-        with nvml() as n:
-            return int(n.nvmlDeviceGetCount())
+        return len(pool_indices("all"))
     except Exception:
         return None
 
