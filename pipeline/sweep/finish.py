@@ -156,6 +156,23 @@ def missing_jobs(tracker: Tracker, sweep: SweepContext) -> list[int]:
     return [num for num in range(sweep.total_jobs) if num not in seen]
 
 
+def pending_line(sweep: SweepContext, pending: list[Path]) -> str:
+    more = f" and {len(pending) - 1} more" if len(pending) > 1 else ""
+    return (
+        f"{len(pending)} job result(s) are kept on disk but not in MLflow ({pending[0]}{more}): this summary is "
+        f"provisional until `{sync_command([sweep.sweep_dir])}` uploads them, which closes the sweep and "
+        "publishes its summary again"
+    )
+
+
+def incomplete_line(sweep: SweepContext, missing: list[int]) -> str:
+    shown = ", ".join(map(str, missing[:20])) + (", ..." if len(missing) > 20 else "")
+    return (
+        f"{len(missing)} of the {sweep.total_jobs} planned jobs left no run in MLflow (job{'s' if len(missing) > 1 else ''} "
+        f"{shown}: stopped before their run opened, or never launched)"
+    )
+
+
 def finish_sweep(
     sweep: SweepContext, tracker: Tracker | None = None, *, wall_s: float | None = None
 ) -> SweepEnd:
@@ -171,22 +188,12 @@ def finish_sweep(
     close_orphans(tracker, sweep.sweep_id)
     summary = build_summary(tracker, sweep.sweep_id)
     missing = missing_jobs(tracker, sweep)
-    incomplete = pending = ""
-    if missing:
-        shown = ", ".join(map(str, missing[:20])) + (", ..." if len(missing) > 20 else "")
-        incomplete = (
-            f"{len(missing)} of the {sweep.total_jobs} planned jobs left no run in MLflow (job{'s' if len(missing) > 1 else ''} "
-            f"{shown}: stopped before their run opened, or never launched)"
-        )
+    incomplete = incomplete_line(sweep, missing) if missing else ""
+    if incomplete:
         summary.notes.append(f"incomplete: {incomplete}")
     pending_results = unsynced_results(Path(sweep.sweep_dir))  # the summary from MLflow lacks them
-    if pending_results:
-        more = f" and {len(pending_results) - 1} more" if len(pending_results) > 1 else ""
-        pending = (
-            f"{len(pending_results)} job result(s) are kept on disk but not in MLflow ({pending_results[0]}{more}): "
-            f"this summary is provisional until `{sync_command([sweep.sweep_dir])}` uploads them, which closes the "
-            "sweep and publishes its summary again"
-        )
+    pending = pending_line(sweep, pending_results) if pending_results else ""
+    if pending:
         summary.notes.append(f"provisional: {pending}")
     # The parent run's start (before any job) to now (every job ended), less the gaps between a sweep
     # and its resumptions: the sweep's wall time, but for its process start and the summary itself.
