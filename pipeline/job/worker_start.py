@@ -230,13 +230,14 @@ def fork_worker(
         conn.settimeout(wait_s)  # the first job of a sweep waits while the template imports
         reply, pending = recv_message(conn)
     except (OSError, ValueError) as err:
-        _close(conn, out_r, life_w)
-        return f"the sweep's template did not answer ({type(err).__name__}: {err})"
+        reply = {"refused": f"the sweep's template did not answer ({type(err).__name__}: {err})"}
     finally:
         os.close(out_w)
         os.close(life_r)
     if "pid" not in reply:
-        _close(conn, out_r, life_w)
+        conn.close()
+        os.close(out_r)
+        os.close(life_w)
         return str(reply.get("refused", reply))
     conn.settimeout(None)
     return ForkedWorker(
@@ -302,9 +303,3 @@ def recv_message(conn: socket.socket, *, max_fds: int = 0) -> tuple[dict[str, An
     if fds:
         message["fds"] = fds
     return message, rest
-
-
-def _close(conn: socket.socket, *fds: int) -> None:
-    conn.close()
-    for fd in fds:
-        os.close(fd)
