@@ -23,7 +23,7 @@ issue5() {
   done
 }
 issue5 & phase1=$!
-timeout $(left) python3 benchmarks/bench.py --sections overhead --reps 3 --gpu-pool "[2]" --out "$out/bench" > "$out/bench.log" 2>&1 &
+timeout $(left) python3 benchmarks/bench.py --sections overhead --reps amp:3 --gpu-pool "[2]" --out "$out/bench" > "$out/bench.log" 2>&1 &
 wait $phase1
 S="benchmark.paired_eager=false trainer.steps=40 trainer.warmup_steps=10"
 run modes model=vit_b16 compile.mode=default,reduce-overhead,max-autotune-no-cudagraphs precision=amp,fp32 &

@@ -35,5 +35,5 @@ for tree in new old; do
   echo "$tree comm probe exit=$?: $(tail -n 3 "$out/$tree-probe.log" | cut -c1-200 | tr '\n' ' ')"
 done
 python3 benchmarks/gpu/smoke42_table.py "$out" | tee "$out/table.txt"
-timeout 300 python3 benchmarks/bench.py --sections overhead --reps 1 --out "$out/bench" > "$out/bench-overhead.log" 2>&1
+timeout 300 python3 benchmarks/bench.py --sections overhead --reps amp:1 --out "$out/bench" > "$out/bench-overhead.log" 2>&1
 echo "bench overhead exit=$?"; grep -iE "overhead|bare|instrument|ratio|within" "$out/bench-overhead.log" | tail -n 15 | cut -c1-250
