@@ -134,27 +134,38 @@ def read_trace(events: list[dict[str, Any]], *, world: int) -> TraceComm:
     events are the collectives and the aten ops of the step's thread (the main thread) are compute."""
     complete = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e]
     device = [e for e in complete if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
-    collectives, compute = [], []
-    # on a GPU, the CPU op that carries a collective's arguments (record_param_comms), by its External id
+    return _read_device(device, complete) if device else _read_gloo(complete, world)
+
+
+def _read_device(device: list[dict[str, Any]], complete: list[dict[str, Any]]) -> TraceComm:
+    # the CPU op that carries a collective's arguments (record_param_comms), by its External id
     launched_by: dict[Any, dict[str, Any]] = {}
     for e in complete:
         args = e.get("args") or {}
         if e.get("cat") == "cpu_op" and "Collective name" in args and "External id" in args:
             launched_by.setdefault(args["External id"], args)
-    for e in device or complete:
-        name = str(e.get("name", ""))
+    collectives, compute = [], []
+    for e in device:
         start, dur = float(e["ts"]), float(e["dur"])
-        if device and e.get("cat") == "kernel" and "nccl" in name.lower():
+        if e.get("cat") == "kernel" and "nccl" in str(e.get("name", "")).lower():
             args = e.get("args") or {}
             meta = args if "Collective name" in args else launched_by.get(args.get("External id"), {})
             kind = collective_kind(str(meta.get("Collective name") or e["name"]))
             collectives.append(Collective(kind, start, dur, _nccl_size(meta)))
-        elif not device and name.startswith("gloo:"):
+        else:
+            compute.append((start, start + dur))
+    return TraceComm(collectives=collectives, compute=compute)
+
+
+def _read_gloo(complete: list[dict[str, Any]], world: int) -> TraceComm:
+    collectives, compute = [], []
+    for e in complete:
+        name = str(e.get("name", ""))
+        start, dur = float(e["ts"]), float(e["dur"])
+        if name.startswith("gloo:"):
             kind = collective_kind(name)
             collectives.append(Collective(kind, start, dur, _gloo_size(kind, e.get("args") or {}, world)))
-        elif device or (
-            e.get("cat") == "cpu_op" and name.startswith("aten::") and e.get("tid") == e.get("pid")
-        ):
+        elif e.get("cat") == "cpu_op" and name.startswith("aten::") and e.get("tid") == e.get("pid"):
             compute.append((start, start + dur))
     return TraceComm(collectives=collectives, compute=compute)
 
