@@ -54,8 +54,12 @@ def peak_tflops(gpu_name: str | None, precision: PrecisionConfig) -> tuple[float
     """(peak TFLOP/s, note). The note says why there is no peak when there is none."""
     # Which peak applies: the dtype the matmuls run in.
     dtypes = {precision.autocast_dtype, precision.param_dtype}
-    fallback = "tf32" if precision.tf32 else "fp32"
-    key = next((k for dtype, k in (("float16", "fp16"), ("bfloat16", "bf16")) if dtype in dtypes), fallback)
+    if "float16" in dtypes:
+        key = "fp16"
+    elif "bfloat16" in dtypes:
+        key = "bf16"
+    else:
+        key = "tf32" if precision.tf32 else "fp32"
     if not gpu_name:
         return None, "no MFU: not a GPU run"
     for pattern, peaks in PEAK_TFLOPS:
