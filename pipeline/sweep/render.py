@@ -16,7 +16,7 @@ from pipeline.measure.registry import estimate
 from pipeline.measure.stats import undetermined
 from pipeline.status import FINISHED
 from pipeline.sweep.pareto import front_lines
-from pipeline.sweep.summary import Row, Summary
+from pipeline.sweep.summary import Row, Scaling, Summary
 
 UNDETERMINED = "undetermined"  # an interval too wide to say anything (pipeline/measure/stats.py undetermined)
 MEASURE_COLUMNS = ("figure [95% CI]", "speedup", "compile s", "peak GiB", "graph breaks", "status")
@@ -200,19 +200,7 @@ def aggregate_lines(summary: Summary) -> list[str]:
         )
     if a.get("sweep/jobs_with_graph_breaks"):
         lines.append(f"passing compiled jobs with graph breaks: {int(a['sweep/jobs_with_graph_breaks'])}")
-    # each distributed job: its scaling efficiency, communication loss and largest rank's memory
-    for sc in summary.scaling:
-        if sc.baseline is not None and sc.efficiency is not None:
-            head = (
-                f"scaling efficiency of {sc.name} on {sc.world_size} processes vs {sc.baseline}: {sc.efficiency:.0%} "
-                f"(throughput / ({sc.world_size} x the one-process throughput))"
-            )
-        else:
-            head = f"{sc.name} on {sc.world_size} processes (no one-process twin in the sweep for a scaling efficiency)"
-        said = [sc.communication] if sc.communication else []
-        if sc.largest_rank_gib is not None:
-            said.append(f"the largest rank {sc.largest_rank_gib:.2f} GiB allocated")
-        lines.append("; ".join([head, *said]))
+    lines += map(scaling_line, summary.scaling)
     lines.extend(f"note: {n}" for n in summary.notes)
     if summary.pareto is not None:
         head, *points = front_lines(summary.pareto)
@@ -225,6 +213,21 @@ def aggregate_lines(summary: Summary) -> list[str]:
         else:
             lines.append(f"failed: {r.name}: {r.status}: {r.error or 'no error recorded'}")
     return lines
+
+
+def scaling_line(sc: Scaling) -> str:
+    """A distributed job: its scaling efficiency, communication loss and largest rank's memory."""
+    if sc.baseline is not None and sc.efficiency is not None:
+        head = (
+            f"scaling efficiency of {sc.name} on {sc.world_size} processes vs {sc.baseline}: {sc.efficiency:.0%} "
+            f"(throughput / ({sc.world_size} x the one-process throughput))"
+        )
+    else:
+        head = f"{sc.name} on {sc.world_size} processes (no one-process twin in the sweep for a scaling efficiency)"
+    said = [sc.communication] if sc.communication else []
+    if sc.largest_rank_gib is not None:
+        said.append(f"the largest rank {sc.largest_rank_gib:.2f} GiB allocated")
+    return "; ".join([head, *said])
 
 
 HOW = (
