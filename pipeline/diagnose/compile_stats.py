@@ -73,23 +73,7 @@ class CompileDiagnosis:
         logged as zeros, and so is the backward's compile time where nothing compiled one."""
         from torch._dynamo.utils import get_compilation_metrics
 
-        # Compile seconds by phase, from torch's CompilationMetrics (where this torch version has them).
-        frame = _total("entire_frame_compile_time_s", True)
-        backend = _total("backend_compile_time_s", True)
-        aot_us = _total("aot_autograd_cumulative_compile_time_us", True)
-        inductor_fwd_us = _total("inductor_cumulative_compile_time_us", True)
-        inductor_bwd_us = _total("inductor_cumulative_compile_time_us", False)
-        autotune_us = _total("compile_time_autotune_time_us") + _total("runtime_triton_autotune_time_us")
-        phases = {
-            "compile/dynamo_s": max(0.0, frame - backend),
-            "compile/aot_autograd_s": max(0.0, (aot_us - inductor_fwd_us) / 1e6),
-            "compile/inductor_s": (inductor_fwd_us + inductor_bwd_us) / 1e6,
-            "compile/codegen_s": _total("inductor_code_gen_cumulative_compile_time_us") / 1e6,
-            "compile/triton_s": _total("triton_compile_time_us") / 1e6,
-            "compile/autotune_s": autotune_us / 1e6,
-            "compile/backward_s": _total("backward_cumulative_compile_time_us", False) / 1e6,
-            "compile/cudagraph_record_s": _total("runtime_cudagraphify_time_us") / 1e6,
-        }
+        phases = compile_phases()
         for phase, needs in PHASE_NEEDS.items():
             if needs not in applies:
                 phases.pop(phase, None)
@@ -145,6 +129,28 @@ PHASE_NEEDS = {
     "compile/autotune_s": "autotune",
     "compile/cudagraph_record_s": "cudagraphs",
 }
+
+
+def compile_phases() -> dict[str, float]:
+    """Compile seconds by phase, from torch's CompilationMetrics (where this torch version has them)."""
+    frame = _total("entire_frame_compile_time_s", True)
+    backend = _total("backend_compile_time_s", True)
+    aot_us = _total("aot_autograd_cumulative_compile_time_us", True)
+    inductor_fwd_us = _total("inductor_cumulative_compile_time_us", True)
+    inductor_bwd_us = _total("inductor_cumulative_compile_time_us", False)
+    return {
+        "compile/dynamo_s": max(0.0, frame - backend),
+        "compile/aot_autograd_s": max(0.0, (aot_us - inductor_fwd_us) / 1e6),
+        "compile/inductor_s": (inductor_fwd_us + inductor_bwd_us) / 1e6,
+        "compile/codegen_s": _total("inductor_code_gen_cumulative_compile_time_us") / 1e6,
+        "compile/triton_s": _total("triton_compile_time_us") / 1e6,
+        "compile/autotune_s": (
+            _total("compile_time_autotune_time_us") + _total("runtime_triton_autotune_time_us")
+        )
+        / 1e6,
+        "compile/backward_s": _total("backward_cumulative_compile_time_us", False) / 1e6,
+        "compile/cudagraph_record_s": _total("runtime_cudagraphify_time_us") / 1e6,
+    }
 
 
 @dataclass(frozen=True, kw_only=True)
