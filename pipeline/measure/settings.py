@@ -26,10 +26,9 @@ ENV_PREFIXES = (
 )
 
 
-def snapshot() -> dict[str, str]:
-    out: dict[str, str] = {}
+def _flags() -> dict[str, Callable[[], object]]:
     b = torch.backends
-    flags: dict[str, Callable[[], object]] = {
+    return {
         "float32_matmul_precision": torch.get_float32_matmul_precision,
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
         "num_threads": torch.get_num_threads,
@@ -63,7 +62,11 @@ def snapshot() -> dict[str, str]:
         "mkldnn.matmul.fp32_precision": lambda: b.mkldnn.matmul.fp32_precision,
         "mkldnn.conv.fp32_precision": lambda: b.mkldnn.conv.fp32_precision,
     }
-    for name, read in flags.items():
+
+
+def snapshot() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, read in _flags().items():
         try:
             out[name] = str(read())
         except Exception:
