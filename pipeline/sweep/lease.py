@@ -44,16 +44,8 @@ def hold(folder: Path) -> IO[str]:
 
 def holders(sweep_dirs: Iterable[Path]) -> list[str]:
     """`<folder>: pid N on host since T` for every lease held in these sweep folders or their jobs'."""
-    held = []
-    for folder in sweep_dirs:
-        for lease in [SweepDir(folder).lease, *sorted(folder.glob(f"*/{LEASE}"))]:
-            # OSError: no lease file (no one ever held it), or no locks on this filesystem
-            with contextlib.suppress(OSError), open(lease) as handle:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    held.append(f"{lease.parent}: {_read(handle)}")
-    return held
+    leases = [lease for d in sweep_dirs for lease in [SweepDir(d).lease, *sorted(d.glob(f"*/{LEASE}"))]]
+    return [f"{lease.parent}: {holder}" for lease in leases if (holder := _holder(lease)) is not None]
 
 
 def record_array(sweep_dir: Path, array_id: str) -> None:
@@ -79,6 +71,16 @@ def still_working(sweep_dirs: list[Path]) -> tuple[list[str], str]:
             ["kill", *(m[1] for h in held if (m := re.search(rf"pid (\d+) on {re.escape(here)} ", h)))]
         )
     return held + [f"SLURM job {job}" for job in queued], stop
+
+
+def _holder(lease: Path) -> str | None:
+    # OSError: no lease file (no one ever held it), or no locks on this filesystem
+    with contextlib.suppress(OSError), open(lease) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read(handle)
+    return None
 
 
 def _read(handle: IO[str]) -> str:
