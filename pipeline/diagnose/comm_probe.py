@@ -102,12 +102,9 @@ def size_words(size: float) -> str:
 # ----------------------------------------------------------------------------------------- on the ranks
 
 
-def ensure(device: Any, job_copy: Path | None = None, *, force: bool = False) -> Probe | None:
-    """This machine's probe, from the cache or measured now by every rank (rank 0 decides and tells the
-    others, and writes the cache and `job_copy`; a rank that measured nothing reads rank 0's copy)."""
-    rank = dist.get_rank()
-    # What the probe's figures belong to: this host, the ranks and their devices, the libraries.
-    machine: dict[str, Any] = {
+def machine_key(device: Any) -> dict[str, Any]:
+    """What the probe's figures belong to: this host, the ranks and their devices, the libraries."""
+    key: dict[str, Any] = {
         "host": platform.node(),
         "backend": dist.get_backend(),
         "world_size": dist.get_world_size(),
@@ -115,18 +112,31 @@ def ensure(device: Any, job_copy: Path | None = None, *, force: bool = False) ->
         "device": device.type,
     }
     if device.type == "cuda":
-        try:
-            with nvml() as n:
-                version = n.nvmlSystemGetDriverVersion()
-            driver = version.decode() if isinstance(version, bytes) else str(version)
-        except Exception:
-            driver = None
-        machine |= {
-            "gpu": torch.cuda.get_device_name(device),
-            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-            "nccl": ".".join(map(str, torch.cuda.nccl.version())),  # (2, 27, 5)
-            "driver": driver,
-        }
+        key.update(
+            {
+                "gpu": torch.cuda.get_device_name(device),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                "nccl": ".".join(map(str, torch.cuda.nccl.version())),  # (2, 27, 5)
+                "driver": _driver_version(),
+            }
+        )
+    return key
+
+
+def _driver_version() -> str | None:
+    try:
+        with nvml() as n:
+            version = n.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:
+        return None
+
+
+def ensure(device: Any, job_copy: Path | None = None, *, force: bool = False) -> Probe | None:
+    """This machine's probe, from the cache or measured now by every rank (rank 0 decides and tells the
+    others, and writes the cache and `job_copy`; a rank that measured nothing reads rank 0's copy)."""
+    rank = dist.get_rank()
+    machine = machine_key(device)
     digest = hashlib.sha256(json.dumps(machine, sort_keys=True).encode()).hexdigest()[:16]
     path = cache_root() / "comm_probe" / f"{digest}.json"  # the machine's cache, as known_good's
     probe = None if force or rank != 0 else Probe.load(path)
