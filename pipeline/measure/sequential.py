@@ -13,7 +13,7 @@ from functools import cache
 
 from scipy.special import ndtri, stdtrit
 
-from pipeline.measure.stats import median_effective_count
+from pipeline.measure.stats import median_effective_count, sample_std
 
 ALPHA = 0.05  # the chance, over all looks together, that an interval misses its figure
 GROWTH = 1.5  # rounds at a look / rounds at the look before
@@ -97,7 +97,7 @@ def paired_interval(log_ratios: list[float], confidence: float) -> Interval:
         c = math.floor(middle - (middle - c) * math.sqrt(n / n_eff))
     if c is not None and c >= 0:
         return Interval(statistics.median(walsh), walsh[c], walsh[len(walsh) - 1 - c], "signed-rank")
-    mean, spread = statistics.fmean(log_ratios), statistics.stdev(log_ratios)
+    mean, spread = statistics.fmean(log_ratios), sample_std(log_ratios)
     half = stdtrit(max(1.0, n_eff - 1), 0.5 + confidence / 2) * spread / math.sqrt(n_eff)
     return Interval(mean, mean - half, mean + half, "t")
 

@@ -45,7 +45,7 @@ from pipeline.measure.objective import (
     paired_speedup,
 )
 from pipeline.measure.registry import headline, interval_of
-from pipeline.measure.stats import t975
+from pipeline.measure.stats import sample_std, t975
 from pipeline.status import FINISHED, JOB_LOST, NON_FINITE_LOSS, RESULT_NOT_LOGGED, SKIPPED
 from pipeline.sweep import suite
 from pipeline.sweep.pareto import ParetoFront, pareto_front
@@ -351,7 +351,7 @@ def _pooled(name: str, rows: list[Row], objective: Objective) -> Estimate:
         values = [f[0] for f in figures]
         value = statistics.fmean(values)
         within = math.sqrt(sum(((f[2] - f[1]) / 2) ** 2 for f in figures)) / len(figures)
-        between = t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+        between = t975(len(values) - 1) * sample_std(values) / math.sqrt(len(values))
         half = max(within, between)
         low, high = value - half, value + half
     reaches = [x for x in (reach(r, objective) for r in used) if x is not None]
@@ -388,7 +388,7 @@ def pooled_speedup(rows: list[Row]) -> tuple[float, float, float]:
     halves = [(math.log(max(high, s)) - math.log(max(min(low, s), 1e-12))) / 2 for s, low, high in intervals]
     center = statistics.fmean(logs)
     within = math.sqrt(sum(h * h for h in halves)) / len(halves)
-    between = t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    between = t975(len(logs) - 1) * sample_std(logs) / math.sqrt(len(logs))
     half = max(within, between)
     return math.exp(center), math.exp(center - half), math.exp(center + half)
 
