@@ -13,9 +13,9 @@ from pipeline.sweep.view import (
     KEEP_VIEWS,
     VIEW_TAG_PREFIX,
     columns_for,
-    filter_literal,
     name_width_for,
     publish_sweep_view,
+    sweep_filter,
     sweep_view,
 )
 from pipeline.tracking import RunRecord, Tracker
@@ -199,9 +199,9 @@ def test_odd_sweep_ids_make_safe_view_ids_and_quoted_filters():
     view = sweep_view(sweep_id="my sweep/it's", label="x", objective=STEP_TIME)
     assert view.view_id == "sweep-my_20_sweep_2f_it_27_s"  # one per sweep id (tests/test_sweep_faults.py)
     assert view.search_filter == 'tags.sweep_id = "my sweep/it\'s"'
-    assert filter_literal("plain") == "'plain'"
-    with pytest.raises(ValueError, match="both quote"):
-        filter_literal("""a'b"c""")
+    assert sweep_filter("plain") == "tags.sweep_id = 'plain'"
+    with pytest.raises(ValueError, match="cannot express"):
+        sweep_filter("""a'b"c""")
 
 
 def run(metrics: dict[str, float], tags: dict[str, str]) -> RunRecord:

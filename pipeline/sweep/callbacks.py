@@ -70,6 +70,7 @@ from pipeline.sweep.state import (
 from pipeline.sweep.view import publish_sweep_view
 from pipeline.sweep_context import SweepContext, new_sweep_id
 from pipeline.tracking import RunRecord, Tracker, TrackingUnavailable
+from pipeline.tracking.queries import filter_equals
 
 # The sweep this process started (so an interrupted sweep can close its parent run).
 ACTIVE_SWEEP: SweepContext | None = None
@@ -270,13 +271,21 @@ def browse_url(tracker: Tracker, sweep_id: str, **view: Any) -> str:
         return tracker.runs_url()
 
 
+def _sweep_id_errors(sweep_id: str | None) -> list[ConfigError]:
+    """sweep.id, refused where MLflow's search cannot match it: the view, `report --sweep` and a resume
+    find the sweep by it."""
+    if sweep_id is None or filter_equals("tags.sweep_id", sweep_id) is not None:
+        return []
+    return [ConfigError("sweep.id", sweep_id, "an id without a backslash, and not with both ' and \"")]
+
+
 def start_sweep(config: DictConfig) -> SweepContext:
     """Check that the sweep can start, take the driver's lease, open (or reopen) the parent run and
     write sweep.json for the jobs."""
     job_modes = check_planned_jobs(config)
     mlflow = MlflowConfig(**OmegaConf.to_container(config.mlflow, resolve=True))  # type: ignore[arg-type]
     try:  # a search plans no jobs: its store is checked here, before the parent run (as each job's is)
-        raise_first([*mlflow.check("mlflow"), *store_errors(mlflow)])
+        raise_first([*mlflow.check("mlflow"), *store_errors(mlflow), *_sweep_id_errors(config.sweep.id)])
     except ConfigError as err:
         raise SweepStopped(config_error_lines(err.errors), EXIT_BAD_INPUT) from err
     sweep_dir = writable_dir("hydra.sweep.dir", config.hydra.sweep.dir)

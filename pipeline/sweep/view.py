@@ -19,6 +19,7 @@ from pipeline.sweep.render import identity_columns, joined_identity, sorted_rows
 from pipeline.sweep.summary import Row, Summary
 from pipeline.tracking import RunRecord, Tracker
 from pipeline.tracking.client import DESCRIPTION_TAG, experiment_description
+from pipeline.tracking.queries import filter_equals
 
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 SWEEP_VIEW_PREFIX = "sweep-"  # the views this project makes; others (a user's own) are never touched
@@ -220,7 +221,7 @@ def sweep_view(
     return RunsView(
         view_id=view_id_for(sweep_id),
         name=f"{label} ({sweep_id})",
-        search_filter=f"tags.sweep_id = {filter_literal(sweep_id)}",
+        search_filter=sweep_filter(sweep_id),
         objective=objective,
         columns=columns_for(objective, unit=unit, logged=logged, tags=tags),
         charts=charts,
@@ -230,6 +231,14 @@ def sweep_view(
     )
 
 
+def sweep_filter(sweep_id: str) -> str:
+    """The view's filter: the sweep's runs (config checks refuse an id MLflow's search cannot match)."""
+    found = filter_equals("tags.sweep_id", sweep_id)
+    if found is None:
+        raise ValueError(f"sweep id {sweep_id!r}: MLflow's search syntax cannot express it")
+    return found
+
+
 def view_id_for(sweep_id: str) -> str:
     """A tag-key-safe id, one per sweep id and never another's: `_` becomes `__` and any character but
     ASCII letters, digits and `-` becomes `_<its code in hex>_` (`hx.1` -> `sweep-hx_2e_1`)."""
@@ -237,15 +246,6 @@ def view_id_for(sweep_id: str) -> str:
         c if c.isascii() and (c.isalnum() or c == "-") else "__" if c == "_" else f"_{ord(c):x}_"
         for c in sweep_id
     )
-
-
-def filter_literal(value: str) -> str:
-    """A string in MLflow's search syntax: single quotes, or double quotes around a value holding one."""
-    if "'" not in value:
-        return f"'{value}'"
-    if '"' not in value:
-        return f'"{value}"'
-    raise ValueError(f"{value!r} holds both quote characters: MLflow's search syntax cannot express it")
 
 
 def publish_sweep_view(

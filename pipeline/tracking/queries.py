@@ -26,7 +26,7 @@ class SweepQueries:
         wanted = {f"tags.{k}": v for k, v in tags.items()}
         if status is not None:
             wanted["attributes.status"] = status
-        clauses = [_equals(field, value) for field, value in wanted.items()]
+        clauses = [filter_equals(field, value) for field, value in wanted.items()]
         exact = all(clauses)
         found = self.runs(" and ".join(c for c in clauses if c), max_results if exact else 50000)
         matching = [
@@ -56,7 +56,7 @@ class SweepQueries:
         return self._newest({"job_dir": str(job_dir)})
 
 
-def _equals(field: str, value: str) -> str | None:
+def filter_equals(field: str, value: str) -> str | None:
     """`field = 'value'` for MLflow's filter grammar (double quotes for a value holding `'`); None where
     it cannot hold the value (both quotes, or a backslash: an escape MLflow never undoes)."""
     if "\\" in value or ("'" in value and '"' in value):
