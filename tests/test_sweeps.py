@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.sweep.plots import peak_memory_plot
 from pipeline.sweep.render import table
 from pipeline.sweep.state import planned_jobs
 from pipeline.sweep.summary import Row, summarize
@@ -81,7 +82,7 @@ def test_2x2_sweep_gives_one_parent_four_children_summary_and_plots(tmp_path: Pa
     md = (sweep_dir / "summary.md").read_text()
     assert "geometric-mean speedup" in md and "weighted speedup" in md and "verdict: " in md
     plots = {p.name for p in (sweep_dir / "plots").glob("*.png")}
-    assert {"step_time.png", "compile_vs_speedup.png"} <= plots
+    assert {"step_time.png", "compile_vs_speedup.png", "peak_memory.png"} <= plots  # CPU jobs: their RSS
     assert "speedup_heatmap.png" not in plots  # one compiled mode: a heatmap needs two real axes
     artifacts = {a.path for a in client(store).list_artifacts(parent.info.run_id)}
     assert {"summary.md", "summary.csv", "plots"} <= artifacts
@@ -563,3 +564,23 @@ def test_a_resumption_that_changes_the_jobs_work_is_refused_naming_what_changed(
     parent, kids = split(store)
     assert len(kids) == 1 and parent.info.status == "FINISHED"
     assert str(tmp_path / "c") in parent.data.tags["command"]  # the command that ran it last
+
+
+def test_the_memory_plot_shows_device_memory_and_a_cpu_jobs_rss_each_named():
+    """The table's peak memory is the device's reserved memory, else the CPU worker's RSS; the plot shows the
+    same figure and says which it is."""
+    device = {"memory/peak_reserved_gib": 3.5, "memory/cpu_rss_peak_gib": 1.2, "step/p50_ms": 1.0}
+    host = {"memory/cpu_rss_peak_gib": 0.8, "step/p50_ms": 2.0}
+    rows = [
+        Row(name=n, status="FINISHED", config={"mode": "default"}, metrics=m)
+        for n, m in (("g", device), ("c", host))
+    ]
+    assert [r.peak_gib for r in rows] == [3.5, 0.8]
+    summary = summarize("memory", rows)
+    labels = []
+    for shown in ([rows[0]], [rows[1]], rows):
+        fig = peak_memory_plot(shown, summary)
+        labels.append(fig.axes[0].get_xlabel())
+        assert [bar.get_width() for bar in fig.axes[0].patches] == [r.peak_gib for r in shown]
+    assert labels[0].startswith("peak reserved memory") and "RSS" in labels[1] and "RSS" in labels[2]
+    assert len(set(labels)) == 3

@@ -170,7 +170,14 @@ def peak_memory_plot(rows: list[Row], summary: Summary) -> Any:
     fig, ax = plt.subplots(figsize=(9, max(3.0, 0.35 * len(rows) + 1.5)))
     ax.barh([_label(summary, r) for r in rows], [r.peak_gib for r in rows], color=_colors(rows))
     ax.invert_yaxis()
-    ax.set_xlabel("peak reserved memory over the measured steps, GiB")
+    kinds = {r.peak_is_device for r in rows}
+    ax.set_xlabel(
+        "peak reserved memory over the measured steps, GiB"
+        if kinds == {True}
+        else "peak resident memory (RSS) of the job's worker process, GiB"
+        if kinds == {False}
+        else "peak memory, GiB: reserved over the measured steps; RSS of the worker for jobs on the CPU"
+    )
     ax.set_title("Peak memory per configuration")
     return fig
 

@@ -145,7 +145,6 @@ def table(summary: Summary, *, compact: bool) -> tuple[list[str], list[list[str]
             cells[0] = row.name
         cells[0] = _mark(summary, row) + cells[0]
         breaks = m.get("diagnose/graph_breaks")
-        peak = row.peak_gib if row.peak_gib is not None else m.get("memory/cpu_rss_peak_gib")
         out.append(
             [
                 *cells,
@@ -153,7 +152,7 @@ def table(summary: Summary, *, compact: bool) -> tuple[list[str], list[list[str]
                 _figure(summary, row),
                 _speedup(row),
                 figure(m.get("compile/total_s")),
-                figure(peak),
+                figure(row.peak_gib),
                 DASH if breaks is None else str(int(breaks)),
                 _status(row),
             ]

@@ -112,7 +112,14 @@ class Row:
 
     @property
     def peak_gib(self) -> float | None:
-        return self.metrics.get("memory/peak_reserved_gib")
+        """Peak memory over the measured steps: the device's reserved memory, else (a job on the CPU) the
+        worker's peak resident set size."""
+        device = self.metrics.get("memory/peak_reserved_gib")
+        return device if device is not None else self.metrics.get("memory/cpu_rss_peak_gib")
+
+    @property
+    def peak_is_device(self) -> bool:
+        return "memory/peak_reserved_gib" in self.metrics
 
 
 @dataclass(kw_only=True)
