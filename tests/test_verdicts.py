@@ -848,7 +848,7 @@ def test_the_tiny_suite_answers_per_model_and_ranks_no_model_against_another(tmp
     counted = sum(int(tags[f"suite_{k}"]) for k in ("faster", "slower", "no_difference", "inconclusive"))
     assert counted == 4
     assert "suite: 5 models compiled against their own eager copies" in proc.stdout
-    assert "failed by class: compile error 1" in proc.stdout
+    assert "failures by class: 1 compile error" in proc.stdout
     summary = (tmp_path / "multirun" / "summary.md").read_text()
     assert "no interval over 4 models: 5 at least" in summary  # too few for a bootstrap interval
     header = next(line for line in summary.splitlines() if line.startswith("| model"))

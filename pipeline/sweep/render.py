@@ -16,6 +16,7 @@ from pipeline.measure.registry import estimate
 from pipeline.measure.stats import undetermined
 from pipeline.status import FINISHED
 from pipeline.sweep.pareto import front_lines
+from pipeline.sweep.suite import failures_line
 from pipeline.sweep.summary import Row, Scaling, Summary
 
 UNDETERMINED = "undetermined"  # an interval too wide to say anything (pipeline/measure/stats.py undetermined)
@@ -173,8 +174,7 @@ def verdict_lines(summary: Summary) -> list[str]:
 def failure_class_lines(summary: Summary) -> list[str]:
     if not summary.failure_classes or summary.suite is not None:
         return []
-    classes = ", ".join(f"{n} {kind}" for kind, n in sorted(summary.failure_classes.items()))
-    return [f"failures by class: {classes}"]
+    return [failures_line(summary.failure_classes)]
 
 
 def aggregate_lines(summary: Summary) -> list[str]:

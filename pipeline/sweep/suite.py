@@ -37,6 +37,11 @@ class ModelOutcome:
     memory_ratio: float | None = None  # compiled / eager reserved peak (CUDA)
 
 
+def failures_line(by_class: dict[str, int]) -> str:
+    """`failures by class: 1 compile error, 2 timeout`: a suite's failed models, a sweep's failed jobs."""
+    return "failures by class: " + ", ".join(f"{n} {kind}" for kind, n in sorted(by_class.items()))
+
+
 def classify(
     *, model: str, run_name: str, status: str, metrics: dict[str, float], failure: str, min_effect_pct: float
 ) -> ModelOutcome:
@@ -91,7 +96,7 @@ class SuiteAnswer:
         counts = ", ".join(f"{self.counts.get(name, 0)} {name}" for name in OUTCOMES)
         out = [f"suite: {n} models compiled against their own eager copies: {counts}"]
         if self.failures:
-            out.append("failed by class: " + ", ".join(f"{k} {v}" for k, v in sorted(self.failures.items())))
+            out.append(failures_line(self.failures))
         if self.pass_rate is not None:
             out.append(f"pass rate: {100 * self.pass_rate:.0f}% ({n - self.counts.get(FAILED, 0)} of {n})")
         if self.geomean is not None:
