@@ -63,12 +63,18 @@ def figure(value: float | None, low: float | None = None, high: float | None = N
     return text
 
 
+def rounded(value: float, low: float, high: float) -> tuple[str, str, str]:
+    """The figure and its interval's ends at one number of places (`184`, `101`, `259`)."""
+    places = min(capped(x, decimals_for(value, low, high)) for x in (value, low, high))
+    return at(value, places), at(low, places), at(high, places)
+
+
 def with_interval(value: float, low: float, high: float, *, undetermined: bool = False) -> str:
     """`184 [101, 259]`; `[undetermined]` for an interval too wide to say anything (docs/verdicts.md)."""
     if undetermined or not (math.isfinite(low) and math.isfinite(high)):
         return f"{figure(value)} [undetermined]"  # rounded as a figure without an interval
-    places = min(capped(x, decimals_for(value, low, high)) for x in (value, low, high))
-    return f"{at(value, places)} [{at(low, places)}, {at(high, places)}]"
+    shown, low_shown, high_shown = rounded(value, low, high)
+    return f"{shown} [{low_shown}, {high_shown}]"
 
 
 # What a result's words call its unit (the work's unit, as the scenario states it).

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.display import figure, with_interval
 from pipeline.measure.stats import undetermined
 from pipeline.sweep.plots import save_figure
 from pipeline.sweep.render import interval_cells
@@ -49,11 +50,9 @@ class Change:
         return undetermined(self.low, self.high)
 
     def line(self, unit_word: str) -> str:
-        interval = "[undetermined]" if self.undetermined else f"[{self.low:.3f}, {self.high:.3f}]"
-        return (
-            f"{self.flag:11} {self.name}: {self.a.value:.4g} -> {self.b.value:.4g} {unit_word}, "
-            f"B/A {self.ratio:.3f} {interval}"
-        )
+        a, b = (figure(e.value, e.low, e.high) for e in (self.a, self.b))
+        ratio = with_interval(self.ratio, self.low, self.high, undetermined=self.undetermined)
+        return f"{self.flag:11} {self.name}: {a} -> {b} {unit_word}, B/A {ratio}"
 
 
 @dataclass(kw_only=True)

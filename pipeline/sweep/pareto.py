@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from pipeline.display import figure
 from pipeline.status import FINISHED
 
 COMPILE_METRIC = "compile/total_s"  # an eager job compiles nothing: 0 s
@@ -76,6 +77,6 @@ def front_lines(front: ParetoFront) -> list[str]:
     ]
     for p in front.front:
         lines.append(
-            f"{p.name}: {p.throughput:.4g} {unit}, compile {p.compile_s:.1f} s, memory {p.memory_gib:.2f} GiB"
+            f"{p.name}: {figure(p.throughput)} {unit}, compile {figure(p.compile_s)} s, memory {figure(p.memory_gib)} GiB"
         )
     return lines

@@ -8,7 +8,16 @@ import csv
 import io
 from pathlib import Path
 
-from pipeline.display import DASH, figure, in_unit_words, terminal_width, unit_word, with_interval, wrapped
+from pipeline.display import (
+    DASH,
+    figure,
+    in_unit_words,
+    rounded,
+    terminal_width,
+    unit_word,
+    with_interval,
+    wrapped,
+)
 from pipeline.identity import TABLE_KEYS, short_labels
 from pipeline.measure.objective import GEOMEAN_SPEEDUP as GEOMEAN
 from pipeline.measure.objective import SPEEDUP
@@ -186,16 +195,18 @@ def aggregate_lines(summary: Summary) -> list[str]:
         lines.append(f"pass rate (finished, loss parity within tolerance): {a['sweep/pass_rate']:.0%}")
     if GEOMEAN in a and summary.suite is None:
         geomean, low, high = estimate(a, GEOMEAN)
+        shown = figure(geomean)
         if low is None or high is None:
             interval = f" [no interval: {summary.geomean_jobs} job(s)]"
         elif undetermined(low, high):
             interval = f" [95% bootstrap {UNDETERMINED}]"
         else:
-            interval = f" [95% bootstrap {low:.3f}, {high:.3f}]"
-        lines.append(f"geometric-mean speedup vs eager over passing compiled jobs: {geomean:.3f}x{interval}")
+            shown, low_shown, high_shown = rounded(geomean, low, high)
+            interval = f" [95% bootstrap {low_shown}, {high_shown}]"
+        lines.append(f"geometric-mean speedup vs eager over passing compiled jobs: {shown}x{interval}")
     if "sweep/weighted_speedup" in a:
         lines.append(
-            f"weighted speedup 0.75·AMP + 0.25·FP32 (PyTorch 2.0 launch): {a['sweep/weighted_speedup']:.3f}x"
+            f"weighted speedup 0.75·AMP + 0.25·FP32 (PyTorch 2.0 launch): {figure(a['sweep/weighted_speedup'])}x"
         )
     if a.get("sweep/jobs_with_graph_breaks"):
         lines.append(f"passing compiled jobs with graph breaks: {int(a['sweep/jobs_with_graph_breaks'])}")

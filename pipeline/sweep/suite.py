@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pipeline.display import figure, rounded
 from pipeline.measure.objective import SPEEDUP, paired_speedup
 from pipeline.status import FINISHED
 
@@ -100,16 +101,15 @@ class SuiteAnswer:
         if self.pass_rate is not None:
             out.append(f"pass rate: {100 * self.pass_rate:.0f}% ({n - self.counts.get(FAILED, 0)} of {n})")
         if self.geomean is not None:
-            ci = (
-                f" [95% bootstrap over models {self.geomean_ci[0]:.2f}, {self.geomean_ci[1]:.2f}]"
-                if self.geomean_ci
-                else f" ({self.geomean_note})"
-            )
-            out.append(f"geometric-mean speedup over passing models: {self.geomean:.2f}x{ci}")
+            shown, ci = figure(self.geomean), f" ({self.geomean_note})"
+            if self.geomean_ci:
+                shown, low, high = rounded(self.geomean, *self.geomean_ci)
+                ci = f" [95% bootstrap over models {low}, {high}]"
+            out.append(f"geometric-mean speedup over passing models: {shown}x{ci}")
         if self.compile_s_median is not None:
-            out.append(f"compile time, median over models: {self.compile_s_median:.1f} s")
+            out.append(f"compile time, median over models: {figure(self.compile_s_median)} s")
         if self.memory_ratio_geomean is not None:
-            out.append(f"peak memory compiled / eager, geometric mean: {self.memory_ratio_geomean:.2f}")
+            out.append(f"peak memory compiled / eager, geometric mean: {figure(self.memory_ratio_geomean)}")
         return out
 
 
