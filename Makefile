@@ -71,7 +71,7 @@ browser: ## headless Chromium for the UI tests (Debian's chromium; does nothing 
 test: $(STAMP) browser ## the default test suite, 4-6 minutes on 2 CPU cores (no GPU; installs Chromium, starts its own MLflow server)
 	$(PY) -m pytest -m "not slow" $(PARALLEL) $(PYTEST_ARGS)
 
-test-slow: $(STAMP) ## the slow tests: real inductor compiles, multi-job sweeps, SLURM (about 20 minutes; CI runs both: make test-all, 23-27)
+test-slow: $(STAMP) ## the slow tests: real inductor compiles, multi-job sweeps, SLURM (about 20 minutes; CI runs both: make test-all, 23-27, 60 on the host's slow hours)
 	$(PY) -m pytest -m slow $(SLOW_PARALLEL) $(PYTEST_ARGS)
 
 test-all: $(STAMP) browser ## both, in one pytest session
