@@ -48,7 +48,7 @@ from pipeline.measure.registry import headline, interval_of
 from pipeline.measure.stats import sample_std, t975
 from pipeline.status import FINISHED, JOB_LOST, NON_FINITE_LOSS, RESULT_NOT_LOGGED, SKIPPED
 from pipeline.sweep import suite
-from pipeline.sweep.pareto import ParetoFront, pareto_front
+from pipeline.sweep.pareto import MEMORY_METRICS, ParetoFront, pareto_front
 from pipeline.sweep.suite import SuiteAnswer, geomean
 from pipeline.sweep.verdict import SEVERE_SLOWDOWN, Z95, Estimate, Rule, Verdict, decide, severe_job
 from pipeline.sweep_context import SweepContext
@@ -112,14 +112,13 @@ class Row:
 
     @property
     def peak_gib(self) -> float | None:
-        """Peak memory over the measured steps: the device's reserved memory, else (a job on the CPU) the
-        worker's peak resident set size."""
-        device = self.metrics.get("memory/peak_reserved_gib")
-        return device if device is not None else self.metrics.get("memory/cpu_rss_peak_gib")
+        """The job's peak memory (MEMORY_METRICS' order): the device's reserved memory over the measured
+        steps, else (a job on the CPU) the worker process's peak resident set size."""
+        return next((self.metrics[m] for m in MEMORY_METRICS if m in self.metrics), None)
 
     @property
     def peak_is_device(self) -> bool:
-        return "memory/peak_reserved_gib" in self.metrics
+        return MEMORY_METRICS[0] in self.metrics
 
 
 @dataclass(kw_only=True)

@@ -232,7 +232,7 @@ def sweep_view(
 
 
 def sweep_filter(sweep_id: str) -> str:
-    """The view's filter: the sweep's runs (config checks refuse an id MLflow's search cannot match)."""
+    """The view's filter: the sweep's runs (the sweep's start refuses an id MLflow's search cannot match)."""
     found = filter_equals("tags.sweep_id", sweep_id)
     if found is None:
         raise ValueError(f"sweep id {sweep_id!r}: MLflow's search syntax cannot express it")
