@@ -221,7 +221,7 @@ def summarize_folders(root: Path, out_dir: Path | None) -> int:
             sweep.sweep_id,
             rows,
             varied=sweep.axes,
-            rule=Rule(min_effect_pct=sweep.min_effect_pct, max_interval_pct=sweep.max_interval_pct),
+            rule=Rule(min_effect_pct=sweep.min_effect_pct),
             configured=sweep.objective,
             kind=sweep.kind or _kind_of_folders(root),
         )

@@ -26,8 +26,7 @@ class SweepContext:
     command: str = ""  # the command that runs this session (shell-quoted, secrets masked): resumption hints
     axes: list[str] = field(default_factory=list)  # the swept keys, e.g. ["compile.mode", "trainer.seed"]
     objective: str | None = None  # sweep.objective: the metric the sweep is judged on, if it names one
-    min_effect_pct: float = 1.0  # the verdict's settings (sweep.min_effect_pct, sweep.max_interval_pct)
-    max_interval_pct: float = 2.5
+    min_effect_pct: float = 1.0  # the verdict's smallest difference (sweep.min_effect_pct)
     kind: str | None = None  # sweep.kind (`suite`: per model, no model ranked); None: an older file
     started_at: float = 0.0  # when this driver started the sweep (epoch seconds)
     prior_wall_s: float = 0.0  # wall time of the sweep's earlier sessions (resumed: not the gap between)

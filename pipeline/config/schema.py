@@ -408,7 +408,8 @@ class SweepConfig:
     )
     max_interval_pct: float = doc(
         2.5,
-        "a figure whose 95% interval is wider than this (half-width, % of the figure) cannot decide a verdict: it is inconclusive",
+        "unused, accepted so that older commands still compose: an interval honest for the noise decides however wide "
+        "it is (docs/verdicts.md)",
         gt=0,
     )
     kind: str = doc(

@@ -341,7 +341,6 @@ def start_sweep(config: DictConfig) -> SweepContext:
         axes=swept_keys(config.hydra),
         objective=sweep_cfg.objective,
         min_effect_pct=sweep_cfg.min_effect_pct,
-        max_interval_pct=sweep_cfg.max_interval_pct,
         kind=str(sweep_cfg.kind),
         job_modes=job_modes,
     )
@@ -497,7 +496,6 @@ def _parent_tags(config: DictConfig, sweep_id: str, dirs: list[str]) -> dict[str
         "command": command_line(),
         "sweep_overrides": json.dumps(task_overrides(config)),
         "min_effect_pct": str(config.sweep.min_effect_pct),
-        "max_interval_pct": str(config.sweep.max_interval_pct),
         "sweep_kind": str(config.sweep.kind),
         **{tag: str(value) for tag, value in named.items() if value},
     }

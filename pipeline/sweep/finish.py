@@ -32,10 +32,7 @@ def build_summary(tracker: Tracker, sweep_id: str) -> Summary:
     parent = tracker.sweep_parent(sweep_id)
     tags = parent.tags if parent is not None else {}
     varied = axis_keys(axes_from_tag(tags.get("sweep_axes", "")))
-    rule = Rule(
-        min_effect_pct=float(tags.get("min_effect_pct", Rule.min_effect_pct)),
-        max_interval_pct=float(tags.get("max_interval_pct", Rule.max_interval_pct)),
-    )
+    rule = Rule(min_effect_pct=float(tags.get("min_effect_pct", Rule.min_effect_pct)))
     runs = sorted(tracker.sweep_children(sweep_id), key=lambda r: r.start_time_ms)
     rows = [row_from_run(run, varied) for run in runs]
     for row, key in zip(rows, job_keys(runs), strict=True):

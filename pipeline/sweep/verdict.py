@@ -66,9 +66,6 @@ class Rule:
     min_effect_pct: float = 1.0  # a smaller difference is a tie even when it is real
     min_steps: int = MIN_STEPS  # a single job with fewer measured steps cannot decide
     severe_slowdown: float = SEVERE_SLOWDOWN  # a job slowed more (p90 / p10): separate jobs cannot decide
-    # sweep.max_interval_pct: accepted for old sweeps' configs and unused: an interval honest for the
-    # noise decides however wide it is (docs/verdicts.md).
-    max_interval_pct: float = 2.5
     higher_is_better: bool = False  # step time: lower is better; throughput: higher
 
 
