@@ -16,7 +16,8 @@ from pipeline.status import FINISHED
 
 FASTER, SLOWER, SAME, INCONCLUSIVE, FAILED = "faster", "slower", "no difference", "inconclusive", "failed"
 OUTCOMES = (FASTER, SLOWER, SAME, INCONCLUSIVE, FAILED)
-MIN_MODELS_FOR_INTERVAL = 5  # a bootstrap over fewer models is not an interval worth printing
+# A bootstrap over fewer models (or jobs) has too few values to resample to say how far their mean could be.
+MIN_BOOTSTRAP_JOBS = 5
 
 
 def geomean(values: list[float]) -> float:
@@ -80,7 +81,7 @@ class SuiteAnswer:
     failures: dict[str, int] = field(default_factory=dict)  # failed models by class
     pass_rate: float | None = None  # models that finished with parity / models
     geomean: float | None = None  # of the paired speedups of passing models
-    geomean_ci: tuple[float, float] | None = None  # over >= MIN_MODELS_FOR_INTERVAL models
+    geomean_ci: tuple[float, float] | None = None  # over >= MIN_BOOTSTRAP_JOBS models
     geomean_note: str = ""  # why there is no interval
     compile_s_median: float | None = None
     memory_ratio_geomean: float | None = None
@@ -128,13 +129,11 @@ def answer(outcomes: list[ModelOutcome], *, bootstrap: Bootstrap) -> SuiteAnswer
     speedups = [o.speedup for o in passing if o.speedup]
     if speedups:
         result.geomean = geomean(speedups)
-        if len(speedups) >= MIN_MODELS_FOR_INTERVAL:
+        if len(speedups) >= MIN_BOOTSTRAP_JOBS:
             intervals = [(o.low or o.speedup, o.high or o.speedup) for o in passing]
             result.geomean_ci = bootstrap(speedups, intervals)  # type: ignore[arg-type]
         else:
-            result.geomean_note = (
-                f"no interval over {len(speedups)} models: {MIN_MODELS_FOR_INTERVAL} at least"
-            )
+            result.geomean_note = f"no interval over {len(speedups)} models: {MIN_BOOTSTRAP_JOBS} at least"
     compile_s = [o.compile_s for o in outcomes if o.compile_s is not None]
     if compile_s:
         result.compile_s_median = statistics.median(compile_s)

@@ -49,7 +49,7 @@ from pipeline.measure.stats import sample_std, t975
 from pipeline.status import FINISHED, JOB_LOST, NON_FINITE_LOSS, RESULT_NOT_LOGGED, SKIPPED
 from pipeline.sweep import suite
 from pipeline.sweep.pareto import MEMORY_METRICS, ParetoFront, pareto_front
-from pipeline.sweep.suite import SuiteAnswer, geomean
+from pipeline.sweep.suite import MIN_BOOTSTRAP_JOBS, SuiteAnswer, geomean
 from pipeline.sweep.verdict import SEVERE_SLOWDOWN, Z95, Estimate, Rule, Verdict, decide, severe_job
 from pipeline.sweep_context import SweepContext
 from pipeline.tracking import RunRecord
@@ -58,8 +58,6 @@ AMP_PRECISIONS = ("amp", "amp_fp16")
 FP32_PRECISIONS = ("fp32",)
 SUITE = "suite"  # sweep.kind of a suite: one compile configuration over many models
 BOOTSTRAP_SAMPLES = 2000
-# A bootstrap over fewer jobs than this has too few values to resample to say how far their mean could be.
-MIN_BOOTSTRAP_JOBS = 5
 
 
 @dataclass(kw_only=True)

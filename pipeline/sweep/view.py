@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 from pipeline.display import DASH, figure, unit_word
 from pipeline.job.outcome import shown_key, shown_tags
-from pipeline.measure.objective import Objective
+from pipeline.measure.objective import SAMPLES_PER_S, SPEEDUP, TOKENS_PER_S, Objective
 from pipeline.measure.registry import METRICS
+from pipeline.sweep.pareto import COMPILE_METRIC, MEMORY_METRICS
 from pipeline.sweep.render import identity_columns, joined_identity, sorted_rows
 from pipeline.sweep.summary import Row, Summary
 from pipeline.tracking import RunRecord, Tracker
@@ -26,13 +27,7 @@ SWEEP_VIEW_PREFIX = "sweep-"  # the views this project makes; others (a user's o
 KEEP_VIEWS = 30  # of ours per experiment, below the UI's 40, leaving room for a user's own views
 MAX_VALUE_CHARS = 20_000  # the UI refuses longer view values
 
-SPEEDUP = "speedup/vs_eager"
-LATENCY_TAIL = "latency/p99_ms"
-SAMPLES_PER_S = "throughput/samples_per_s"
-TOKENS_PER_S, FIRST_TOKEN = "throughput/tokens_per_s", "generate/ttft_p50_ms"
-# Where the figures live on each device: the caching allocator's peak on a GPU, the process's RSS on a CPU.
-MEMORY = ("memory/peak_reserved_gib", "memory/cpu_rss_peak_gib")
-COMPILE = "compile/total_s"
+LATENCY_TAIL, FIRST_TOKEN = "latency/p99_ms", "generate/ttft_p50_ms"
 # The sweep's answer per row (set at its end, `publish_sweep_view`): the winner marked on its own row.
 VERDICT_TAG = "verdict"
 LAST_TAGS = ("noisy",)  # the job's own warning
@@ -173,7 +168,7 @@ def columns_for(
     """The tag columns: each job's verdict, its figures rounded with their intervals (`shown_tags`), the
     speedup, compile time and memory, the `noisy` flag last; once the sweep has run (`tags` given),
     only those some run has."""
-    metrics = [*figure_metrics(objective, logged), SPEEDUP, COMPILE, *MEMORY]
+    metrics = [*figure_metrics(objective, logged), SPEEDUP, COMPILE_METRIC, *MEMORY_METRICS]
     context = {"latency/p50_ms": 1.0} if LATENCY_TAIL in metrics else None
     shown = [key for m in metrics if (key := shown_key(m, unit, context)) is not None]
     names = [VERDICT_TAG, *dict.fromkeys(shown), *LAST_TAGS]
@@ -211,11 +206,11 @@ def sweep_view(
     """The view of one sweep: its runs only (the parent and its jobs carry `sweep_id`)."""
     # The chart view's metrics: the figures, the speedup, compile time, memory, the curves; once the
     # sweep has run, only those it logged; never more than MAX_CHARTS.
-    charts = [*figure_metrics(objective, logged), SPEEDUP, COMPILE, *MEMORY, CURVES[0]]
+    charts = [*figure_metrics(objective, logged), SPEEDUP, COMPILE_METRIC, *MEMORY_METRICS, CURVES[0]]
     if logged is not None:
         charts = [m for m in charts if m in logged]
-    elif MEMORY[0] in charts:  # before the sweep: one memory chart (the device's is not known yet)
-        charts.remove(MEMORY[1])
+    elif MEMORY_METRICS[0] in charts:  # before the sweep: one memory chart (the device's is not known yet)
+        charts.remove(MEMORY_METRICS[1])
     charts = charts[:MAX_CHARTS]
     every = logged if logged is not None else set(METRICS)
     return RunsView(
