@@ -60,6 +60,16 @@ def identity_tags(cfg: Config, varied: list[str] | tuple[str, ...] = ()) -> dict
     return {k: v for k, v in identity(cfg, varied).items() if not (k in ("teacher", "loss") and v == "-")}
 
 
+def job_tags(cfg: Config, varied: list[str] | tuple[str, ...], job_dir: Any) -> dict[str, str]:
+    """A job's run tags: its identity, the hashes that resume and the verdict match on, its folder."""
+    return {
+        **identity_tags(cfg, varied),
+        "config_hash": config_hash(cfg),
+        "pool_hash": pool_hash(cfg),
+        "job_dir": str(job_dir),
+    }
+
+
 def extra_keys(varied: list[str] | tuple[str, ...]) -> list[str]:
     """The swept keys the fixed identity lacks, normalized (`+model.kwargs.depth` -> `model.kwargs.depth`)."""
     keys = (key.lstrip("+~") for key in varied)

@@ -49,6 +49,11 @@ def printable(text: str) -> str:
     )
 
 
+def config_error_lines(errors: list[Any]) -> str:
+    """Each error (ConfigError) as its `config error: ...` line, the way every refusal is printed."""
+    return "\n".join(f"config error: {printable(str(e))}" for e in errors)
+
+
 def yaml_error(err: BaseException) -> BaseException | None:
     """The YAML syntax error behind a composition error, if that is what it is."""
     import yaml

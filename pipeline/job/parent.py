@@ -15,11 +15,11 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from pipeline.config.compose import printable
+from pipeline.config.compose import config_error_lines
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import Config, to_dict
 from pipeline.display import wrapped
-from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
+from pipeline.identity import config_hash, job_tags, run_name
 from pipeline.job.gpu_pool import gpu_slot, pool_lock_dir
 from pipeline.job.outcome import noise, one_line, run_payload
 from pipeline.job.progress import JobProgress, sweep_status
@@ -130,12 +130,7 @@ class JobParent:
             print(sweep_status(Path(self.place.sweep.sweep_dir), self.place.sweep.total_jobs), flush=True)
 
     def tags(self) -> dict[str, str]:
-        tags = {
-            **identity_tags(self.config, self.varied),
-            "config_hash": self.config_hash,
-            "pool_hash": pool_hash(self.config),
-            "job_dir": str(self.job_dir),
-        }
+        tags = job_tags(self.config, self.varied, self.job_dir)
         if self.place.sweep is not None:
             tags.update({"sweep_id": self.place.sweep.sweep_id, "job_num": str(self.place.job_num)})
         slurm = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID")
@@ -377,5 +372,4 @@ def record_bad_job(sweep: SweepContext, err: ConfigError, overrides: list[str], 
 
 
 def report_config_error(err: ConfigError) -> None:
-    for e in err.errors:
-        print(f"config error: {printable(str(e))}", file=sys.stderr, flush=True)
+    print(config_error_lines(err.errors), file=sys.stderr, flush=True)

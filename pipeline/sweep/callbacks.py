@@ -25,7 +25,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from pipeline.config.checks import raise_first
-from pipeline.config.compose import describe_compose_error, printable
+from pipeline.config.compose import config_error_lines, describe_compose_error, printable
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import Config, MlflowConfig
 from pipeline.display import unit_word
@@ -183,10 +183,6 @@ def multirun_command() -> str:
 def _bad_input(line: str) -> SweepStopped:
     """Bad input, refused in one line before anything starts (exit code 2)."""
     return SweepStopped(f"config error: {line}", EXIT_BAD_INPUT)
-
-
-def config_error_lines(errors: list[ConfigError]) -> str:
-    return "\n".join(f"config error: {printable(str(e))}" for e in errors)
 
 
 def check_planned_jobs(config: DictConfig) -> list[str]:

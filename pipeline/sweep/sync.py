@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from pipeline.config.schema import from_dict
-from pipeline.identity import config_hash, identity_tags, pool_hash, run_name
+from pipeline.identity import job_tags, run_name
 from pipeline.job.outcome import run_payload
 from pipeline.job.result import JobResult, recorded_run_id
 from pipeline.jobdir import JOB_CONFIG, RESULT, RUN_ID, JobDir, job_files
@@ -56,13 +56,7 @@ def sync_one(tracker: Tracker, result_path: Path) -> tuple[str, str]:
     if run is None:
         sweep = SweepContext.load(job_dir.parent)
         varied = sweep.axes if sweep else []
-        tags = {
-            **identity_tags(cfg, varied),
-            "config_hash": config_hash(cfg),
-            "pool_hash": pool_hash(cfg),
-            "job_dir": str(job_dir),
-            "synced_later": "true",
-        }
+        tags = job_tags(cfg, varied, job_dir) | {"synced_later": "true"}
         parent = None
         if sweep is not None:
             tags["sweep_id"] = sweep.sweep_id
