@@ -150,6 +150,34 @@ def test_an_open_or_imprecise_answer_measures_on_until_the_budget():
     assert "within budget" in stop.words() and stop.confidence == pytest.approx(1 - 0.05 / 7)
 
 
+def test_the_sweeps_note_tells_a_direction_decided_within_budget_from_an_undecided_one():
+    """A job out of budget with its speedup's direction known is less precise, not undecided (its own
+    line says `faster but imprecise within budget`); only a paired job without a direction is undecided."""
+    from pipeline.sweep.summary import Row, measuring_note
+
+    def stopped(name: str, interval: tuple[float, float, float] | None) -> Row:
+        measuring = seq.Measuring(seq.Looks.plan(10, 10), RULE, paired=interval is not None)
+        stop = measuring.look(10, 30.0, *(interval or (9.0, 10.0, 11.5)))
+        assert stop is not None and stop.reason == seq.BUDGET
+        speedup = {"speedup/vs_eager": interval[1]} if interval else {}
+        return Row(name=name, status="FINISHED", config={}, metrics={**stop.metrics(), **speedup})
+
+    rows = [
+        stopped("faster", (1.10, 1.30, 1.60)),
+        stopped("open", (0.97, 1.02, 1.08)),
+        stopped("eager", None),
+    ]
+    note = measuring_note(rows)
+    assert note is not None and "0 of 3 stopped decided" in note
+    assert (
+        "2 ran to their budget or a fixed length less precise than benchmark.target_pct (faster, eager)"
+        in note
+    )
+    assert "1 ran to their budget or a fixed length with their speedup undecided (open)" in note
+    old = Row(name="old", status="FINISHED", config={}, metrics={**rows[0].metrics, "measure/answered": 0.0})
+    assert "with their speedup undecided (old)" in measuring_note([old])  # type: ignore[operator]
+
+
 def test_a_lone_figure_stops_once_precise():
     measuring = seq.Measuring(seq.Looks.plan(10, 100), RULE, paired=False)
     assert measuring.look(10, 1.0, 9.0, 10.0, 11.5) is None

@@ -261,6 +261,11 @@ METRICS: dict[str, Metric] = {
         "sweep.min_effect_pct and within benchmark.target_pct; a lone figure within benchmark.target_pct), 0 if "
         "benchmark.budget_s ran out first",
     ),
+    "measure/answered": Metric(
+        "bool",
+        "a paired job's: 1 if its speedup's direction was decided when it stopped (faster, slower, or no difference "
+        "beyond sweep.min_effect_pct), however precise",
+    ),
     "measure/interval_level_pct": Metric(
         "%",
         "the level of each interval the job reports at its stopping look (95% over all its looks together: "

@@ -122,11 +122,13 @@ class Stop:
     paired: bool = True  # the question was the paired speedup's; else the lone figure's precision
 
     def metrics(self) -> dict[str, float]:
+        answered = {"measure/answered": float(self.answer is not None)} if self.paired else {}
         return {
             "measure/seconds": self.seconds,
             "measure/rounds": float(self.rounds),
             "measure/looks": float(self.look),
             "measure/decided": float(self.reason in (DECIDED, PRECISE)),
+            **answered,
             "measure/interval_level_pct": 100 * self.confidence,
         }
 

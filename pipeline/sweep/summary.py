@@ -564,15 +564,24 @@ def measuring_note(rows: list[Row]) -> str | None:
     if not timed:
         return None
     seconds = sorted(r.metrics["measure/seconds"] for r in timed)
-    open_ = [r.name for r in timed if not r.metrics.get("measure/decided")]
+    open_ = [r for r in timed if not r.metrics.get("measure/decided")]
+    # A paired job's direction (measure/answered; older runs lack it: undecided) may be known when its
+    # interval is not yet as precise as benchmark.target_pct asks.
+    undecided = [r for r in open_ if r.speedup is not None and not r.metrics.get("measure/answered")]
+    imprecise = [r for r in open_ if not any(r is u for u in undecided)]
     took = f"{seconds[0]:.1f} s" if len(seconds) == 1 else f"{seconds[0]:.1f}-{seconds[-1]:.1f} s"
     note = f"the jobs measured {took} of timed rounds each; {len(timed) - len(open_)} of {len(timed)} stopped decided"
-    if open_:
-        shown = ", ".join(open_[:3]) + (f" and {len(open_) - 3} more" if len(open_) > 3 else "")
-        note += (
-            f", {len(open_)} ran to their budget or a fixed length undecided ({shown}: benchmark.budget_s)"
-        )
-    return note
+    for rows, how in (
+        (imprecise, "less precise than benchmark.target_pct"),
+        (undecided, "with their speedup undecided"),
+    ):
+        if rows:
+            note += f", {len(rows)} ran to their budget or a fixed length {how} ({_names(rows)})"
+    return note + (" (benchmark.budget_s)" if open_ else "")
+
+
+def _names(rows: list[Row]) -> str:
+    return ", ".join(r.name for r in rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
 
 
 def _notes(summary: Summary) -> None:
