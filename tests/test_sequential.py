@@ -155,25 +155,27 @@ def test_the_sweeps_note_tells_a_direction_decided_within_budget_from_an_undecid
     line says `faster but imprecise within budget`); only a paired job without a direction is undecided."""
     from pipeline.sweep.summary import Row, measuring_note
 
-    def stopped(name: str, interval: tuple[float, float, float] | None) -> Row:
+    def stopped(name: str, interval: tuple[float, float, float] | None, said: str) -> Row:
         measuring = seq.Measuring(seq.Looks.plan(10, 10), RULE, paired=interval is not None)
         stop = measuring.look(10, 30.0, *(interval or (9.0, 10.0, 11.5)))
-        assert stop is not None and stop.reason == seq.BUDGET
+        assert (
+            stop is not None
+            and stop.reason == seq.BUDGET
+            and stop.brief() == f"{said} within budget (30.0 s)"
+        )
         speedup = {"speedup/vs_eager": interval[1]} if interval else {}
         return Row(name=name, status="FINISHED", config={}, metrics={**stop.metrics(), **speedup})
 
     rows = [
-        stopped("faster", (1.10, 1.30, 1.60)),
-        stopped("open", (0.97, 1.02, 1.08)),
-        stopped("eager", None),
+        stopped("faster", (1.10, 1.30, 1.60), "faster but imprecise"),
+        stopped("open", (0.97, 1.02, 1.08), "undecided"),
+        stopped("eager", None, "imprecise"),  # a lone figure: its question is its precision
     ]
     note = measuring_note(rows)
+    budget = "ran to their budget (benchmark.budget_s) or a fixed length"
     assert note is not None and "0 of 3 stopped decided" in note
-    assert (
-        "2 ran to their budget or a fixed length less precise than benchmark.target_pct (faster, eager)"
-        in note
-    )
-    assert "1 ran to their budget or a fixed length with their speedup undecided (open)" in note
+    assert f"2 {budget} less precise than benchmark.target_pct (faster, eager)" in note
+    assert f"1 {budget} with their speedup undecided (open)" in note
     old = Row(name="old", status="FINISHED", config={}, metrics={**rows[0].metrics, "measure/answered": 0.0})
     assert "with their speedup undecided (old)" in measuring_note([old])  # type: ignore[operator]
 

@@ -321,7 +321,8 @@ class BenchmarkConfig:
         30.0,
         "seconds of timed rounds a job may spend answering its question (the paired speedup clear of or within "
         "sweep.min_effect_pct, its interval within benchmark.target_pct; a lone figure's interval within "
-        "benchmark.target_pct); then it says `undecided within budget`. 0: one look after the first rounds",
+        "benchmark.target_pct); then it says `undecided within budget`, or with its direction known `faster but imprecise "
+        "within budget` (a lone figure: `imprecise within budget`). 0: one look after the first rounds",
         ge=0,
     )
     target_pct: float = doc(

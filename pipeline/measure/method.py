@@ -31,7 +31,7 @@ def describe_method(
         f"at least {measured} measured {units} and {benchmark.rounds} rounds before the first look); {clock}; no host sync inside a round.",
         f"Measuring until decided: looks at round counts fixed in advance (each about 1.5x the last, the last at what benchmark.budget_s="
         f"{benchmark.budget_s:g} s of rounds holds); at each look the job stops once {question}, or at the last look "
-        "(undecided within budget). Each of the K looks spends 5%/K (Bonferroni), so every interval reported holds with 95% "
+        "(out of budget: undecided, or imprecise). Each of the K looks spends 5%/K (Bonferroni), so every interval reported holds with 95% "
         "over all looks together, wherever the job stopped (measure/* says how long it measured and why it stopped).",
         f"Statistics: median (p50), mean, p10, p90, std, and a 95% interval of the median that counts the {units}' effective number "
         f"(consecutive {units} are autocorrelated: n (1 - rho) / (1 + rho) from their lag-1 autocorrelation rho). A job whose p10-p90 spread exceeds "

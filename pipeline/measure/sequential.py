@@ -112,7 +112,7 @@ def speedup_interval(log_ratios: list[float], confidence: float) -> tuple[float,
 class Stop:
     """Why and when a job stopped measuring."""
 
-    reason: str  # DECIDED, PRECISE, BUDGET (undecided within budget) or FIXED (benchmark.budget_s=0)
+    reason: str  # DECIDED, PRECISE, BUDGET (out of budget first) or FIXED (benchmark.budget_s=0)
     answer: str | None  # paired: FASTER, SLOWER or SAME once decided; None otherwise
     rounds: int  # rounds per variant at the stopping look
     look: int  # which look (1-based) of `looks`
@@ -133,14 +133,16 @@ class Stop:
         }
 
     def brief(self) -> str:
-        """The same for a job's last line: `decided in 3.2 s`, `undecided within budget (30.1 s)`; empty for a
+        """The same for a job's last line: `decided in 3.2 s`, `faster but imprecise within budget (30.1 s)`,
+        `undecided within budget (30.1 s)`, a lone figure's `imprecise within budget (30.1 s)`; empty for a
         fixed length."""
         if self.reason in (DECIDED, PRECISE):
             return f"{self.reason} in {self.seconds:.1f} s"
         if self.reason == FIXED:
             return ""
-        if self.paired and self.answer:
-            return f"{self.answer} but imprecise within budget ({self.seconds:.1f} s)"
+        if not self.paired or self.answer:  # a lone figure's question is its precision
+            answer = f"{self.answer} but " if self.answer else ""
+            return f"{answer}imprecise within budget ({self.seconds:.1f} s)"
         return f"undecided within budget ({self.seconds:.1f} s)"
 
     def words(self) -> str:

@@ -576,8 +576,8 @@ def measuring_note(rows: list[Row]) -> str | None:
         (undecided, "with their speedup undecided"),
     ):
         if rows:
-            note += f", {len(rows)} ran to their budget or a fixed length {how} ({_names(rows)})"
-    return note + (" (benchmark.budget_s)" if open_ else "")
+            note += f", {len(rows)} ran to their budget (benchmark.budget_s) or a fixed length {how} ({_names(rows)})"
+    return note
 
 
 def _names(rows: list[Row]) -> str:
