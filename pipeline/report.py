@@ -42,6 +42,14 @@ from pipeline.sweep_context import SweepContext
 from pipeline.tracking import Tracker, TrackingUnavailable
 
 
+def _without_multirun_flag(argv: list[str]) -> list[str]:
+    """`--plan -m OVERRIDE ...` as `--plan OVERRIDE ...`: the run command's own words pasted (a plan is a multirun)."""
+    if "--plan" not in argv:
+        return argv
+    start = argv.index("--plan")
+    return argv[: start + 1] + [a for a in argv[start + 1 :] if a not in ("-m", "--multirun")]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m pipeline.report",
@@ -89,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="--sweep: write the summary files into the sweep's folder (or --out) and log them, the aggregates and the verdict to its parent run again",
     )
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_without_multirun_flag(sys.argv[1:] if argv is None else argv))
     if args.results is not None:
         return summarize_folders(args.results, args.out)
     if args.plan is not None:

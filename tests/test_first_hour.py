@@ -334,6 +334,6 @@ def test_the_plan_lists_the_jobs_with_the_time_earlier_runs_of_them_took(tmp_pat
     (known,) = [line for line in lines if "earlier run" in line and "~" in line]
     assert "vit_tiny·amp·eager" in known and "(median of 2 earlier run(s))" in known
     assert lines[-1].startswith(f"estimate: ~{format_duration(50.0)} for the 1 job(s) run before, plus 3")
-    proc = run_report("--plan", "compile.mode=fast")
+    proc = run_report("--plan", "-m", "compile.mode=fast")  # the run command's -m, pasted with it
     assert proc.returncode == 2 and "compile.mode='fast' is not allowed" in proc.stdout
     assert not (tmp_path / "outputs").exists()
