@@ -77,6 +77,18 @@ def bad(overrides: list[str]) -> ConfigError:
         (["trainer.batch_size=0"], "trainer.batch_size", 0, "> 0"),
         (["compile.mode=fast"], "compile.mode", "fast", "max-autotune-no-cudagraphs"),
         (["compile.backend=nope"], "compile.backend", "nope", "inductor"),
+        (
+            ["compile.mode=max_autotune"],
+            "compile.mode",
+            "max_autotune",
+            "did you mean compile.mode=max-autotune? ",
+        ),
+        (
+            ["compile.backend=indcutor"],
+            "compile.backend",
+            "indcutor",
+            "did you mean compile.backend=inductor? ",
+        ),
         (["compile.scope=everything"], "compile.scope", "everything", "model_and_loss"),
         (["device=tpu"], "device", "tpu", "auto, cuda, cpu"),
         (["compile.mode=eager", "compile.fullgraph=true"], "compile.fullgraph", True, "compile.mode=eager"),

@@ -14,7 +14,7 @@ from typing import Any
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
-from pipeline.config.errors import ConfigError
+from pipeline.config.errors import ConfigError, not_one_of
 from pipeline.config.schema import Config, to_config, unknown_keys
 
 # A scenario's own text (a generation prompt) may hold line breaks; its config class checks it.
@@ -78,7 +78,7 @@ def _value_errors(key: str, value: Any) -> Iterator[ConfigError]:
 
 def _constraint_errors(key: str, value: Any, meta: Any) -> Iterator[ConfigError]:
     if "choices" in meta and value not in meta["choices"]:
-        yield ConfigError(key, value, "allowed values are " + ", ".join(meta["choices"]))
+        yield not_one_of(key, value, meta["choices"])
     if "gt" in meta and not value > meta["gt"]:
         yield ConfigError(key, value, f"must be > {meta['gt']:g}")
     if "ge" in meta and not value >= meta["ge"]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from pipeline.redaction import MASK, looks_secret
@@ -21,3 +22,10 @@ class ConfigError(ValueError):
     def shown(self) -> Any:
         """The value as it may be written anywhere."""
         return MASK if looks_secret(self.key) else self.value
+
+
+def not_one_of(key: str, value: Any, choices: Any) -> ConfigError:
+    """`value` is not among `choices`: the allowed values, with the closest one first where it is a typo."""
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+    hint = f"did you mean {key}={close[0]}? " if close else ""
+    return ConfigError(key, value, f"{hint}allowed values are " + ", ".join(map(str, choices)))

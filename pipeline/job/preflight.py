@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 
 from pipeline.config import known_good
 from pipeline.config.checks import check, raise_first
-from pipeline.config.errors import ConfigError
+from pipeline.config.errors import ConfigError, not_one_of
 from pipeline.config.schema import CPU_RANKS, CompileConfig, Config, MlflowConfig, ModelConfig
 from pipeline.job.gpu_pool import pool_indices
 from pipeline.nvml import nvml
@@ -275,7 +275,7 @@ def backend_errors(backend: str) -> list[ConfigError]:
     backends = sorted(torch._dynamo.list_backends(exclude_tags=()))
     if backend in backends:
         return []
-    return [ConfigError("compile.backend", backend, "allowed values are " + ", ".join(backends))]
+    return [not_one_of("compile.backend", backend, backends)]
 
 
 def inductor_option_errors(settings: CompileConfig) -> list[ConfigError]:
