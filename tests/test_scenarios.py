@@ -223,7 +223,11 @@ def test_the_generation_defaults_fit_the_tiny_model():
 @pytest.mark.parametrize(
     "overrides, key, allowed",
     [
-        (["scenario=generate", "model=vit_tiny"], "scenario", "model=vit_tiny does not list it"),
+        (
+            ["scenario=generate", "model=vit_tiny"],
+            "scenario",
+            "model=vit_tiny does not list it in its config's `scenarios` (none); models that do: gpt2, gpt2_tiny, hf/",
+        ),
         (
             ["scenario=generate", "model=bert_tiny"],
             "scenario",

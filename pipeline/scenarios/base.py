@@ -8,14 +8,28 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+import yaml
+
 from pipeline.config.errors import ConfigError
 from pipeline.config.fields import doc
 from pipeline.measure.objective import Work
+from pipeline.provenance import PROJECT_ROOT
 
 if TYPE_CHECKING:
     from pipeline.config.schema import Config
 
 NO_LOSS_SCOPES = ("model", "regional", "step")  # what a scenario without a loss can compile
+
+
+def models_listing(scenario: str) -> list[str]:
+    """The model options (`conf/model/`) whose config lists this opt-in scenario in `scenarios`."""
+    folder = PROJECT_ROOT / "conf" / "model"
+    listed = [
+        p
+        for p in folder.rglob("*.yaml")
+        if scenario in (yaml.safe_load(p.read_text()) or {}).get("scenarios", [])
+    ]
+    return sorted(str(p.relative_to(folder).with_suffix("")) for p in listed)
 
 
 @dataclass(kw_only=True)
@@ -42,7 +56,7 @@ class ScenarioConfig:
                 "scenario",
                 self.name,
                 f"model={cfg.model.id} does not list it in its config's `scenarios` "
-                f"({', '.join(cfg.model.scenarios) or 'none'})",
+                f"({', '.join(cfg.model.scenarios) or 'none'}); models that do: {', '.join(models_listing(self.name))}",
             )
             return
         if not self.trains:
