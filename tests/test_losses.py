@@ -259,3 +259,14 @@ def test_a_language_model_compiles_regionally_with_inductor(tmp_path: Path, stor
     (run,) = runs(store)
     assert run.info.status == "FINISHED", run.data.tags.get("error_message")
     assert run_info(run)["info"]["compiled_regions"] == 2 and run.data.metrics["diagnose/graph_breaks"] == 0
+
+
+def test_a_teacher_that_does_not_fit_names_teachers_that_do_and_they_do():
+    with pytest.raises(ConfigError) as info:
+        validate(compose(["model=vit_tiny", "loss=distillation"]))  # ViT-B/16 teacher, 1000 classes
+    named = (
+        info.value.allowed.split("teachers that fit (model@loss.teacher=): ")[1].split(" and ")[0].split(", ")
+    )
+    assert "vit_tiny_d3" in named or "vit_tiny" in named, named
+    for teacher in named[:2]:
+        validate(compose(["model=vit_tiny", "loss=distillation", f"model@loss.teacher={teacher}"]))

@@ -18,7 +18,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from pipeline.config.errors import ConfigError
 from pipeline.config.fields import doc
 from pipeline.scenarios import scenario_config
-from pipeline.scenarios.base import ScenarioConfig
+from pipeline.scenarios.base import ScenarioConfig, model_options
 
 COMPILE_MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 COMPILE_SCOPES = ("model", "loss", "model_and_loss", "regional", "step")
@@ -619,27 +619,43 @@ def _parallel_fits(cfg: Config) -> Iterator[ConfigError]:
 
 
 def _teacher_fits_student(student: InputSpec, teacher: InputSpec) -> Iterator[ConfigError]:
-    at = "loss.teacher.input"
+    if (mismatch := _input_mismatch(student, teacher)) is not None:
+        key, value, why = mismatch
+        fit = [name for name, spec in _model_inputs().items() if _input_mismatch(student, spec) is None]
+        more = f" and {len(fit) - 5} more" if len(fit) > 5 else ""
+        some = ", ".join(fit[:5]) + more if fit else "none in conf/model/"
+        yield ConfigError(
+            f"loss.teacher.input.{key}", value, f"{why}; teachers that fit (model@loss.teacher=): {some}"
+        )
+
+
+def _input_mismatch(student: InputSpec, teacher: InputSpec) -> tuple[str, Any, str] | None:
+    """The first input key on which a teacher cannot eat the student's batch, with its value and why."""
     width = "num_classes" if student.kind == "image" or student.target == "class" else "vocab_size"
     if teacher.kind != student.kind:
-        yield ConfigError(
-            f"{at}.kind", teacher.kind, f"must match the student's model.input.kind={student.kind!r}"
-        )
-        return
+        return "kind", teacher.kind, f"must match the student's model.input.kind={student.kind!r}"
     if getattr(teacher, width) != getattr(student, width):
-        yield ConfigError(
-            f"{at}.{width}",
-            getattr(teacher, width),
-            f"must equal the student's model.input.{width}={getattr(student, width)} (logits are compared)",
+        logits = (
+            f"must equal the student's model.input.{width}={getattr(student, width)} (logits are compared)"
         )
-        return
+        return width, getattr(teacher, width), logits
     for dim in ("channels", "height", "width") if student.kind == "image" else ("seq_len",):
         if getattr(teacher, dim) != getattr(student, dim):
-            yield ConfigError(
-                f"{at}.{dim}",
-                getattr(teacher, dim),
-                f"must equal model.input.{dim}={getattr(student, dim)} (the teacher sees the student's batch)",
+            batch = (
+                f"must equal model.input.{dim}={getattr(student, dim)} (the teacher sees the student's batch)"
             )
+            return dim, getattr(teacher, dim), batch
+    return None
+
+
+def _model_inputs() -> dict[str, InputSpec]:
+    """The `model` group's options by the input each file declares."""
+    known = {f.name for f in dataclasses.fields(InputSpec)}
+    return {
+        name: InputSpec(**{k: v for k, v in node["input"].items() if k in known})
+        for name, node in model_options().items()
+        if isinstance(node.get("input"), dict)
+    }
 
 
 # ------------------------------------------------------------------------------------ composing

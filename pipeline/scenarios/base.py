@@ -4,9 +4,10 @@ holds its keys, its checks against the rest of the config (`fits`), the work of 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 
@@ -21,15 +22,17 @@ if TYPE_CHECKING:
 NO_LOSS_SCOPES = ("model", "regional", "step")  # what a scenario without a loss can compile
 
 
-def models_listing(scenario: str) -> list[str]:
-    """The model options (`conf/model/`) whose config lists this opt-in scenario in `scenarios`."""
+@functools.cache
+def model_options() -> dict[str, dict[str, Any]]:
+    """Each option of the `model` group (`vit_tiny`, `timm/resnet18`) with its file's keys, as written."""
     folder = PROJECT_ROOT / "conf" / "model"
-    listed = [
-        p
-        for p in folder.rglob("*.yaml")
-        if scenario in (yaml.safe_load(p.read_text()) or {}).get("scenarios", [])
-    ]
-    return sorted(str(p.relative_to(folder).with_suffix("")) for p in listed)
+    files = sorted(folder.rglob("*.yaml"))
+    return {str(p.relative_to(folder).with_suffix("")): yaml.safe_load(p.read_text()) or {} for p in files}
+
+
+def models_listing(scenario: str) -> list[str]:
+    """The model options whose config lists this opt-in scenario in `scenarios`."""
+    return [name for name, keys in model_options().items() if scenario in keys.get("scenarios", [])]
 
 
 @dataclass(kw_only=True)
