@@ -24,15 +24,23 @@ NO_LOSS_SCOPES = ("model", "regional", "step")  # what a scenario without a loss
 
 @functools.cache
 def model_options() -> dict[str, dict[str, Any]]:
-    """Each option of the `model` group (`vit_tiny`, `timm/resnet18`) with its file's keys, as written."""
+    """Each option of the `model` group (`vit_tiny`, `timm/resnet18`) with its file's keys, as written; a
+    file that is not a YAML mapping is left out (Hydra refuses it where it is used)."""
     folder = PROJECT_ROOT / "conf" / "model"
-    files = sorted(folder.rglob("*.yaml"))
-    return {str(p.relative_to(folder).with_suffix("")): yaml.safe_load(p.read_text()) or {} for p in files}
+    options = {}
+    for path in sorted(folder.rglob("*.yaml")):
+        try:
+            keys = yaml.safe_load(path.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        if isinstance(keys, dict):
+            options[str(path.relative_to(folder).with_suffix(""))] = keys
+    return options
 
 
 def models_listing(scenario: str) -> list[str]:
     """The model options whose config lists this opt-in scenario in `scenarios`."""
-    return [name for name, keys in model_options().items() if scenario in keys.get("scenarios", [])]
+    return [name for name, keys in model_options().items() if scenario in (keys.get("scenarios") or [])]
 
 
 @dataclass(kw_only=True)
