@@ -481,3 +481,22 @@ def test_the_example_scenario_gets_its_weights_dtype_and_compile_time_without_wr
     weights = {p.dtype for p in compiled.forward.parameters()}
     assert weights == {torch.bfloat16}, weights
     assert variant.setup_s > 0 and compiled.kwargs["backend"] == "aot_eager"
+
+
+def test_the_model_options_skip_a_file_that_is_not_a_yaml_mapping(tmp_path: Path, monkeypatch):
+    from pipeline.scenarios import base
+
+    models = tmp_path / "conf" / "model"
+    (models / "hf").mkdir(parents=True)
+    (models / "lm.yaml").write_text("id: lm\nscenarios: [train, generate]\n")
+    (models / "hf" / "other.yaml").write_text("id: other\nscenarios: [generate]\n")
+    (models / "broken.yaml").write_text("id: [unclosed\n")
+    (models / "a_list.yaml").write_text("- 1\n")
+    (models / "none.yaml").write_text("id: none\nscenarios: null\n")
+    monkeypatch.setattr(base, "PROJECT_ROOT", tmp_path)
+    base.model_options.cache_clear()
+    try:
+        assert sorted(base.model_options()) == ["hf/other", "lm", "none"]
+        assert base.models_listing("generate") == ["hf/other", "lm"]
+    finally:
+        base.model_options.cache_clear()
