@@ -286,6 +286,7 @@ def test_help_says_what_the_tool_is_and_how_to_start():
     assert proc.stdout.startswith("compile-sweeps: measure torch.compile configurations")
     assert "experiment=cpu_smoke" in proc.stdout and "sweep: compile_search" in proc.stdout
     assert "is powered by Hydra" not in proc.stdout
+    assert "docs/reference.md" in proc.stdout and (ROOT / "docs" / "reference.md").exists()  # every key
     # within 100 columns, every group's every option listed (Hydra's own listing: one line a group)
     assert max(len(line) for line in proc.stdout.splitlines()) <= 100, proc.stdout
     for option in ("resnet18", "xcit_small_12_p16_224", "cpu_smoke", "throughput_search"):
