@@ -395,3 +395,35 @@ def test_unreadable_job_results_are_named_by_sync_and_report_results(tmp_path: P
         assert any(f"{sweep_dir / name / 'result.json'}: " in line for line in errors), errors
     assert any(f"{sweep_dir / '5'} holds no result.json" in line for line in errors), errors
     assert (sweep_dir / "summary.md").read_bytes() == own_summary
+
+
+def test_sync_logs_a_result_mlflow_never_had_into_a_new_run_the_sweeps_end_counts(tmp_path: Path, store: str):
+    """A sweep's job whose run the store lacks (deleted by hand: the parent is there, the job's run not):
+    `--sync` makes it a run of the sweep, tagged with its job number, so the sweep's end counts it."""
+    from pipeline.config.schema import to_config, to_dict
+    from pipeline.jobdir import JobDir
+    from pipeline.sweep.finish import missing_jobs
+    from pipeline.sweep.sync import sync_one
+    from pipeline.sweep_context import SweepContext
+    from tests.conftest import compose
+
+    tracker = Tracker(store, "compile-sweeps")
+    parent = tracker.start_run("sweep", {"sweep_id": "gone", "sweep_parent": "true"})
+    sweep_dir = tmp_path / "multirun"
+    sweep_dir.mkdir()
+    sweep = SweepContext(
+        sweep_id="gone", parent_run_id=parent, sweep_dir=str(sweep_dir), tracking_uri=store,
+        experiment="compile-sweeps", total_jobs=1, axes=["compile.mode"],
+    )  # fmt: skip
+    sweep.save()
+    job = JobDir(sweep_dir / "0")
+    job.path.mkdir()
+    job.job_config.write_text(json.dumps(to_dict(to_config(compose(EAGER)))))
+    JobResult("FINISHED", {"step/p50_ms": 2.0}, info={"job_num": 0}, mlflow_run_id="0" * 32).write(job.result)
+    assert missing_jobs(tracker, sweep) == [0]
+    run_id, done = sync_one(tracker, job.result)
+    assert done.startswith("logged into a new run"), done
+    tags = tracker.get_run(run_id).tags  # type: ignore[union-attr]
+    assert (tags["sweep_id"], tags["job_num"], tags["synced_later"]) == ("gone", "0", "true"), tags
+    assert tags["mlflow.parentRunId"] == parent and missing_jobs(tracker, sweep) == []
+    assert JobResult.read(job.result).mlflow_synced

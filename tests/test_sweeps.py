@@ -69,6 +69,7 @@ def test_2x2_sweep_gives_one_parent_four_children_summary_and_plots(tmp_path: Pa
     results = [json.loads(p.read_text()) for p in (tmp_path / "multirun").glob("*/result.json")]
     worker_pids = {r["info"]["worker_pid"] for r in results}
     assert len(worker_pids) == 4 and not worker_pids & {r["info"]["parent_pid"] for r in results}
+    assert sorted(r["info"]["job_num"] for r in results) == [0, 1, 2, 3]  # what --sync tags a late run with
     # The sweep's wall time spans every job: from the parent's start to after the last child's end.
     last_child_end = max(k.info.end_time for k in kids) / 1000
     sweep_wall = parent.data.metrics["sweep/wall_s"]

@@ -227,6 +227,8 @@ class JobParent:
         if self.gpu_wait_s:
             result.metrics["job/gpu_wait_s"] = self.gpu_wait_s
         result.info["parent_pid"] = os.getpid()
+        if self.place.sweep is not None:  # --sync tags a run it makes for the job with it
+            result.info["job_num"] = self.place.job_num
         not_kept = ""
         try:
             write_job_files(result, self.folder, self.config)

@@ -60,6 +60,8 @@ def sync_one(tracker: Tracker, result_path: Path) -> tuple[str, str]:
         parent = None
         if sweep is not None:
             tags["sweep_id"] = sweep.sweep_id
+            if result.info.get("job_num") is not None:  # the sweep's end counts the job as run
+                tags["job_num"] = str(result.info["job_num"])
             parent = sweep.parent_run_id if tracker.get_run(sweep.parent_run_id) else None
         run_id = tracker.start_run(run_name(cfg, varied), tags, parent_run_id=parent)
         tracker.log_payload(run_id, run_payload(cfg, result, job_dir))
