@@ -111,6 +111,12 @@ def in_unit_words(text: str, word: str) -> str:
     return text
 
 
+def first_few(names: list[str], most: int = 3) -> str:
+    """`a, b, c and 2 more`: the first `most` names of a list a line cannot hold whole."""
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
 def terminal_width() -> int:
     return min(TERMINAL_WIDTH, shutil.get_terminal_size((TERMINAL_WIDTH, 24)).columns)
 

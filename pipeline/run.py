@@ -20,6 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 from pipeline.config.compose import describe_compose_error, yaml_error
 from pipeline.config.errors import ConfigError
 from pipeline.config.schema import register_configs
+from pipeline.display import first_few
 from pipeline.job.parent import JobParent, JobPlace, record_bad_job, report_config_error
 from pipeline.job.preflight import validate
 from pipeline.job.result import one_line
@@ -144,8 +145,7 @@ def exit_line(code: int) -> str:
     failed = [f for f in SWEEP_FAILURES if not f.startswith("sweep error")]
     if code != EXIT_FAILED or not failed:
         return ""
-    shown = ", ".join(failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
-    return f"exit 1: {len(failed)} job(s) of the sweep did not finish ({shown}); the summary above says why"
+    return f"exit 1: {len(failed)} job(s) of the sweep did not finish ({first_few(failed)}); the summary above says why"
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.display import figure, with_interval
+from pipeline.display import figure, first_few, with_interval
 from pipeline.jobdir import RESULT
 from pipeline.measure.objective import Work
 from pipeline.status import FINISHED
@@ -67,6 +67,12 @@ def test_figures_are_rounded_to_what_their_interval_supports_and_never_past_four
 
 
 # ------------------------------------------------------------------------------------ the terminal
+def test_a_list_too_long_for_a_line_names_its_first_few_and_counts_the_rest():
+    assert first_few(["a", "b", "c"]) == "a, b, c"
+    assert first_few(["a", "b", "c", "d", "e"]) == "a, b, c and 2 more"
+    assert first_few(["a", "b", "c", "d", "e"], most=5) == "a, b, c, d, e"
+
+
 def test_the_terminal_ends_with_the_ranked_table_and_the_verdict_at_80_columns():
     """The answer last and within 80 columns whatever the notes before it: the configurations by what
     sets them apart, the winner marked, its figure with its interval, the speedup and the compile time."""

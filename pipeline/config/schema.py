@@ -17,6 +17,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from pipeline.config.errors import ConfigError
 from pipeline.config.fields import doc
+from pipeline.display import first_few
 from pipeline.scenarios import scenario_config
 from pipeline.scenarios.base import ScenarioConfig, model_options
 
@@ -622,8 +623,7 @@ def _teacher_fits_student(student: InputSpec, teacher: InputSpec) -> Iterator[Co
     if (mismatch := _input_mismatch(student, teacher)) is not None:
         key, value, why = mismatch
         fit = [name for name, spec in _model_inputs().items() if _input_mismatch(student, spec) is None]
-        more = f" and {len(fit) - 5} more" if len(fit) > 5 else ""
-        some = ", ".join(fit[:5]) + more if fit else "none in conf/model/"
+        some = first_few(fit, most=5) if fit else "none in conf/model/"
         yield ConfigError(
             f"loss.teacher.input.{key}", value, f"{why}; teachers that fit (model@loss.teacher=): {some}"
         )

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pipeline.config.schema import from_dict
 from pipeline.diagnose.comm import comm_phrase
-from pipeline.display import figure
+from pipeline.display import figure, first_few
 from pipeline.identity import (
     COMPILE_KEYS,
     REPEAT_KEY,
@@ -568,7 +568,7 @@ def measuring_note(rows: list[Row]) -> str | None:
     # A paired job's direction (measure/answered; older runs lack it: undecided) may be known when its
     # interval is not yet as precise as benchmark.target_pct asks.
     undecided = [r for r in open_ if r.speedup is not None and not r.metrics.get("measure/answered")]
-    imprecise = [r for r in open_ if not any(r is u for u in undecided)]
+    imprecise = [r for r in open_ if r.speedup is None or r.metrics.get("measure/answered")]
     took = f"{seconds[0]:.1f} s" if len(seconds) == 1 else f"{seconds[0]:.1f}-{seconds[-1]:.1f} s"
     note = f"the jobs measured {took} of timed rounds each; {len(timed) - len(open_)} of {len(timed)} stopped decided"
     for rows, how in (
@@ -576,12 +576,11 @@ def measuring_note(rows: list[Row]) -> str | None:
         (undecided, "with their speedup undecided"),
     ):
         if rows:
-            note += f", {len(rows)} ran to their budget (benchmark.budget_s) or a fixed length {how} ({_names(rows)})"
+            names = first_few([r.name for r in rows])
+            note += (
+                f", {len(rows)} ran to their budget (benchmark.budget_s) or a fixed length {how} ({names})"
+            )
     return note
-
-
-def _names(rows: list[Row]) -> str:
-    return ", ".join(r.name for r in rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
 
 
 def _notes(summary: Summary) -> None:
