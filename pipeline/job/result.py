@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pipeline.display import first_few
 from pipeline.jobdir import RESULT, JobDir
 from pipeline.provenance import sync_command
 from pipeline.status import FAILED, KILLED, SKIPPED
@@ -132,9 +133,9 @@ def unsynced_results(folder: Path) -> list[Path]:
 
 def refuse_overwrite(key: str, folder: Path, results: list[Path]) -> str:
     """The line that refuses to run where results MLflow never got would be overwritten."""
-    more = f" and {len(results) - 1} more" if len(results) > 1 else ""
+    kept = first_few([str(p) for p in results], most=1)
     return (
-        f"{key}={str(folder)!r} holds job results MLflow never got ({results[0]}{more}): upload them first "
+        f"{key}={str(folder)!r} holds job results MLflow never got ({kept}): upload them first "
         f"(`{sync_command([folder])}`), or pick another folder"
     )
 

@@ -11,6 +11,7 @@ import shlex
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from pipeline.display import first_few
 from pipeline.job.result import JobResult, one_line, unsynced_results
 from pipeline.jobdir import RESULT, SUMMARY_FILES, SWEEP_FILE, SweepDir
 from pipeline.provenance import sync_command
@@ -154,9 +155,9 @@ def missing_jobs(tracker: Tracker, sweep: SweepContext) -> list[int]:
 
 
 def pending_line(sweep: SweepContext, pending: list[Path]) -> str:
-    more = f" and {len(pending) - 1} more" if len(pending) > 1 else ""
+    kept = first_few([str(p) for p in pending], most=1)
     return (
-        f"{len(pending)} job result(s) are kept on disk but not in MLflow ({pending[0]}{more}): this summary is "
+        f"{len(pending)} job result(s) are kept on disk but not in MLflow ({kept}): this summary is "
         f"provisional until `{sync_command([sweep.sweep_dir])}` uploads them, which closes the sweep and "
         "publishes its summary again"
     )
