@@ -5,8 +5,9 @@
     python -m pipeline.report --list                    # the sweeps in the experiment: verdict, swept keys
     python -m pipeline.report --plan [OVERRIDES ...]    # a dry run: the jobs `python -m pipeline.run -m OVERRIDES`
                                                         # would run, each with its time from earlier runs
-    python -m pipeline.report --sync [DIR ...]          # upload job results MLflow never received, close runs of
-                                                        # jobs killed outright, finish sweeps whose end failed
+    python -m pipeline.report --sync [DIR ...]          # upload job results MLflow never received (into the
+                                                        # store each job logged to), close runs of jobs killed
+                                                        # outright, finish sweeps whose end failed
     python -m pipeline.report --results DIR             # summarize job folders without MLflow
     python -m pipeline.report --compare A B             # two sweeps, configuration by configuration
 
@@ -27,8 +28,10 @@ from pathlib import Path
 # MLflow's "Downloading artifacts" bars (a run_info.json each, in --compare) say nothing a user needs.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
-from pipeline.config.schema import default_store
+from pipeline.config.schema import DEFAULT_EXPERIMENT, default_store
+from pipeline.display import first_few
 from pipeline.jobdir import JOB_CONFIG, RESULT, RUN_INFO, SweepDir, job_files
+from pipeline.redaction import redact_uri
 from pipeline.sweep.compare import compare_sweeps
 from pipeline.sweep.compare import lines as comparison_lines
 from pipeline.sweep.compare import write as write_comparison
@@ -36,7 +39,7 @@ from pipeline.sweep.finish import build_summary, finish_left_sweeps, publish, wr
 from pipeline.sweep.render import print_table
 from pipeline.sweep.state import REFUSED_PLAN, axes_from_tag, axis_keys, plan_lines
 from pipeline.sweep.summary import Row, Summary, kind_of_jobs, row_from_result, summarize
-from pipeline.sweep.sync import close_lost_jobs, sync_results
+from pipeline.sweep.sync import Folders, Store, close_lost_jobs, folders_by_store, name_unsaid, sync_results
 from pipeline.sweep.verdict import Rule
 from pipeline.sweep_context import SweepContext
 from pipeline.tracking import Tracker, TrackingUnavailable
@@ -57,9 +60,15 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or outputs/mlflow.db)"
+        "--tracking-uri",
+        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or outputs/mlflow.db; "
+        "--sync: the store each job logged to, as its folder says)",
     )
-    parser.add_argument("--experiment", default="compile-sweeps")
+    parser.add_argument(
+        "--experiment",
+        help=f"MLflow experiment, as the jobs' mlflow.experiment (default: {DEFAULT_EXPERIMENT}; "
+        "--sync: each job's own)",
+    )
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--sweep", metavar="ID", help="summarize this sweep (its `sweep_id` tag)")
     what.add_argument("--list", action="store_true", help="list the sweeps in the experiment")
@@ -105,12 +114,16 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(lines))
         return 2 if lines[0].startswith("config error:") or REFUSED_PLAN in lines[-1] else 0  # refused
 
-    # what a job would log to
-    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_store()
+    if args.sync is not None:
+        return sync([Path(d) for d in (args.sync or ["outputs"])], args.tracking_uri, args.experiment)
+    uri = (
+        args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_store()
+    )  # what a job would log to
+    experiment = args.experiment or DEFAULT_EXPERIMENT
     # --list, --sweep (without --publish) and --compare only read: nothing is set up or created in the store
     read_only = bool(args.list or args.compare is not None or (args.sweep and not args.publish))
     try:
-        tracker = Tracker(uri, args.experiment, read_only=read_only)
+        tracker = Tracker(uri, experiment, read_only=read_only)
     except TrackingUnavailable as err:
         print(f"mlflow error: {err}", file=sys.stderr)
         return 1
@@ -119,17 +132,12 @@ def main(argv: list[str] | None = None) -> int:
             print(list_line(run.tags, run.status))
         return 0
 
-    if args.sync is not None:
-        dirs = [Path(d) for d in (args.sync or ["outputs"])]
-        synced = sync_results(tracker, dirs)
-        close_lost_jobs(tracker, dirs)
-        return 1 if finish_left_sweeps(tracker, dirs) else synced
     if args.compare is not None:
         return compare(tracker, *args.compare, out_dir=args.out)
     parent = tracker.sweep_parent(args.sweep)
     if parent is None:
         print(
-            f"no sweep with sweep_id={args.sweep!r} in experiment {args.experiment!r} at {uri}; `--list` shows the sweeps",
+            f"no sweep with sweep_id={args.sweep!r} in experiment {experiment!r} at {uri}; `--list` shows the sweeps",
             file=sys.stderr,
         )
         return 1
@@ -143,6 +151,41 @@ def main(argv: list[str] | None = None) -> int:
         files = write_summary(summary, args.out)
         print(f"wrote {', '.join(str(p) for p in files)}")
     return 0
+
+
+def sync(dirs: list[Path], uri: str | None, experiment: str | None) -> int:
+    """`--sync`: every result under `dirs` uploaded into the store its job logged to (all into `uri`
+    where one is given), the runs jobs left RUNNING closed and the sweeps whose end never happened
+    finished there. 1 when anything could not be uploaded or finished."""
+    if uri:
+        groups = {Store(uri, experiment or DEFAULT_EXPERIMENT): Folders(dirs, dirs)}
+        uploaded = failed = 0
+    else:
+        named = folders_by_store(dirs)
+        uploaded, failed = 0, name_unsaid(named.pop(None, Folders()))
+        groups = {Store(s.uri, experiment or s.experiment): f for s, f in named.items() if s is not None}
+    for store, folders in groups.items():
+        if not uri:
+            print(
+                f"into {redact_uri(store.uri)}, experiment {store.experiment}: the store these jobs logged to"
+            )
+        try:
+            tracker = Tracker(store.uri, store.experiment)
+        except TrackingUnavailable as err:
+            failed += 1
+            jobs = first_few([str(job) for job in folders.jobs or folders.sweeps])
+            print(
+                f"mlflow error: {err}; {jobs} logged there: run this again once it answers, or name the "
+                "store to upload them to with --tracking-uri",
+                file=sys.stderr,
+            )
+            continue
+        up, bad = sync_results(tracker, folders.jobs)
+        close_lost_jobs(tracker, folders.jobs)
+        uploaded, failed = uploaded + up, failed + bad + finish_left_sweeps(tracker, folders.sweeps)
+    if not uploaded and not failed:
+        print(f"nothing to sync under {', '.join(map(str, dirs))}: every job result is in MLflow")
+    return 1 if failed else 0
 
 
 def list_line(tags: dict[str, str], status: str) -> str:

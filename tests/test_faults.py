@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -522,8 +523,17 @@ def test_an_artifact_store_failure_closes_the_run_with_the_reason_and_sync_compl
     assert job.data.metrics["step/p50_ms"] > 0  # what the store took is kept
 
     (full_dir / "filler").unlink()  # room again
-    sync = run_report("--tracking-uri", store, "--sync", str(tmp_path / "multirun"))
+    # the sweep's last line, pasted as printed, from elsewhere
+    command = re.findall(r"`([^`]*--sync[^`]*)`", proc.stderr)[-1]
+    assert shlex.split(command)[-1] == str(tmp_path / "multirun"), proc.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | {"PYTHONPATH": str(ROOT)}
+    sync = subprocess.run(
+        [sys.executable, *shlex.split(command)[1:]], cwd=elsewhere, capture_output=True, text=True, env=env
+    )
     assert sync.returncode == 0, sync.stdout + sync.stderr
+    assert not (elsewhere / "outputs").exists()  # nothing logged to the default store where it was pasted
     parent, (job,) = split_sweep(store)
     assert job.info.status == "FINISHED" and "error_type" not in job.data.tags
     assert parent.info.status == "FINISHED" and "error_type" not in parent.data.tags

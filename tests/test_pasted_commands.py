@@ -145,15 +145,12 @@ def test_pasting_a_hostile_sweeps_own_commands_resumes_and_syncs_it(tmp_path: Pa
     assert reused.returncode == 2, output(reused)
     (line,) = one_line_errors(reused, "config error:")
     (sync,) = commands_in(line)
+    # pasted as printed, elsewhere: the job's own store, never the default one of where it is pasted
     synced = subprocess.run(
-        ["bash", "-c", sync],
-        cwd=elsewhere,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**env, "MLFLOW_TRACKING_URI": store},
+        ["bash", "-c", sync], cwd=elsewhere, capture_output=True, text=True, timeout=600, env=env
     )
     assert synced.returncode == 0, output(synced)
-    assert '"mlflow_synced": true' in kept.read_text()
+    assert "kept: the run is FINISHED in MLflow" in synced.stdout, output(synced)
+    assert '"mlflow_synced": true' in kept.read_text() and not (elsewhere / "outputs").exists()
     assert injected(tmp_path) == [] and injected(ROOT) == []
     assert shlex.split(command)[:3] == ["python", "-m", "pipeline.run"]

@@ -427,3 +427,52 @@ def test_sync_logs_a_result_mlflow_never_had_into_a_new_run_the_sweeps_end_count
     assert (tags["sweep_id"], tags["job_num"], tags["synced_later"]) == ("gone", "0", "true"), tags
     assert tags["mlflow.parentRunId"] == parent and missing_jobs(tracker, sweep) == []
     assert JobResult.read(job.result).mlflow_synced
+
+
+def test_sync_uploads_each_result_into_the_store_its_job_logged_to(
+    tmp_path: Path,
+    store: str,
+    empty_store_file: Path,
+    capsys: pytest.CaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """`--sync` without `--tracking-uri`, run anywhere: each job's result goes to the store and experiment
+    its own config names (a job logged with mlflow.tracking_uri=... prints a `--sync` command without
+    it), never to the default store of the folder it is run from; a folder that does not say is named."""
+    from pipeline.config.schema import to_config, to_dict
+    from pipeline.jobdir import JobDir
+    from pipeline.report import sync
+    from pipeline.sweep.sync import Store, folders_by_store
+    from tests.conftest import compose, sqlite_uri
+
+    other = tmp_path / "other" / "mlflow.db"
+    other.parent.mkdir()
+    shutil.copyfile(empty_store_file, other)
+    stores = {"first": store, "second": sqlite_uri(other)}
+    for name, uri in stores.items():
+        job = JobDir(tmp_path / "outputs" / name)
+        job.path.mkdir(parents=True)
+        config = compose([*EAGER, f"mlflow.tracking_uri={uri}", f"mlflow.experiment={name}"])
+        job.job_config.write_text(json.dumps(to_dict(to_config(config))))
+        JobResult("FINISHED", {"step/p50_ms": 2.0}).write(job.result)
+    unsaid = JobDir(tmp_path / "outputs" / "unsaid")
+    unsaid.path.mkdir()
+    JobResult("FINISHED", {"step/p50_ms": 2.0}).write(unsaid.result)
+
+    groups = folders_by_store([tmp_path / "outputs"])
+    assert {store: folders.jobs for store, folders in groups.items()} == {
+        Store(store, "first"): [tmp_path / "outputs" / "first"],
+        Store(stores["second"], "second"): [tmp_path / "outputs" / "second"],
+        None: [unsaid.path],
+    }
+    monkeypatch.chdir(tmp_path)  # its default store (outputs/mlflow.db here) is neither
+    assert sync([tmp_path / "outputs"], None, None) == 1  # the folder that does not say
+    out = capsys.readouterr().out
+    assert f"sync error: {unsaid.result}: has no job_config.json beside it" in out, out
+    assert not (tmp_path / "outputs" / "mlflow.db").exists()  # no store guessed for it
+    for name, uri in stores.items():
+        (run,) = Tracker(uri, name, read_only=True).runs("")
+        assert (
+            run.metrics["step/p50_ms"] == 2.0
+            and JobResult.read(tmp_path / "outputs" / name / RESULT).mlflow_synced
+        )

@@ -274,13 +274,16 @@ class DataConfig:
             )
 
 
+DEFAULT_EXPERIMENT = "compile-sweeps"
+
+
 @dataclass(kw_only=True)
 class MlflowConfig:
     tracking_uri: str = doc(
         "${oc.env:MLFLOW_TRACKING_URI,${default_store:}}",
         "tracking URI; `MLFLOW_TRACKING_URI` wins; default `sqlite:///<cwd>/outputs/mlflow.db` (absolute path)",
     )
-    experiment: str = doc("compile-sweeps", "MLflow experiment name")
+    experiment: str = doc(DEFAULT_EXPERIMENT, "MLflow experiment name")
     artifact_location: str | None = doc(
         None,
         "artifact root for a new experiment; null: outputs/mlartifacts beside a sqlite store, the server's default otherwise",

@@ -5,13 +5,14 @@ run; and close runs left RUNNING by jobs that ended (`close_ended_job_run`, a sw
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.config.schema import from_dict
 from pipeline.identity import job_tags, run_name
 from pipeline.job.outcome import run_payload
 from pipeline.job.result import JobResult, recorded_run_id
-from pipeline.jobdir import JOB_CONFIG, RESULT, RUN_ID, JobDir, job_files
+from pipeline.jobdir import JOB_CONFIG, RESULT, RUN_ID, SWEEP_FILE, JobDir, job_files
 from pipeline.provenance import sync_command
 from pipeline.redaction import redact_uri
 from pipeline.status import FAILED, FINISHED, JOB_LOST, KILLED, RESULT_NOT_LOGGED, RUNNING
@@ -80,13 +81,80 @@ def sync_one(tracker: Tracker, result_path: Path) -> tuple[str, str]:
     return run_id, done
 
 
-def sync_results(tracker: Tracker, dirs: list[Path]) -> int:
-    paths, unreadable = unsynced(dirs)
-    for path, why in unreadable:
+@dataclass(frozen=True)
+class Store:
+    """Where a job logged: its tracking URI (unredacted: job_config.json and sweep.json stay local) and
+    MLflow experiment."""
+
+    uri: str
+    experiment: str
+
+
+@dataclass
+class Folders:
+    """The job folders and sweep folders `--sync` hands to one store."""
+
+    jobs: list[Path] = field(default_factory=list)
+    sweeps: list[Path] = field(default_factory=list)
+
+
+def folders_by_store(dirs: list[Path]) -> dict[Store | None, Folders]:
+    """The job and sweep folders under `dirs`, by the store their own files name (job_config.json's
+    `mlflow` section, sweep.json's): `--sync` uploads each result into the store its job logged to,
+    whatever the command's own default store is. None: folders whose files do not say (unreadable,
+    or no job config), which `sync_results` names."""
+    found: dict[Store | None, Folders] = {}
+    for root in dirs:
+        jobs = {path.parent for name in (RESULT, RUN_ID, JOB_CONFIG) for path in job_files(root, name)}
+        for job_dir in sorted(jobs):
+            found.setdefault(_job_store(job_dir), Folders()).jobs.append(job_dir)
+        for sweep_file in job_files(root, SWEEP_FILE):
+            found.setdefault(_sweep_store(sweep_file.parent), Folders()).sweeps.append(sweep_file.parent)
+    return found
+
+
+def _job_store(job_dir: Path) -> Store | None:
+    try:
+        mlflow = json.loads(JobDir(job_dir).job_config.read_text())["mlflow"]
+        return Store(str(mlflow["tracking_uri"]), str(mlflow["experiment"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _sweep_store(sweep_dir: Path) -> Store | None:
+    try:
+        sweep = SweepContext.load(sweep_dir)
+    except (OSError, ValueError, TypeError):  # finish_left_sweeps names it
+        return None
+    return Store(sweep.tracking_uri, sweep.experiment) if sweep is not None else None
+
+
+def name_unsaid(folders: Folders) -> int:
+    """The folders whose files name no store (`folders_by_store`'s None), each named with what is wrong;
+    no store is guessed for them. Returns how many."""
+    paths, problems = unsynced(folders.jobs)
+    why = f"its {JOB_CONFIG} cannot be read, so the store its job logged to is unknown (--tracking-uri names one)"
+    problems += [(path, why) for path in paths]
+    say_not_uploaded(problems)
+    for sweep_dir in folders.sweeps:
+        print(
+            f"could not finish the sweep in {sweep_dir}: {SWEEP_FILE}, which names its store, cannot be read"
+        )
+    return len(problems) + len(folders.sweeps)
+
+
+def say_not_uploaded(problems: list[tuple[Path, str]]) -> None:
+    for path, why in problems:
         print(
             f"sync error: {path}: {why}: job {path.parent} cannot be uploaded (its run, if any, stays as it is); "
             "look at its worker.log and error.txt, or move the folder away"
         )
+
+
+def sync_results(tracker: Tracker, dirs: list[Path]) -> tuple[int, int]:
+    """Upload the results under `dirs` that `tracker`'s store lacks; returns (uploaded, failed)."""
+    paths, unreadable = unsynced(dirs)
+    say_not_uploaded(unreadable)
     # Results that say MLflow has them (`mlflow_synced`) in a run this store does not hold: the store is
     # not the one they were logged to, or it lost them (a deleted sqlite file set up afresh).
     lost = []
@@ -107,17 +175,16 @@ def sync_results(tracker: Tracker, dirs: list[Path]) -> int:
             f"no such run: this is not the store they were logged to, or it lost them; point --tracking-uri at "
             f"that store{store}"
         )
-    failed = len(lost) + len(unreadable)
-    if not paths and not failed:
-        print(f"nothing to sync under {', '.join(map(str, dirs))}: every job result is in MLflow")
+    uploaded, failed = 0, len(lost) + len(unreadable)
     for path in paths:
         try:
             run_id, done = sync_one(tracker, path)
+            uploaded += 1
             print(f"synced {path.parent} -> run {run_id}: {done}")
         except Exception as exc:
             failed += 1
             print(f"could not sync {path.parent}: {type(exc).__name__}: {exc}")
-    return 1 if failed else 0
+    return uploaded, failed
 
 
 def close_lost_jobs(tracker: Tracker, dirs: list[Path]) -> None:
