@@ -105,10 +105,11 @@ STEP_PHRASES = (
 
 
 def in_unit_words(text: str, word: str) -> str:
-    """`text` saying `word` (`call`) where it says a training step."""
+    """`text` saying `word` (`call`) where it says a training step, and where it says an inference call
+    (`call cycle`: one call of each batch size)."""
     for phrase in STEP_PHRASES:
         text = text.replace(phrase, phrase.replace("step", word))
-    return text
+    return text.replace("one call", f"one {word}") if word != "step" else text
 
 
 def first_few(names: list[str], most: int = 3) -> str:

@@ -99,7 +99,9 @@ def test_dynamic_batches_share_one_graph_with_dynamic_true(tmp_path: Path, store
     (run,) = runs(store)
     m = run.data.metrics
     assert m["diagnose/unique_graphs"] == 1 and m["diagnose/recompiles_after_warmup"] == 0
-    assert m["throughput/samples_per_s"] == pytest.approx(3.5 * 1000 / m["step/p50_ms"])  # mean batch 3.5
+    # a unit is a call of each size: 2 + 3 + 4 + 5 samples in the median unit's time
+    assert run.data.tags["unit"] == "call cycle" and run.data.tags["samples_per_unit"] == "14"
+    assert m["throughput/samples_per_s"] == pytest.approx(14 * 1000 / m["step/p50_ms"])
 
 
 @pytest.mark.slow

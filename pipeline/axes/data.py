@@ -64,10 +64,11 @@ class DeviceBatches(Iterator[Batch]):
         return next(self.batches)
 
 
-def interleaved(streams: list[DeviceBatches]) -> Iterator[Batch]:
-    """Several batch streams served in turn (batches of different sizes: the dynamic-batch case)."""
-    for stream in itertools.cycle(streams):
-        yield next(stream)
+def cycles(streams: list[DeviceBatches]) -> Iterator[tuple[Batch, ...]]:
+    """A batch of each stream in turn, as one unit's input (batches of different sizes: the dynamic-batch
+    case), so that every unit holds the same work."""
+    while True:
+        yield tuple(next(stream) for stream in streams)
 
 
 class FakeDataset(Dataset):

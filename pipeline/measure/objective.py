@@ -21,7 +21,7 @@ class Work:
     """What one unit of a job does: a training step, a forward call, a decode step."""
 
     unit: str  # what a unit is, in words ("training step")
-    samples: float  # samples one unit processes, over every rank (a mean where batch sizes cycle)
+    samples: float  # samples one unit processes, over every rank (every call's where batch sizes cycle)
     tokens: float | None  # tokens one unit processes (token models); None for image models
     objective: str = STEP_P50  # the metric this scenario is judged on unless the sweep says otherwise
 

@@ -94,7 +94,8 @@ METRICS: dict[str, Metric] = {
     ),
     "latency/p50_ms": lower(
         "ms",
-        "inference: median latency of one call as a request sees it (synchronized before and after)",
+        "inference: median latency of one call as a request sees it (synchronized before and after; where "
+        "scenario.batch_sizes cycles, of one call of each size in turn)",
         interval=("latency/p50_ci95_low_ms", "latency/p50_ci95_high_ms"),
         headline=0,
     ),

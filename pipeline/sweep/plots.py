@@ -15,7 +15,7 @@ from pipeline.measure.objective import SPEEDUP
 from pipeline.measure.registry import bounds, headline
 from pipeline.measure.stats import undetermined
 from pipeline.status import FINISHED
-from pipeline.sweep.render import verdict_words
+from pipeline.sweep.render import in_words, verdict_words
 from pipeline.sweep.suite import geomean
 from pipeline.sweep.summary import Row, Summary
 
@@ -78,7 +78,7 @@ def step_time_plot(rows: list[Row], summary: Summary) -> Any:
             bar.set_hatch("//")
             bar.set_alpha(0.6)
     ax.invert_yaxis()
-    ax.set_xlabel(f"{objective.label}; whiskers: 95% interval")
+    ax.set_xlabel(in_words(summary, f"{objective.label}; whiskers: 95% interval"))
     verdict = textwrap.fill(verdict_words(summary), 110)  # whole, on as many lines as it takes
     ax.set_title(f"sweep {summary.sweep_id}\n{verdict}", fontsize=10, loc="left")
     ax.legend(  # beside the axes: over them it hid the longest bar

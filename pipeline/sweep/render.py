@@ -376,7 +376,7 @@ def answer_lines(summary: Summary, width: int) -> list[str]:
         if sum(widths[i] + 2 for i in cols) > width and name in header:
             cols.remove(header.index(name))
     view = Table(
-        title=f"sweep {summary.sweep_id}: {summary.objective.label}",
+        title=in_words(summary, f"sweep {summary.sweep_id}: {summary.objective.label}"),
         box=None,
         pad_edge=False,
         # one space between columns, not two

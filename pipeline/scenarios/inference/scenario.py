@@ -1,6 +1,7 @@
 """The inference scenario (`scenario=inference`): forward calls in eval mode under `torch.inference_mode()`,
 a unit being one call. Compiled outputs are checked against the paired eager copy's on one batch; with
-`scenario.batch_sizes` the calls cycle those sizes (with `compile.dynamic=true` one graph serves them all)."""
+`scenario.batch_sizes` a unit is one call of each size in turn, a cycle (with `compile.dynamic=true` one
+graph serves them all)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 from torch import nn
 
 from pipeline.axes.compile import Compiled, StepFn
-from pipeline.axes.data import Batch, interleaved
+from pipeline.axes.data import Batch, cycles
 from pipeline.config.schema import Config
 from pipeline.measure.parity import output_parity
 from pipeline.measure.stats import PAIRED, Latency
@@ -52,12 +53,18 @@ class InferenceScenario(Scenario):
         super().__init__(cfg, ctx)
         self.sizes = cfg.scenario.sizes(cfg)
         self.batch_size = self.sizes[0]
+        self.cycles = len(self.sizes) > 1  # a unit is a call of each size: every unit holds the same work
         self.info["batch_sizes"] = self.sizes
 
     def method_lines(self) -> list[str]:
         sizes = ", ".join(map(str, self.sizes))
+        cycle = (
+            f" A unit is one call of each batch size in turn ({sizes}): every figure is of such a cycle."
+            if self.cycles
+            else ""
+        )
         return [
-            f"Inference: forward calls only, the model in eval mode, every call under torch.inference_mode(), batch {sizes}. "
+            f"Inference: forward calls only, the model in eval mode, every call under torch.inference_mode(), batch {sizes}.{cycle} "
             "Two figures: the latency one request sees (latency/*: each call alone, synchronized before and after and timed by "
             "the host's clock, its launch included; the objective and speedup/vs_eager by default) and calls issued back to back "
             "(step/*, what throughput/* is made of; speedup/back_to_back_vs_eager). Output parity: compiled and eager logits on one batch."
@@ -66,9 +73,10 @@ class InferenceScenario(Scenario):
     def prepare(self) -> nn.Module:
         return Outputs()
 
-    def batch_stream(self) -> Iterator[Batch]:
+    def batch_stream(self) -> Iterator[Batch | tuple[Batch, ...]]:
+        """A unit's input: a batch, or a batch of each size (a cycle)."""
         streams = [self.batches(size) for size in self.sizes]
-        return streams[0] if len(streams) == 1 else interleaved(streams)
+        return cycles(streams) if self.cycles else streams[0]
 
     def recipe(self) -> Recipe:
         precision, device_type = self.precision, self.device.type
@@ -83,7 +91,15 @@ class InferenceScenario(Scenario):
             return infer
 
         def unit(name: str, compiled: Compiled, model: nn.Module, setup_s: float) -> StepVariant:
-            return StepVariant(name, compiled.step, self.batch_stream(), setup_s=setup_s)
+            call = compiled.step
+
+            def cycle(batches: tuple[Batch, ...]) -> torch.Tensor:
+                """One call of each size, back to back; the last call's output."""
+                for batch in batches:
+                    out = call(batch)
+                return out
+
+            return StepVariant(name, cycle if self.cycles else call, self.batch_stream(), setup_s=setup_s)
 
         return Recipe(step=step, unit=unit)
 
@@ -104,8 +120,9 @@ class InferenceScenario(Scenario):
         main = measured.main
         assert isinstance(main, StepVariant)
         # a batch made as the measured ones, or it recompiles
-        batch = next(self.batches(self.sizes[0], num_batches=1))
-        compiled = main.step(batch).clone()  # a CUDA-graph replay reuses its output
-        eager = measured.eager.step(batch).clone()
+        batch = next(self.batches(self.sizes[-1], num_batches=1))
+        unit = (batch,) if self.cycles else batch  # a one-call cycle
+        compiled = main.step(unit).clone()  # a CUDA-graph replay reuses its output
+        eager = measured.eager.step(unit).clone()
         parity = output_parity(compiled, eager, k=self.cfg.scenario.topk, rtol=self.cfg.benchmark.loss_rtol)
         report.extra.update(parity.metrics())
