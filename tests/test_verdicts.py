@@ -574,6 +574,26 @@ def test_an_interval_wider_than_its_figure_is_shown_undetermined(tmp_path: Path)
     assert any("B/A 0.279 [undetermined]" in line for line in lines(found)), lines(found)
 
 
+def test_a_comparison_never_sets_a_time_per_unit_against_one_of_other_work():
+    """The same configuration in two sweeps whose unit did other work (a tool version that made a cycle of
+    inference batch sizes one unit, not one call): its time per unit is not compared and the line says
+    what each did; a rate (samples/s) is the same measure for both and is compared."""
+    a = summarize("a", [row("m", 3.0, batch=7, config_hash="x", pool_hash="x")])
+    b = summarize("b", [row("m", 19.5, batch=21, config_hash="x", pool_hash="x")])
+    b.rows[0].work = Work(unit="call cycle", samples=21, tokens=None)
+    found = compare_sweeps(a, b, Rule())
+    assert found.changes == [] and found.other_work == {
+        "m": ("7 samples per training step", "21 samples per call cycle")
+    }
+    assert (
+        "not compared, a unit did other work: m: A 7 samples per training step, B 21 samples per call cycle"
+        in lines(found)
+    )
+    rates = [summarize(s.sweep_id, s.rows, configured="throughput/samples_per_s") for s in (a, b)]
+    (rate,) = compare_sweeps(*rates, Rule()).changes
+    assert rate.ratio == pytest.approx((21 / 19.5) / (7 / 3.0))
+
+
 def test_paired_speedups_that_exclude_one_decide_eager_against_compiled_in_a_repeat_sweep():
     """Issue 26: a repeat sweep said "inconclusive (intervals too wide)" while its paired speedups
     (0.90x [0.84, 0.95]) separated eager from compiled. The compiled configuration meets its eager one

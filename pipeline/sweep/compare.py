@@ -1,7 +1,7 @@
 """Two sweeps, configuration by configuration (`python -m pipeline.report --compare A B`): configurations
 matched by pool hash (else run name), each with the ratio B / A of the objective and its 95% interval,
 flagged by the verdict's own rule (`regression`, `improvement`, `same`, `undecided`), and what changed
-in the environment. Torch-free."""
+in the environment; a time per unit is compared only where a unit did the same work in both. Torch-free."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.display import figure, with_interval
+from pipeline.measure.objective import Work
 from pipeline.measure.stats import undetermined
 from pipeline.sweep.plots import save_figure
 from pipeline.sweep.render import interval_cells
@@ -64,6 +65,8 @@ class SweepComparison:
     changes: list[Change] = field(default_factory=list)
     only_in_a: list[str] = field(default_factory=list)
     only_in_b: list[str] = field(default_factory=list)
+    # matched, but a unit did other work in each (a time per unit compares nothing then): name -> A, B
+    other_work: dict[str, tuple[str, str]] = field(default_factory=dict)
     environment: dict[str, tuple[str, str]] = field(default_factory=dict)  # what differs: key -> (A, B)
 
 
@@ -94,16 +97,30 @@ def compare_sweeps(a: Summary, b: Summary, rule: Rule) -> SweepComparison:
     found = SweepComparison(a=a.sweep_id, b=b.sweep_id, objective=a.objective.label, higher_is_better=higher)
     in_a, in_b = ({c.rows[0].pool_hash or c.name: c for c in s.configurations} for s in (a, b))
     for key, config_b in in_b.items():
-        if key in in_a:
-            found.changes.append(change(in_a[key].estimate, config_b.estimate, rule, higher_is_better=higher))
-        else:
+        if key not in in_a:
             found.only_in_b.append(config_b.name)
+        elif (
+            not higher
+            and (works := (work_words(in_a[key].rows[0].work), work_words(config_b.rows[0].work)))[0]
+            != works[1]
+        ):
+            found.other_work[config_b.name] = works
+        else:
+            found.changes.append(change(in_a[key].estimate, config_b.estimate, rule, higher_is_better=higher))
     found.only_in_a = [c.name for key, c in in_a.items() if key not in in_b]
     env_a, env_b = (next((r.environment for r in s.rows if r.environment), {}) for s in (a, b))
     found.environment = {
         k: (env_a.get(k, "?"), env_b.get(k, "?")) for k in ENVIRONMENT_KEYS if env_a.get(k) != env_b.get(k)
     }
     return found
+
+
+def work_words(work: Work | None) -> str:
+    """What one unit did, as a comparison line says it: `14 samples per call cycle`."""
+    if work is None:
+        return "unknown work"
+    tokens = f" ({work.tokens:g} tokens)" if work.tokens else ""
+    return f"{work.samples:g} samples{tokens} per {work.unit}"
 
 
 def lines(found: SweepComparison) -> list[str]:
@@ -121,6 +138,10 @@ def lines(found: SweepComparison) -> list[str]:
     for side, names in (("A", found.only_in_a), ("B", found.only_in_b)):
         if names:
             out.append(f"only in {side}: " + ", ".join(names))
+    out += [
+        f"not compared, a unit did other work: {name}: A {a}, B {b}"
+        for name, (a, b) in found.other_work.items()
+    ]
     return out
 
 
