@@ -100,6 +100,18 @@ def bad(overrides: list[str]) -> ConfigError:
             "inductor",
         ),
         (["data.loader=true", "data.non_blocking=true"], "data.non_blocking", True, "pin_memory"),
+        (  # a scenario's own key, in words (never OmegaConf's "AnyNode is not a ListConfig")
+            ["scenario=inference", "scenario.batch_sizes=4"],
+            "scenario.batch_sizes",
+            4,
+            "expected a list of integers",
+        ),
+        (
+            ["scenario=inference", "scenario.batch_size=abc"],
+            "scenario.batch_size",
+            "abc",
+            "an integer or null",
+        ),
     ],
 )
 def test_bad_values_name_key_value_and_what_is_allowed(overrides, key, value, allowed):

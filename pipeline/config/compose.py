@@ -6,24 +6,15 @@ from __future__ import annotations
 
 import difflib
 import textwrap
-import typing
 import unicodedata
 from dataclasses import fields, is_dataclass
 from typing import Any
 
 from omegaconf import OmegaConf
 
+from pipeline.config.fields import type_words
 from pipeline.config.schema import schema_node
 from pipeline.scenarios import CONF
-
-
-def _type_name(tp: Any) -> str:
-    args = typing.get_args(tp)
-    if args:
-        return " or ".join("null" if a is type(None) else _type_name(a) for a in args)
-    return {bool: "true/false", int: "an integer", float: "a number", str: "a string"}.get(
-        tp, getattr(tp, "__name__", str(tp))
-    )
 
 
 def nested_options(group: str, option: str) -> list[str]:
@@ -105,7 +96,7 @@ def _describe(err: BaseException) -> str:
     if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
         value = getattr(cause, "value", None)
         tp = schema_node(cause.full_key.split("."))
-        expected = _type_name(tp) if tp is not None else "another type"
+        expected = type_words(tp) if tp is not None else "another type"
         return f"{cause.full_key}={value!r} is not allowed: expected {expected}"
     if isinstance(err, OverrideParseException):
         first = str(err).splitlines()[0]

@@ -4,6 +4,7 @@ its allowed values, declared once, read by :mod:`pipeline.config.checks` and `ma
 from __future__ import annotations
 
 import copy
+import typing
 from dataclasses import field, is_dataclass
 from typing import Any
 
@@ -26,3 +27,17 @@ def doc(
     if isinstance(default, (dict, list)):
         return field(default_factory=lambda: copy.copy(default), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+TYPE_WORDS = {bool: "true/false", int: "an integer", float: "a number", str: "a string"}
+PLURAL_WORDS = {int: "integers", float: "numbers", str: "strings"}
+
+
+def type_words(tp: Any) -> str:
+    """A field's type as a refusal says what it expects: `an integer or null`, `a list of integers`."""
+    if typing.get_origin(tp) is list:
+        (item,) = typing.get_args(tp) or (Any,)
+        return f"a list of {PLURAL_WORDS.get(item, 'values')}"
+    if args := typing.get_args(tp):
+        return " or ".join("null" if a is type(None) else type_words(a) for a in args)
+    return TYPE_WORDS.get(tp, getattr(tp, "__name__", str(tp)))

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import typing
 from collections.abc import Mapping
 from importlib import import_module
 from typing import Any
 
 from pipeline.config.errors import ConfigError
+from pipeline.config.fields import type_words
 from pipeline.provenance import PROJECT_ROOT
 from pipeline.scenarios.base import ScenarioConfig
 
@@ -51,9 +53,11 @@ def scenario_config(data: Mapping[str, Any]) -> ScenarioConfig:
         ) from err
     except ValidationError as err:
         key = str(getattr(err, "full_key", "") or "?")
-        raise ConfigError(
-            f"scenario.{key}", data.get(key), " ".join(str(err).splitlines()[0].split())
-        ) from err
+        field_type = typing.get_type_hints(cls).get(key)
+        why = (
+            f"expected {type_words(field_type)}" if field_type else " ".join(str(err).splitlines()[0].split())
+        )
+        raise ConfigError(f"scenario.{key}", data.get(key), why) from err
     return OmegaConf.to_object(merged)  # type: ignore[return-value]
 
 
