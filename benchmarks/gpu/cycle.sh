@@ -3,6 +3,7 @@
 # for compile.dynamic=true and false, the pipeline's job as a user runs it, then a plain loop timing the
 # same cycle synchronized (benchmarks/latency_loop.py --batch-sizes); a table of both.
 # CYCLE_SMOKE=1: the same on a CPU with a tiny model (a check of this script, no figures).
+# CYCLE_MODEL (timm name, resnet50) and CYCLE_SIZES (1,8,32) pick the job.
 # Usage on the GPU host: bash benchmarks/gpu/cycle.sh <out dir>
 set -uo pipefail
 out=$(realpath -m "${1:?out dir}"); mkdir -p "$out"
@@ -13,7 +14,7 @@ if [ "${CYCLE_SMOKE:-0}" = 1 ]; then  # this checkout's .venv
 else
   source benchmarks/gpu/setup.sh > "$out/host.txt" 2>&1 || { cat "$out/host.txt"; exit 1; }
   head -4 "$out/host.txt"
-  m=resnet50; S=(benchmark.budget_s=30); L=(--calls 200 --warmup 10); sizes=1,8,32
+  m=${CYCLE_MODEL:-resnet50}; S=(benchmark.budget_s=30); L=(--calls 200 --warmup 10); sizes=${CYCLE_SIZES:-1,8,32}
 fi
 for dynamic in true false; do
   name=pipe-$dynamic
