@@ -116,9 +116,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.sync is not None:
         return sync([Path(d) for d in (args.sync or ["outputs"])], args.tracking_uri, args.experiment)
-    uri = (
-        args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_store()
-    )  # what a job would log to
+    # what a job would log to
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_store()
     experiment = args.experiment or DEFAULT_EXPERIMENT
     # --list, --sweep (without --publish) and --compare only read: nothing is set up or created in the store
     read_only = bool(args.list or args.compare is not None or (args.sweep and not args.publish))
