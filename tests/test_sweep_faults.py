@@ -460,7 +460,7 @@ def test_sync_uploads_each_result_into_the_store_its_job_logged_to(
     JobResult("FINISHED", {"step/p50_ms": 2.0}).write(unsaid.result)
 
     groups = folders_by_store([tmp_path / "outputs"])
-    assert {store: folders.jobs for store, folders in groups.items()} == {
+    assert {named: folders.jobs for named, folders in groups.items()} == {
         Store(store, "first"): [tmp_path / "outputs" / "first"],
         Store(stores["second"], "second"): [tmp_path / "outputs" / "second"],
         None: [unsaid.path],
