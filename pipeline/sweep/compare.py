@@ -97,16 +97,15 @@ def compare_sweeps(a: Summary, b: Summary, rule: Rule) -> SweepComparison:
     found = SweepComparison(a=a.sweep_id, b=b.sweep_id, objective=a.objective.label, higher_is_better=higher)
     in_a, in_b = ({c.rows[0].pool_hash or c.name: c for c in s.configurations} for s in (a, b))
     for key, config_b in in_b.items():
-        if key not in in_a:
+        config_a = in_a.get(key)
+        if config_a is None:
             found.only_in_b.append(config_b.name)
-        elif (
-            not higher
-            and (works := (work_words(in_a[key].rows[0].work), work_words(config_b.rows[0].work)))[0]
-            != works[1]
-        ):
-            found.other_work[config_b.name] = works
+            continue
+        work_a, work_b = work_words(config_a.rows[0].work), work_words(config_b.rows[0].work)
+        if not higher and work_a != work_b:  # a rate compares across work; a time per unit does not
+            found.other_work[config_b.name] = (work_a, work_b)
         else:
-            found.changes.append(change(in_a[key].estimate, config_b.estimate, rule, higher_is_better=higher))
+            found.changes.append(change(config_a.estimate, config_b.estimate, rule, higher_is_better=higher))
     found.only_in_a = [c.name for key, c in in_a.items() if key not in in_b]
     env_a, env_b = (next((r.environment for r in s.rows if r.environment), {}) for s in (a, b))
     found.environment = {

@@ -53,14 +53,14 @@ class InferenceScenario(Scenario):
         super().__init__(cfg, ctx)
         self.sizes = cfg.scenario.sizes(cfg)
         self.batch_size = self.sizes[0]
-        self.cycles = len(self.sizes) > 1  # a unit is a call of each size: every unit holds the same work
+        self.cycling = len(self.sizes) > 1  # a unit is a call of each size: every unit holds the same work
         self.info["batch_sizes"] = self.sizes
 
     def method_lines(self) -> list[str]:
         sizes = ", ".join(map(str, self.sizes))
         cycle = (
             f" A unit is one call of each batch size in turn ({sizes}): every figure is of such a cycle."
-            if self.cycles
+            if self.cycling
             else ""
         )
         return [
@@ -76,7 +76,7 @@ class InferenceScenario(Scenario):
     def batch_stream(self) -> Iterator[Batch | tuple[Batch, ...]]:
         """A unit's input: a batch, or a batch of each size (a cycle)."""
         streams = [self.batches(size) for size in self.sizes]
-        return cycles(streams) if self.cycles else streams[0]
+        return cycles(streams) if self.cycling else streams[0]
 
     def recipe(self) -> Recipe:
         precision, device_type = self.precision, self.device.type
@@ -99,7 +99,7 @@ class InferenceScenario(Scenario):
                     out = call(batch)
                 return out
 
-            return StepVariant(name, cycle if self.cycles else call, self.batch_stream(), setup_s=setup_s)
+            return StepVariant(name, cycle if self.cycling else call, self.batch_stream(), setup_s=setup_s)
 
         return Recipe(step=step, unit=unit)
 
@@ -120,8 +120,8 @@ class InferenceScenario(Scenario):
         main = measured.main
         assert isinstance(main, StepVariant)
         # a batch made as the measured ones, or it recompiles
-        batch = next(self.batches(self.sizes[-1], num_batches=1))
-        unit = (batch,) if self.cycles else batch  # a one-call cycle
+        batch = next(self.batches(self.sizes[0], num_batches=1))
+        unit = (batch,) if self.cycling else batch  # a one-call cycle
         compiled = main.step(unit).clone()  # a CUDA-graph replay reuses its output
         eager = measured.eager.step(unit).clone()
         parity = output_parity(compiled, eager, k=self.cfg.scenario.topk, rtol=self.cfg.benchmark.loss_rtol)
