@@ -4,6 +4,7 @@ store, concurrent logging, and secrets. Nothing finished is lost; nothing is lef
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import math
 import os
@@ -84,6 +85,18 @@ def wait_for_job_under_way(job_dir: Path, store: str, timeout: float = 300) -> N
             return
         time.sleep(0.2)
     raise AssertionError("the job never got under way")
+
+
+def pause_worker(job_dir: Path, timeout: float = 300) -> int:
+    """The job's worker, paused (SIGSTOP to its process group) as soon as it leads one; its pid."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):  # no pid yet, or the worker's group not made yet
+            worker = int((job_dir / "worker.pid").read_text())
+            os.killpg(worker, signal.SIGSTOP)
+            return worker
+        time.sleep(0.02)
+    raise AssertionError("the job never started its worker")
 
 
 def test_out_of_memory_is_recorded_with_peak_memory(tmp_path: Path, store: str):
@@ -296,8 +309,14 @@ def test_store_lost_mid_job_keeps_the_result_and_sync_uploads_it(tmp_path: Path)
         proc = start_cli(
             [*TINY, "compile.mode=eager", "trainer.steps=60"], tmp_path, server.url, env=FAST_FAIL_HTTP
         )
-        wait_for_job_under_way(tmp_path / "run", server.url)
-        server.stop()  # the store goes away while the job trains
+        # the store goes away while the job trains: its worker paused from its start until then, so that
+        # a busy host's slow look at the store or slow stop never lets the job finish and log first
+        worker = pause_worker(tmp_path / "run")
+        try:
+            wait_for_job_under_way(tmp_path / "run", server.url)
+            server.stop()
+        finally:
+            os.killpg(worker, signal.SIGCONT)
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 1, out + err
         assert "could not log run" in err and "pipeline.report --sync" in err

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.config.schema import to_dict
+from pipeline.job.lifeline import START_GATE_ENV
 from pipeline.job.preflight import validate
 from pipeline.job.result import JobResult
-from pipeline.job.supervisor import PROJECT_ROOT, WorkerLaunch, run_worker, worker_env
+from pipeline.job.supervisor import PROJECT_ROOT, WorkerLaunch, run_worker, stop_worker, worker_env
 from pipeline.job.template import env_mismatch, import_env
 from pipeline.job.worker_start import (
     SPAWN,
@@ -28,6 +30,7 @@ from pipeline.job.worker_start import (
     StartPlan,
     TemplateInfo,
     TemplateProcess,
+    fork_worker,
     no_template,
     plan,
     template_file,
@@ -211,6 +214,24 @@ def test_a_forked_worker_past_its_timeout_is_killed_as_a_spawned_one_is(tmp_path
     assert result.status == "KILLED" and result.error is not None and result.error.type == "Timeout"
     assert result.error.message == "worker killed after trainer.timeout_s=8 s"
     assert gone(result.info.get("worker_pid") or int((tmp_path / "1" / "worker.pid").read_text()))
+
+
+def test_a_worker_stopped_the_moment_it_is_forked_dies_of_the_signal_and_the_template_serves_on(
+    tmp_path: Path, template
+):
+    """The job may stop its worker before the forked child has made itself its group's leader (a Ctrl-C
+    as the job starts): the signal still ends that worker, held until its own handlers are set, and the
+    job waits for it; the template forks the next. Several times: the window is the child's first steps."""
+    config = tmp_path / "job_config.json"
+    config.write_text(json.dumps(to_dict(validate(compose(with_test_defaults([*BARE, *LINEAR]))))))
+    env = {**worker_env(None), START_GATE_ENV: str(tmp_path / "never")}  # unstopped, it would wait
+    for attempt in range(8):
+        argv = ["--config", str(config), "--result", str(tmp_path / f"result{attempt}.json")]
+        proc = fork_worker(template.info, argv=argv, env=env, cwd=PROJECT_ROOT, wait_s=120)
+        assert not isinstance(proc, str), proc
+        stop_worker(proc)
+        assert proc.returncode == -signal.SIGTERM, f"attempt {attempt}: {proc.returncode}"
+        assert gone(proc.pid)
 
 
 # ----------------------------------------------------------------------------- refusals

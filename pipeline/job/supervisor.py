@@ -80,13 +80,17 @@ def signal_description(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
-def _kill_group(proc: subprocess.Popen | ForkedWorker) -> None:
-    """SIGTERM the worker's process group, then SIGKILL whatever is left after a grace period."""
+def stop_worker(proc: subprocess.Popen | ForkedWorker) -> None:
+    """SIGTERM the worker's process group, then SIGKILL whatever is left after a grace period. A worker
+    forked a moment ago may not lead its group yet: then the signal goes to the worker itself."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
-            return
+            try:
+                os.kill(proc.pid, sig)
+            except ProcessLookupError:
+                return
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=KILL_GRACE_S)
             return
@@ -135,13 +139,13 @@ def run_worker(launch: WorkerLaunch) -> JobResult:
         except BaseException as stopped:
             # what a killed worker prints as it dies (torch's launcher's SIGTERM traceback): worker.log only
             pump.quiet = True
-            _kill_group(proc)
+            stop_worker(proc)
             timed_out = isinstance(stopped, subprocess.TimeoutExpired)
             if not timed_out:  # a stopped job
                 reader.join(timeout=5)
                 raise
         reader.join(timeout=10)
-    _kill_group(proc)  # leftovers of the worker (DataLoader or compile workers), if any
+    stop_worker(proc)  # leftovers of the worker (DataLoader or compile workers), if any
     wall_s = time.monotonic() - started
 
     tail = _log_tail(log_path) or "\n".join(pump.last)

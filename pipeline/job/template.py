@@ -53,6 +53,9 @@ IMPORT_ENV_PREFIXES = (
     "TRANSFORMERS_",
 )
 OWNER_POLL_S = 1.0
+# Blocked from the fork until the worker has its own session and default handlers: a job that stops its
+# worker at once (its SIGTERM) neither finds the template's handler running in the child nor misses it.
+HELD_AT_FORK = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
 
 
@@ -134,8 +137,9 @@ def run_forked_worker(
     try:
         os.setsid()
         signal.set_wakeup_fd(-1)
-        for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        for signum in (signal.SIGCHLD, *HELD_AT_FORK):
             signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_AT_FORK)  # one sent meanwhile ends it now
         for fd in keep:  # the template's listener and its other jobs' connections
             _close_quietly(fd)
         devnull = os.open(os.devnull, os.O_RDONLY)
@@ -225,7 +229,12 @@ class Template:
             sys.stderr.flush()
             keep = {self.listener.fileno(), self.wake_r, self.wake_w, conn.fileno()}
             keep |= {c.fileno() for c in self.state.workers.values()}
-            pid = os.fork()
+            held, pid = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_AT_FORK), -1
+            try:
+                pid = os.fork()
+            finally:
+                if pid != 0:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, held)
             if pid == 0:
                 lifeline.die_with_parent()
                 run_forked_worker(
