@@ -330,6 +330,27 @@ def test_a_gpu_round_starts_with_one_untimed_unit_of_its_own_variant_and_a_cpu_r
     assert gpu.lead_in_units(v) == 0
 
 
+def test_nothing_runs_on_the_host_between_a_rounds_lead_in_and_its_start_mark(monkeypatch):
+    """A launch-bound unit's device idles through host work done after the lead-in is queued, and that
+    idle time would land in the round's first lap (in every lap, at one unit a round): the round's CPU
+    counters are read before the lead-in, and the start mark follows it at once."""
+    calls: list[str] = []
+    monkeypatch.setattr(timing, "cpu_ticks", lambda: calls.append("cpu counters"))
+    monkeypatch.setattr(timing, "thread_cpu_and_wait_ns", lambda: calls.append("thread counters"))
+    monkeypatch.setattr(timing.Laps, "mark", lambda self, label: calls.append(f"mark {label}"))
+
+    class LeadIn(timing.Timer):  # a GPU's round, on the CPU
+        def lead_in_units(self, variant: timing.Variant) -> int:
+            return 1
+
+    v = timing.StepVariant("compiled", lambda batch: calls.append("unit") or torch.zeros(()), iter(range(9)))
+    LeadIn(device=torch.device("cpu"), progress=quiet, measured_total=2).timed_round(v, 2)
+    assert calls[: calls.index("unit") + 2] == ["cpu counters", "thread counters", "unit", "mark None"]
+    assert calls[calls.index("mark None") :] == [
+        "mark None", "unit", "mark step", "unit", "mark step", "thread counters", "cpu counters"
+    ]  # fmt: skip
+
+
 def spin_step(batch: int) -> torch.Tensor:
     """A step that wants its CPU the whole time (20 ms of Python)."""
     end = time.perf_counter() + 0.02

@@ -227,17 +227,19 @@ class Timer:
         """Run `units` measured units with boundary events and no host sync inside; their laps are read at the
         next `flush`. Before the round the device drains and a lead-in unit runs untimed, so each unit's host
         preamble overlaps only its own variant's queued work (another variant's queue would hide its
-        launches; an idle device would add a cold start). The CPU counters are read outside the loop."""
+        launches; an idle device would add a cold start). Nothing runs on the host between the lead-in and
+        the first timed unit: a launch-bound unit's device would idle through it, inside the first lap. The
+        CPU counters are read outside that span (the lead-in inside their window)."""
         self.host.sample()
         variant.reserve(variant.done + units)
-        if self.lead_in_units(variant):
-            synchronize(self.device)
-            variant.run_unit(None, record=False)
         every = max(1, self.measured_total // 50)  # about 50 progress events by the next look
         laps = Laps(self.device, 1 + units * variant.marks_per_unit)
         before = cpu_ticks()
         variant.others_cpu.start(before)
         threads_before = thread_cpu_and_wait_ns()
+        if self.lead_in_units(variant):
+            synchronize(self.device)
+            variant.run_unit(None, record=False)
         laps.mark(None)
         for i in range(units):
             variant.run_unit(laps)

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# One GPU: why the pipeline's back-to-back figure of a cycling inference unit (ResNet-50, batch sizes 32,
+# 64, 128, amp, default mode, dynamic=false) reads above a plain loop's (benchmarks/gpu/rounds.sh). With
+# the GPU's SM clock, power and throttle reasons sampled every 100 ms throughout (nvidia-smi):
+# 1. benchmarks/rounds_loop.py (rounds of 1 and 9 units, the 9 also on rotated batches; the host CPU per unit);
+# 2. the pipeline's job as a user runs it (paired eager copy, default round_s), then the same without the
+#    host check's CPU burst before each round (benchmark.host_check_s=0);
+# 3. the loop again (the host's drift over the call).
+# B2B_SMOKE=1: the same on a CPU with a tiny model and no sampler (a check of this script, no figures).
+# Usage on the GPU host: bash benchmarks/gpu/b2b_gap.sh <out dir>
+set -uo pipefail
+out=$(realpath -m "${1:?out dir}"); mkdir -p "$out"
+if [ "${B2B_SMOKE:-0}" = 1 ]; then  # this checkout's .venv
+  export PATH=$PWD/.venv/bin:$PATH PYTHONPATH=$PWD
+  M=(model=timm/resnet18 device=cpu model.input.height=32 model.input.width=32 "scenario.batch_sizes=[1,4]")
+  S=(benchmark.budget_s=0 trainer.steps=6 trainer.warmup_steps=2)
+  L=(--device cpu --model resnet18 --image-size 32 --batch-sizes 1,4 --rounds 4 --warmup 2 --rotate 2)
+else
+  source benchmarks/gpu/setup.sh > "$out/host.txt" 2>&1 || { cat "$out/host.txt"; exit 1; }
+  head -4 "$out/host.txt"
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,utilization.gpu,temperature.gpu,clocks_throttle_reasons.active \
+    --format=csv,noheader -lms 100 > "$out/smi.csv" 2>/dev/null &
+  sampler=$!
+  M=(model=timm/resnet50 "scenario.batch_sizes=[32,64,128]"); S=(benchmark.budget_s=20)
+  L=(--model resnet50 --batch-sizes 32,64,128 --rounds 30)
+fi
+export TORCHINDUCTOR_CACHE_DIR=$out/inductor_cache
+phase() { echo "$1 $(date +%s.%N)" >> "$out/phases.txt"; }
+loop() {
+  phase "$1-start"
+  python3 benchmarks/rounds_loop.py "${L[@]}" --dynamic false --units 1,9 --gaps-ms 0 > "$out/$1.log" 2>&1
+  echo "$1 exit=$? $(grep '^{' "$out/$1.log" | tail -1 | cut -c1-300)"
+  phase "$1-end"
+}
+loop loop1
+job() {  # job <name> <overrides...>
+  local name=$1; shift
+  phase "$name-start"
+  python3 -m pipeline.run "${M[@]}" scenario=inference precision=amp compile.mode=default compile.dynamic=false \
+    "${S[@]}" "mlflow.tracking_uri=sqlite:///$out/mlflow.db" "hydra.run.dir=$out/$name" "$@" > "$out/$name.log" 2>&1
+  echo "$name exit=$? $(tail -n 1 "$out/$name.log" | cut -c1-200)"
+  phase "$name-end"
+}
+job job
+job job-nohostcheck benchmark.host_check_s=0  # no torch-free CPU burst before each round
+loop loop2
+[ -n "${sampler:-}" ] && kill "$sampler"
+for name in job job-nohostcheck; do cp "$out/$name/result.json" "$out/$name-result.json" 2>/dev/null; done
+python3 - "$out" <<'PY' | tee "$out/table.md"
+import datetime, json, statistics, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+for name in ("loop1", "loop2"):
+    loop = json.loads([l for l in (out / f"{name}.log").read_text().splitlines() if l.startswith("{")][-1])
+    print(name, "ms per unit:", json.dumps(loop["p50_ms"]), "host CPU per unit:", loop["host_cpu_ms"], "ms")
+for name in ("job", "job-nohostcheck"):
+    r = json.loads((out / name / "result.json").read_text()); m = r["metrics"]
+    print(f"{name}: step/p50_ms {m['step/p50_ms']:.2f}, latency/p50_ms {m['latency/p50_ms']:.2f}, eager/p50_ms {m.get('eager/p50_ms', float('nan')):.2f}, "
+          f"round_units {r['info'].get('round_units')}, host/reference_spread_pct {m.get('host/reference_spread_pct', float('nan')):.0f}")
+smi = out / "smi.csv"
+if smi.exists():
+    marks = dict(l.split() for l in (out / "phases.txt").read_text().splitlines())
+    rows = []
+    for line in smi.read_text().splitlines():
+        f = [x.strip() for x in line.split(",")]
+        try:
+            t = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=datetime.timezone.utc).timestamp()
+            rows.append((t, float(f[1].split()[0]), float(f[3].split()[0]), float(f[4].split()[0]), f[6]))
+        except (ValueError, IndexError):
+            continue
+    for name in ("loop1", "job", "job-nohostcheck", "loop2"):
+        busy = [r for r in rows if float(marks[f"{name}-start"]) <= r[0] <= float(marks[f"{name}-end"]) and r[3] >= 50]
+        if busy:
+            print(f"{name}: {len(busy)} samples at >=50% utilization: SM clock p50 {statistics.median(r[1] for r in busy):.0f} MHz "
+                  f"(min {min(r[1] for r in busy):.0f}), power p50 {statistics.median(r[2] for r in busy):.0f} W, "
+                  f"throttle reasons {sorted(set(r[4] for r in busy))}")
+PY
+echo "b2b_gap done"
