@@ -43,6 +43,7 @@ import pytest
 SESSION_ENV = "PIPELINE_TEST_SESSION_DIR"
 ONE_THREAD_ENV = "PIPELINE_TEST_ONE_THREAD"  # set where the session set OMP_NUM_THREADS=1 itself
 WHOLE_HOST = "whole_host"
+TEMPLATE_IMPORTED = "template: imports done"  # what a template's log says once it can fork workers
 FIXTURE_TIMES = "fixture_setup_s"  # a test report's user property: {fixture (scope): seconds}
 CPU_TIME = "cpu_s"  # a test report's user properties: cpu_s_setup, cpu_s_call, cpu_s_teardown
 TIMES_FILE = "PIPELINE_TEST_TIMES"  # a path: every test's wall and CPU seconds written there as JSON
@@ -60,6 +61,18 @@ def session_dir() -> Path | None:
 
 def whole_host(item: pytest.Item) -> bool:
     return item.get_closest_marker(WHOLE_HOST) is not None
+
+
+def templates_imported(folder: Path | None, timeout_s: float = 180.0) -> None:
+    """Wait until the session's templates have their imports done: a template importing torch beside a
+    whole-host test is load the test did not make (a CPU's worth on a 2-core host), and this process's
+    own template counts as its child's work."""
+    deadline = time.monotonic() + timeout_s
+    while folder is not None and time.monotonic() < deadline:
+        logs = list(folder.glob("template-*/**/*.log"))
+        if all(TEMPLATE_IMPORTED in log.read_text(errors="replace") for log in logs):
+            return
+        time.sleep(0.2)
 
 
 def group_of(item: pytest.Item) -> str | None:
@@ -204,6 +217,8 @@ class SuitePlugin:
         alone = whole_host(item)
         with torch_default_threads(alone):
             self.take_host(alone=alone)
+            if alone:
+                templates_imported(session_dir())
             try:
                 return (yield)
             finally:
