@@ -20,6 +20,23 @@ import time
 import torch
 
 
+def model_and_inputs(
+    args: argparse.Namespace, sizes: list[int]
+) -> tuple[torch.device, torch.nn.Module, list[torch.Tensor]]:
+    """The timm model `args.model` in eval mode on `args.device`, torch.compile'd unless `args.compile` is
+    eager (with `args.dynamic`), and one random image batch of each size."""
+    import timm
+
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    model = timm.create_model(args.model, pretrained=False).to(device).eval().requires_grad_(False)
+    if args.compile != "eager":
+        dynamic = {"true": True, "false": False, "none": None}[args.dynamic]
+        mode = {} if args.compile == "default" else {"mode": args.compile}
+        model = torch.compile(model, dynamic=dynamic, **mode)
+    return device, model, [torch.randn(b, 3, args.image_size, args.image_size, device=device) for b in sizes]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -35,18 +52,9 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
 
-    import timm
-
-    device = torch.device(args.device)
-    cuda = device.type == "cuda"
-    torch.manual_seed(0)
-    model = timm.create_model(args.model, pretrained=False).to(device).eval().requires_grad_(False)
-    if args.compile != "eager":
-        dynamic = {"true": True, "false": False, "none": None}[args.dynamic]
-        mode = {} if args.compile == "default" else {"mode": args.compile}
-        model = torch.compile(model, dynamic=dynamic, **mode)
     sizes = [int(b) for b in args.batch_sizes.split(",")] if args.batch_sizes else [args.batch_size]
-    xs = [torch.randn(b, 3, args.image_size, args.image_size, device=device) for b in sizes]
+    device, model, xs = model_and_inputs(args, sizes)
+    cuda = device.type == "cuda"
 
     def call() -> None:
         for x in xs:

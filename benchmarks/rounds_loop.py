@@ -26,6 +26,7 @@ import statistics
 import time
 
 import torch
+from latency_loop import model_and_inputs  # this folder's: the same model, inputs and compile
 
 
 def spin(ms: float) -> None:
@@ -52,16 +53,9 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
 
-    import timm
-
-    device = torch.device(args.device)
-    cuda = device.type == "cuda"
-    torch.manual_seed(0)
-    model = timm.create_model(args.model, pretrained=False).to(device).eval().requires_grad_(False)
-    if args.compile != "eager":
-        model = torch.compile(model, dynamic={"true": True, "false": False, "none": None}[args.dynamic])
     sizes = [int(b) for b in args.batch_sizes.split(",")]
-    xs = [torch.randn(b, 3, args.image_size, args.image_size, device=device) for b in sizes]
+    device, model, xs = model_and_inputs(args, sizes)
+    cuda = device.type == "cuda"
     pools = [itertools.cycle([torch.randn_like(x) for _ in range(args.rotate)]) for x in xs]
 
     def unit(rotated: bool = False) -> None:
