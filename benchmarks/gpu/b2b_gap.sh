@@ -4,7 +4,8 @@
 # the GPU's SM clock, power and throttle reasons sampled every 100 ms throughout (nvidia-smi):
 # 1. benchmarks/rounds_loop.py (rounds of 1 and 9 units, the 9 also on rotated batches; the host CPU per unit);
 # 2. the pipeline's job as a user runs it (paired eager copy, default round_s), then the same without the
-#    host check's CPU burst before each round (benchmark.host_check_s=0);
+#    host check's CPU burst before each round (benchmark.host_check_s=0), then without the eager copy's
+#    rounds between the compiled ones (benchmark.paired_eager=false); one inductor cache for all;
 # 3. the loop again (the host's drift over the call).
 # B2B_SMOKE=1: the same on a CPU with a tiny model and no sampler (a check of this script, no figures).
 # Usage on the GPU host: bash benchmarks/gpu/b2b_gap.sh <out dir>
@@ -37,15 +38,17 @@ job() {  # job <name> <overrides...>
   local name=$1; shift
   phase "$name-start"
   python3 -m pipeline.run "${M[@]}" scenario=inference precision=amp compile.mode=default compile.dynamic=false \
-    "${S[@]}" "mlflow.tracking_uri=sqlite:///$out/mlflow.db" "hydra.run.dir=$out/$name" "$@" > "$out/$name.log" 2>&1
+    "${S[@]}" "mlflow.tracking_uri=sqlite:///$out/mlflow.db" "hydra.run.dir=$out/$name" \
+    "diagnose.cache_dir=$out/inductor_cache" "$@" > "$out/$name.log" 2>&1
   echo "$name exit=$? $(tail -n 1 "$out/$name.log" | cut -c1-200)"
   phase "$name-end"
 }
 job job
 job job-nohostcheck benchmark.host_check_s=0  # no torch-free CPU burst before each round
+job job-unpaired benchmark.paired_eager=false  # no eager rounds between the compiled ones
 loop loop2
 [ -n "${sampler:-}" ] && kill "$sampler"
-for name in job job-nohostcheck; do cp "$out/$name/result.json" "$out/$name-result.json" 2>/dev/null; done
+for name in job job-nohostcheck job-unpaired; do cp "$out/$name/result.json" "$out/$name-result.json" 2>/dev/null; done
 python3 - "$out" <<'PY' | tee "$out/table.md"
 import datetime, json, statistics, sys
 from pathlib import Path
@@ -53,7 +56,7 @@ out = Path(sys.argv[1])
 for name in ("loop1", "loop2"):
     loop = json.loads([l for l in (out / f"{name}.log").read_text().splitlines() if l.startswith("{")][-1])
     print(name, "ms per unit:", json.dumps(loop["p50_ms"]), "host CPU per unit:", loop["host_cpu_ms"], "ms")
-for name in ("job", "job-nohostcheck"):
+for name in ("job", "job-nohostcheck", "job-unpaired"):
     r = json.loads((out / name / "result.json").read_text()); m = r["metrics"]
     print(f"{name}: step/p50_ms {m['step/p50_ms']:.2f}, latency/p50_ms {m['latency/p50_ms']:.2f}, eager/p50_ms {m.get('eager/p50_ms', float('nan')):.2f}, "
           f"round_units {r['info'].get('round_units')}, host/reference_spread_pct {m.get('host/reference_spread_pct', float('nan')):.0f}")
@@ -68,7 +71,7 @@ if smi.exists():
             rows.append((t, float(f[1].split()[0]), float(f[3].split()[0]), float(f[4].split()[0]), f[6]))
         except (ValueError, IndexError):
             continue
-    for name in ("loop1", "job", "job-nohostcheck", "loop2"):
+    for name in ("loop1", "job", "job-nohostcheck", "job-unpaired", "loop2"):
         busy = [r for r in rows if float(marks[f"{name}-start"]) <= r[0] <= float(marks[f"{name}-end"]) and r[3] >= 50]
         if busy:
             print(f"{name}: {len(busy)} samples at >=50% utilization: SM clock p50 {statistics.median(r[1] for r in busy):.0f} MHz "
