@@ -17,12 +17,12 @@ from tests.conftest import ROOT
 def test_the_rounds_loop_times_each_way_per_unit_and_keeps_the_gap_out_of_the_round():
     command = [sys.executable, "benchmarks/rounds_loop.py", "--device", "cpu", "--model", "test_resnet"]
     command += ["--image-size", "32", "--batch-sizes", "1,2", "--compile", "eager", "--units", "1,3"]
-    command += ["--gaps-ms", "0,200", "--rotate", "2", "--rounds", "3", "--warmup", "1"]
+    command += ["--gaps-ms", "0,500", "--rotate", "2", "--rounds", "3", "--warmup", "1"]
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout.splitlines()[-1])
     p50 = report["p50_ms"]
-    ways = ["sync", "b2b 1 gap 0", "b2b 1 gap 200", "b2b 3 gap 0", "b2b 3 gap 200", "b2b 3 rotated"]
+    ways = ["sync", "b2b 1 gap 0", "b2b 1 gap 500", "b2b 3 gap 0", "b2b 3 gap 500", "b2b 3 rotated"]
     assert list(p50) == ways and all(ms > 0 for ms in p50.values()), p50
-    assert p50["b2b 1 gap 200"] < p50["sync"] + 100, p50  # 200 ms of host work before the start: not timed
+    assert p50["b2b 1 gap 500"] < p50["sync"] + 300, p50  # 500 ms of host work before the start: not timed
     assert report["host_cpu_ms"] > 0 and report["rounds"] == 3
