@@ -10,7 +10,11 @@ CPU speed moves weighs on every way alike; no Hydra, no worker, no pipeline code
   pipeline's data.num_batches rotation) rather than on one batch.
 
 With the medians, `host_cpu_ms`: the process's CPU time per unit over the `b2b` rounds of the most units
-(near the unit's time: launch-bound).
+(near the unit's time: launch-bound); `gc`: the garbage collector's passes over the timed rounds and the
+time they took, per generation; `allocator`: the CUDA caching allocator's device allocations, frees and
+retries over them. `--eager-between` runs the model's eager copy (one unit, synchronized) before each way's
+round, as the pipeline's paired rounds do; `--gc-freeze` moves every object alive after the warm-up out of
+the collector's reach (`gc.freeze()`).
 
 Prints one JSON line: each way's median over the rounds, in ms per unit.
 
@@ -20,6 +24,7 @@ Prints one JSON line: each way's median over the rounds, in ms per unit.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import statistics
@@ -51,6 +56,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--eager-between", action="store_true", help="an eager unit before each round")
+    parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() after the warm-up")
     args = parser.parse_args()
 
     sizes = [int(b) for b in args.batch_sizes.split(",")]
@@ -58,10 +65,12 @@ def main() -> None:
     cuda = device.type == "cuda"
     pools = [itertools.cycle([torch.randn_like(x) for _ in range(args.rotate)]) for x in xs]
 
-    def unit(rotated: bool = False) -> None:
+    def unit(rotated: bool = False, run: torch.nn.Module = model) -> None:
         for x in (next(pool) for pool in pools) if rotated else xs:
             with torch.autocast(device.type, dtype=torch.bfloat16):
-                model(x)
+                run(x)
+
+    eager = getattr(model, "_orig_mod", model)  # the compiled model's own module, run eagerly
 
     def sync() -> None:
         if cuda:
@@ -105,13 +114,36 @@ def main() -> None:
             ways[f"b2b {n} gap {gap:g}"] = lambda n=n, gap=gap: back_to_back(n, gap)
     ways[f"b2b {most} rotated"] = lambda: back_to_back(most, 0.0, rotated=True)
     times: dict[str, list[float]] = {name: [] for name in ways}
+    passes: dict[int, list[float]] = {0: [], 1: [], 2: []}  # the collector's pauses (ms) per generation
+    started: list[float] = []
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            started[:] = [time.perf_counter()]
+        elif started:
+            passes[info["generation"]].append((time.perf_counter() - started[0]) * 1000)
+
+    allocator_keys = ("num_device_alloc", "num_device_free", "num_alloc_retries", "num_sync_all_streams")
     with torch.inference_mode():
         for _ in range(args.warmup):
             unit()
+            if args.eager_between:
+                unit(run=eager)
+        if args.gc_freeze:
+            gc.collect()
+            gc.freeze()
+        memory_before = torch.cuda.memory_stats() if cuda else {}
+        gc.callbacks.append(on_gc)
         for r in range(args.rounds):
             order = list(ways) if r % 2 == 0 else list(reversed(ways))
             for name in order:
+                if args.eager_between:
+                    sync()
+                    unit(run=eager)
+                    sync()
                 times[name].append(ways[name]())
+        gc.callbacks.remove(on_gc)
+        memory_after = torch.cuda.memory_stats() if cuda else {}
     print(
         json.dumps(
             {
@@ -122,6 +154,10 @@ def main() -> None:
                     for name, t in times.items()
                 },
                 "host_cpu_ms": round(statistics.median(cpu_ms), 3),
+                "gc": {f"gen{g}": [len(p), round(sum(p), 2)] for g, p in passes.items()},  # [passes, ms]
+                "allocator": {k: memory_after.get(k, 0) - memory_before.get(k, 0) for k in allocator_keys},
+                "eager_between": args.eager_between,
+                "gc_freeze": args.gc_freeze,
                 "rounds": args.rounds,
                 "gpu": torch.cuda.get_device_name() if cuda else "cpu",
                 "torch": torch.__version__,
