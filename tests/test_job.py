@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -317,3 +318,33 @@ def test_a_jobs_last_line_shows_a_speedup_interval_too_wide_to_say_anything_as_u
     assert "1.06x vs eager [undetermined]" in one_line("job", result)
     result.metrics.update({"speedup/ci95_low": 1.02, "speedup/ci95_high": 1.09})
     assert "1.06x vs eager [1.02, 1.09]" in one_line("job", result)
+
+
+def test_calls_back_to_back_slower_than_calls_alone_are_flagged_in_the_metric_and_the_jobs_line():
+    """On an H200 (benchmarks/RESULTS.md, "the back-to-back figure of a host-bound unit"), a job that had
+    compiled cold read ResNet-50's calls back to back at 13.20 ms [12.93, 13.55] against 12.79 ms
+    [12.71, 12.87] for calls alone: a queue is never slower than an idle device but for the host."""
+    from pipeline.job.outcome import one_line
+    from pipeline.job.result import JobResult
+    from pipeline.measure.stats import Latency
+    from pipeline.scenarios.inference.scenario import RequestLatency
+
+    alone = Latency.from_values([12.6, 12.7, 12.8, 12.8, 12.9, 12.7, 12.8, 12.75] * 8)
+    held_back = Latency.from_values([13.0, 13.2, 13.4, 13.1, 13.3, 13.2, 13.5, 13.2] * 8)
+    queued = Latency.from_values([11.0, 11.1, 11.05, 11.1, 11.0, 11.05, 11.1, 11.05] * 8)
+    flagged = RequestLatency(
+        latency=alone, back_to_back=held_back, eager_back_to_back=None, back_to_back_speedup=None
+    )
+    assert flagged.metrics()["step/above_latency"] == 1.0
+    steady = dataclasses.replace(flagged, back_to_back=queued)
+    assert steady.metrics()["step/above_latency"] == 0.0
+    overlapping = dataclasses.replace(flagged, back_to_back=alone)  # the same figure: no claim either way
+    assert overlapping.metrics()["step/above_latency"] == 0.0
+
+    result = JobResult()
+    result.status = "FINISHED"
+    result.metrics.update(alone.metrics("latency/") | held_back.metrics() | flagged.metrics())
+    result.metrics["throughput/samples_per_s"] = 224 * 1000 / held_back.p50
+    assert "samples/s back to back (held back by the host" in one_line("job", result)
+    result.metrics.update(steady.metrics())
+    assert "held back" not in one_line("job", result)

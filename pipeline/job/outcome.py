@@ -68,6 +68,8 @@ def result_phrases(result: JobResult, *, memory: bool = True) -> list[str]:
         parts = [f"{word} latency {ms(*estimate(m, lead))} (p50{tail})"]
         if "throughput/samples_per_s" in m:
             parts.append(f"{figure(m['throughput/samples_per_s'])} samples/s back to back")
+            if m.get("step/above_latency"):  # the queue ran slower than single calls: the host's doing
+                parts[-1] += " (held back by the host: slower than calls alone, step/above_latency)"
     else:
         parts = [f"{word} {ms(*estimate(m, STEP_P50))} (p50)"]
     if "generate/ttft_p50_ms" in m:  # a generation: its rate and its first token

@@ -60,6 +60,12 @@ METRICS: dict[str, Metric] = {
         "1 if, on a GPU, the compiled step followed the host's speed while its paired eager copy held steady: the "
         "paired speedup holds for this process's host speed; the verdict widens it to speedup x p50/p90 .. x p50/p10",
     ),
+    "step/above_latency": Metric(
+        "bool",
+        "1 if calls back to back (step/*) read slower than calls alone, synchronized (latency/*), beyond both "
+        "medians' intervals: the host held the queued calls back, so step/* and throughput/* understate the "
+        "device; latency/* stands (inference)",
+    ),
     "eager/round_drift_pct": Metric(
         "%", "paired eager baseline: how far its timed rounds' medians drifted apart"
     ),
