@@ -323,7 +323,7 @@ def test_a_jobs_last_line_shows_a_speedup_interval_too_wide_to_say_anything_as_u
 def test_calls_back_to_back_slower_than_calls_alone_are_flagged_in_the_metric_and_the_jobs_line():
     """On an H200 (benchmarks/RESULTS.md, "the back-to-back figure of a host-bound unit"), a job that had
     compiled cold read ResNet-50's calls back to back at 13.20 ms [12.93, 13.55] against 12.79 ms
-    [12.71, 12.87] for calls alone: a queue is never slower than an idle device but for the host."""
+    [12.71, 12.87] for calls alone: a GPU's queue is never slower than its idle device but for the host."""
     from pipeline.job.outcome import one_line
     from pipeline.job.result import JobResult
     from pipeline.measure.stats import Latency
@@ -340,6 +340,8 @@ def test_calls_back_to_back_slower_than_calls_alone_are_flagged_in_the_metric_an
     assert steady.metrics()["step/above_latency"] == 0.0
     overlapping = dataclasses.replace(flagged, back_to_back=alone)  # the same figure: no claim either way
     assert overlapping.metrics()["step/above_latency"] == 0.0
+    on_a_cpu = dataclasses.replace(flagged, back_to_back=None)  # no queue: calls back to back run as alone
+    assert "step/above_latency" not in on_a_cpu.metrics()
 
     result = JobResult()
     result.status = "FINISHED"

@@ -62,8 +62,8 @@ METRICS: dict[str, Metric] = {
     ),
     "step/above_latency": Metric(
         "bool",
-        "1 if calls back to back (step/*) read slower than calls alone, synchronized (latency/*), beyond both "
-        "medians' intervals: the host held the queued calls back, so step/* and throughput/* understate the "
+        "1 if, on a GPU, calls back to back (step/*) read slower than calls alone, synchronized (latency/*), beyond "
+        "both medians' intervals: the host held the queued calls back, so step/* and throughput/* understate the "
         "device; latency/* stands (inference)",
     ),
     "eager/round_drift_pct": Metric(

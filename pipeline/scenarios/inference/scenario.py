@@ -34,7 +34,7 @@ class RequestLatency:
     included), beside the back-to-back figure (`step/*`, what `throughput/*` is made of) and its speedup."""
 
     latency: Latency
-    back_to_back: Latency  # the same calls issued back to back (step/*)
+    back_to_back: Latency | None  # on a GPU, the same calls issued back to back (step/*); a CPU has no queue
     eager_back_to_back: Latency | None  # the paired eager copy's back-to-back calls
     back_to_back_speedup: float | None
 
@@ -42,11 +42,12 @@ class RequestLatency:
     def back_to_back_above(self) -> bool:
         """Calls back to back read slower than calls alone, beyond both medians' intervals: a queue is never
         slower per call than an idle device unless the host held the queued calls back."""
-        return self.back_to_back.ci95_low > self.latency.ci95_high
+        return self.back_to_back is not None and self.back_to_back.ci95_low > self.latency.ci95_high
 
     def metrics(self) -> dict[str, float]:
         m = self.latency.metrics("latency/")
-        m["step/above_latency"] = float(self.back_to_back_above)
+        if self.back_to_back is not None:
+            m["step/above_latency"] = float(self.back_to_back_above)
         if self.eager_back_to_back is not None and self.back_to_back_speedup is not None:
             m.update(self.eager_back_to_back.metrics("eager/", PAIRED))
             m["speedup/back_to_back_vs_eager"] = self.back_to_back_speedup
@@ -119,7 +120,7 @@ class InferenceScenario(Scenario):
         report.records.append(
             RequestLatency(
                 latency=measured.main.latency(LATENCY, confidence),
-                back_to_back=report.step,
+                back_to_back=report.step if self.device.type == "cuda" else None,
                 eager_back_to_back=eager,
                 back_to_back_speedup=eager.p50 / report.step.p50 if eager is not None else None,
             )
