@@ -382,6 +382,27 @@ def test_configurations_with_other_batch_sizes_are_ranked_by_throughput():
     assert any("ranked by throughput" in n for n in s.notes)
 
 
+def test_a_job_whose_host_held_its_queue_back_is_never_ranked_below_another_on_throughput():
+    """An inference job on a GPU whose calls back to back read slower than its calls alone
+    (step/above_latency) understates its throughput by an unknown amount: it may not be called the slower,
+    it may still be called the faster, and its latency (the default objective) is judged as it is."""
+    fast = row("fast", 10.0, config_hash="f", pool_hash="f")  # 800 samples/s
+    slow = row("slow", 12.5, config_hash="s", pool_hash="s")  # 640 samples/s
+    for r, latency in ((fast, 11.0), (slow, 12.0)):
+        r.metrics.update({"latency/p50_ms": latency, "latency/p50_ci95_low_ms": latency * 0.99})
+        r.metrics["latency/p50_ci95_high_ms"] = latency * 1.01
+    rate = "throughput/samples_per_s"
+    assert summarize("x", [fast, slow], configured=rate).verdict.fastest == "fast"
+    slow.metrics["step/above_latency"] = 1.0  # 12.5 ms back to back against 12.0 alone: held back
+    s = summarize("x", [fast, slow], configured=rate)
+    assert s.verdict is not None and s.verdict.kind == INCONCLUSIVE, s.verdict
+    assert any("held their queues back" in n and "slow" in n for n in s.notes)
+    assert summarize("x", [fast, slow], configured="latency/p50_ms").verdict.fastest == "fast"
+    slow.metrics["step/above_latency"], fast.metrics["step/above_latency"] = 0.0, 1.0  # as if alone < 10.0
+    s = summarize("x", [fast, slow], configured=rate)  # the faster for all its understatement
+    assert s.verdict is not None and s.verdict.fastest == "fast"
+
+
 def test_repeats_are_pooled_into_one_configuration():
     repeats = [
         row(f"a·repeat={i}", p, config_hash=f"a{i}", pool_hash="a", config={"benchmark.repeat": str(i)})

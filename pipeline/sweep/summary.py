@@ -310,16 +310,17 @@ def _base(row: Row, without: tuple[str, ...] = (*COMPILE_KEYS, REPEAT_KEY)) -> t
 def reach(row: Row, objective: Objective) -> float | None:
     """The best a job's figure may be once the host's slowing (which only slows steps) is allowed for:
     a noisy job's median's best end sped up by p90 / p10; a crowded one's fastest step sped up by its
-    slowdown or by 1 / (1 - others' CPU share); a waiting one's best end sped up by its wait share.
+    slowdown or by 1 / (1 - others' CPU share); a waiting one's best end sped up by its wait share; one
+    whose calls back to back the host held back (`step/above_latency`) by an unknown amount: unbounded.
     None for a quiet job, or an unbounded noisy one (pipeline/sweep/verdict.py)."""
     base = OBJECTIVES.get(objective.inverse_of, objective) if objective.inverse_of else objective
     wait = row.metrics.get("step/cpu_wait_pct")
-    if not (row.noisy or waited(wait) or row.crowded) or base.interval is None:
+    section = base.metric.split("/", 1)[0]  # the median duration behind the objective: step/*, latency/*
+    held_back = section == "step" and bool(row.metrics.get("step/above_latency"))
+    if not (row.noisy or waited(wait) or row.crowded or held_back) or base.interval is None:
         return None
-    # the low-end metric and the section of the median duration behind the objective
-    low_key, section = base.interval[0], base.metric.split("/", 1)[0]
-    m = row.metrics
-    floors = []
+    low_key, m = base.interval[0], row.metrics
+    floors = [0.0] if held_back else []
     if row.noisy or row.crowded:
         fastest, slowdown = m.get(f"{section}/min_ms", m.get(f"{section}/p10_ms")), row.slowdown
         if fastest is None or slowdown is None:
@@ -601,6 +602,14 @@ def _notes(summary: Summary) -> None:
             f"{len(follows)} compiled job(s) waited on the host while their eager copy waited on the device "
             f"(step/host_bound: {shown}): their paired speedups hold for their own process's host speed, so the "
             "verdict widens each to speedup x p50/p90 .. x p50/p10 of its steps (docs/verdicts.md)"
+        )
+    held_back = [r for r in summary.rows if r.metrics.get("step/above_latency")]
+    if held_back:
+        shown = ", ".join(r.name for r in held_back[:3]) + (", ..." if len(held_back) > 3 else "")
+        summary.notes.append(
+            f"{len(held_back)} job(s) ran their calls back to back slower than one at a time (step/above_latency: "
+            f"{shown}): the host held their queues back, so their step/* and throughput/* understate the device "
+            "and the verdict never ranks them below another on those; latency/* stands (benchmarks/RESULTS.md)"
         )
     if summary.suite is not None:  # the rest is about ranking configurations, which a suite does not
         return
