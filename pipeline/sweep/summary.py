@@ -584,6 +584,11 @@ def measuring_note(rows: list[Row]) -> str | None:
     return note
 
 
+def names_of(rows: list[Row]) -> str:
+    """The first three rows' names, `a, b, c, ...` where there are more."""
+    return ", ".join(r.name for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
+
+
 def _notes(summary: Summary) -> None:
     if measuring := measuring_note(summary.rows):
         summary.notes.append(measuring)
@@ -595,21 +600,18 @@ def _notes(summary: Summary) -> None:
             "median's best end divided by p90 / p10 of its steps); compiled-vs-eager is judged on the paired speedup"
             + host_moved(noisy)
         )
-    follows = [r for r in summary.rows if r.metrics.get("step/host_bound")]
-    if follows:
-        shown = ", ".join(r.name for r in follows[:3]) + (", ..." if len(follows) > 3 else "")
+    if follows := [r for r in summary.rows if r.metrics.get("step/host_bound")]:
         summary.notes.append(
             f"{len(follows)} compiled job(s) waited on the host while their eager copy waited on the device "
-            f"(step/host_bound: {shown}): their paired speedups hold for their own process's host speed, so the "
-            "verdict widens each to speedup x p50/p90 .. x p50/p10 of its steps (docs/verdicts.md)"
+            f"(step/host_bound: {names_of(follows)}): their paired speedups hold for their own process's host "
+            "speed, so the verdict widens each to speedup x p50/p90 .. x p50/p10 of its steps (docs/verdicts.md)"
         )
-    held_back = [r for r in summary.rows if r.metrics.get("step/above_latency")]
-    if held_back:
-        shown = ", ".join(r.name for r in held_back[:3]) + (", ..." if len(held_back) > 3 else "")
+    if held_back := [r for r in summary.rows if r.metrics.get("step/above_latency")]:
         summary.notes.append(
             f"{len(held_back)} job(s) ran their calls back to back slower than one at a time (step/above_latency: "
-            f"{shown}): the host held their queues back, so their step/* and throughput/* understate the device "
-            "and the verdict never ranks them below another on those; latency/* stands (benchmarks/RESULTS.md)"
+            f"{names_of(held_back)}): the host held their queues back, so their step/* and throughput/* "
+            "understate the device and the verdict never ranks them below another on those; latency/* stands "
+            "(benchmarks/RESULTS.md)"
         )
     if summary.suite is not None:  # the rest is about ranking configurations, which a suite does not
         return
