@@ -397,6 +397,8 @@ def test_a_job_whose_host_held_its_queue_back_is_never_ranked_below_another_on_t
     s = summarize("x", [fast, slow], configured=rate)
     assert s.verdict is not None and s.verdict.kind == INCONCLUSIVE, s.verdict
     assert any("held their queues back" in n and "slow" in n for n in s.notes)
+    header, rows = table(s, compact=False)  # summary.md's table marks it
+    assert sorted(r[header.index("status")] for r in rows) == ["FINISHED", "FINISHED, held back"], rows
     assert summarize("x", [fast, slow], configured="latency/p50_ms").verdict.fastest == "fast"
     slow.metrics["step/above_latency"], fast.metrics["step/above_latency"] = 0.0, 1.0  # as if alone < 10.0
     s = summarize("x", [fast, slow], configured=rate)  # the faster for all its understatement

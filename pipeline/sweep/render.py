@@ -137,6 +137,8 @@ def _status(row: Row) -> str:
         status += ", DIVERGED"
     if row.noisy:
         status += ", noisy"
+    if row.metrics.get("step/above_latency"):  # its queue ran at the host's pace
+        status += ", held back"
     return status
 
 
