@@ -181,7 +181,12 @@ def test_overlap_puts_n_jobs_on_a_gpu_each_on_its_own_cores_and_one_more_waits(t
         with gpu_slot([0], tmp_path, poll_s=0.05, on_wait=waits.append, per_gpu=per_gpu) as env:
             start = time.monotonic()
             held.append(env)
-            time.sleep(0.5)
+            # held until the job beyond the slots has waited (at most 10 s), however slowly a loaded host
+            # starts the threads: the first `per_gpu` hold their slots at once
+            deadline = start + 10
+            while not waits and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(0.1)
             spans.append((env["PIPELINE_GPU_SLOT"], start, time.monotonic()))
 
     threads = [threading.Thread(target=job) for _ in range(per_gpu + 1)]

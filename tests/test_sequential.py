@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import math
 import random
+import shutil
 import statistics
+from pathlib import Path
 
 import pytest
 from scipy import stats
 
 from pipeline.measure import sequential as seq
-from tests.conftest import output, run_cli, runs
+from tests.conftest import output, run_cli, runs, sqlite_uri
 
 RULE = seq.StopRule(min_effect_pct=1.0, target_pct=2.5, budget_s=30.0)
 
@@ -214,23 +216,40 @@ TIMED = [
 
 @pytest.mark.slow  # the default suite's 5 minutes (CI runs it: make test-all)
 @pytest.mark.whole_host  # its quiet job is quiet only with no other test beside it
-def test_a_quiet_job_decides_sooner_than_a_noisy_one_which_measures_on(tmp_path, store):
+def test_a_quiet_job_decides_sooner_than_a_noisy_one_which_measures_on(tmp_path, empty_store_file):
     """Compiled skips the eager variant's 5 ms of its 15: 1.5x. Quiet, an early look decides it to +-10%
     (the first on an idle host; two or three on CI's: 0.64 s); with stalls of up to 40 ms in a third of
-    the units, the job measures on, look after look, for more than twice as long (7 looks, 4.7 s)."""
-    proc = run_cli(
-        [*TIMED, "+model.kwargs.jitter_ms=40", "+model.kwargs.jitter_p=0,0.35"],
-        tmp_path,
-        store,
-        multirun=True,
-    )
-    assert proc.returncode == 0, output(proc)
-    by_p = {
-        r.data.params["model.kwargs.jitter_p"]: r.data.metrics
-        for r in runs(store)
-        if "model.kwargs.jitter_p" in r.data.params
-    }
-    quiet, noisy = by_p["0"], by_p["0.35"]
+    the units, the job measures on, look after look, for more than twice as long (7 looks, 4.7 s). A host
+    whose own speed moved while the quiet job measured (its host check, or its steps' spread) makes that
+    job noisy too: the pair is measured once more, as a user would rerun it."""
+
+    def measure(folder: Path) -> tuple[dict[str, float], dict[str, float]]:
+        folder.mkdir()
+        store = sqlite_uri(Path(shutil.copyfile(empty_store_file, folder / "mlflow.db")))
+        proc = run_cli(
+            [*TIMED, "+model.kwargs.jitter_ms=40", "+model.kwargs.jitter_p=0,0.35"],
+            folder,
+            store,
+            multirun=True,
+        )
+        assert proc.returncode == 0, output(proc)
+        by_p = {
+            r.data.params["model.kwargs.jitter_p"]: r.data.metrics
+            for r in runs(store)
+            if "model.kwargs.jitter_p" in r.data.params
+        }
+        return by_p["0"], by_p["0.35"]
+
+    def apart(quiet: dict[str, float], noisy: dict[str, float]) -> bool:
+        return (
+            noisy["measure/looks"] > quiet["measure/looks"]
+            and noisy["measure/seconds"] > 2 * quiet["measure/seconds"]
+        )
+
+    quiet, noisy = measure(tmp_path / "first")
+    host_moved = quiet.get("host/reference_spread_pct", 0.0) > 10 or quiet.get("step/noisy") == 1.0
+    if not apart(quiet, noisy) and host_moved:
+        quiet, noisy = measure(tmp_path / "again")
     assert quiet["measure/decided"] == 1, quiet
     assert quiet["speedup/ci95_low"] > 1.01
     assert noisy["measure/looks"] > quiet["measure/looks"], noisy
