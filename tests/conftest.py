@@ -93,13 +93,16 @@ def empty_store_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def store_copy(empty_store_file: Path, folder: Path) -> str:
+    """An empty sqlite MLflow store at `folder`/mlflow.db (a copy of `empty_store_file`): its URI."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return sqlite_uri(Path(shutil.copyfile(empty_store_file, folder / "mlflow.db")))
+
+
 @pytest.fixture
 def store(tmp_path: Path, empty_store_file: Path) -> str:
     """An empty sqlite MLflow store of the test's own under its tmp dir (a copy of `empty_store_file`)."""
-    path = tmp_path / "mlflow" / "mlflow.db"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(empty_store_file, path)
-    return sqlite_uri(path)
+    return store_copy(empty_store_file, tmp_path / "mlflow")
 
 
 def compose(overrides: list[str] | None = None):

@@ -443,12 +443,9 @@ def test_sync_uploads_each_result_into_the_store_its_job_logged_to(
     from pipeline.jobdir import JobDir
     from pipeline.report import sync
     from pipeline.sweep.sync import Store, folders_by_store
-    from tests.conftest import compose, sqlite_uri
+    from tests.conftest import compose, store_copy
 
-    other = tmp_path / "other" / "mlflow.db"
-    other.parent.mkdir()
-    shutil.copyfile(empty_store_file, other)
-    stores = {"first": store, "second": sqlite_uri(other)}
+    stores = {"first": store, "second": store_copy(empty_store_file, tmp_path / "other")}
     for name, uri in stores.items():
         job = JobDir(tmp_path / "outputs" / name)
         job.path.mkdir(parents=True)
